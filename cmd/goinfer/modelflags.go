@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"goinfer/internal/checkpoint"
+	"goinfer/internal/engine"
+	"goinfer/internal/model"
+	"goinfer/internal/tensor"
+)
+
+// modelFlags are the flags every command that runs a model shares: where
+// the weights come from and how the engine runs them.
+type modelFlags struct {
+	checkpoint string
+	modelDir   string
+	download   bool
+	arch       string
+	seed       uint64
+	engine     string
+	precision  string
+	compile    bool
+	threads    int
+	device     int
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
+	fs.StringVar(&m.checkpoint, "checkpoint", "", "checkpoint `FILE` (.pth, .pt or .safetensors); overrides --model_dir")
+	fs.StringVar(&m.modelDir, "model_dir", ".", "`DIR` to look for "+checkpoint.ResNet18File+" in, as the reference does")
+	fs.BoolVar(&m.download, "download", false, "fetch "+checkpoint.ResNet18File+" from download.pytorch.org into --model_dir when it is missing (checked against its sha256)")
+	fs.StringVar(&m.arch, "arch", "resnet18", "architecture of the seeded random weights used when no checkpoint is found")
+	fs.Uint64Var(&m.seed, "seed", 0, "seed for random weights and generated inputs")
+	fs.StringVar(&m.engine, "engine", "auto", "engine: auto (cuda if usable, else cpu), cpu or cuda")
+	fs.StringVar(&m.precision, "precision", "", "arithmetic: fp32, tf32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
+	fs.BoolVar(&m.compile, "compile", compileDefault, "fold batch norms, fuse epilogues, autotune and capture CUDA graphs (slower start, faster steady state); --no-compile runs eagerly")
+	fs.IntVar(&m.threads, "threads", 0, "cpu engine threads (0: all cores)")
+	fs.IntVar(&m.device, "device", 0, "GPU ordinal for the cuda engine")
+}
+
+// selectEngine resolves --engine and --precision, printing auto's choice.
+func (m *modelFlags) selectEngine(stderr io.Writer) (engine.Engine, engine.Precision, error) {
+	e, note, err := engine.Select(m.engine)
+	if err != nil {
+		return nil, 0, err
+	}
+	fmt.Fprintln(stderr, note)
+	p := engine.FP32
+	if e.Name() == "cuda" {
+		p = engine.FP16
+	}
+	if m.precision != "" {
+		if p, err = engine.ParsePrecision(m.precision); err != nil {
+			return nil, 0, err
+		}
+	}
+	return e, p, nil
+}
+
+// source says where the weights came from, for summaries and CSV rows.
+type source struct {
+	Path   string // empty for random weights
+	Random bool
+	Seed   uint64
+	Arch   string
+}
+
+func (s source) String() string {
+	if s.Random {
+		return fmt.Sprintf("seeded random %s weights (seed %d)", s.Arch, s.Seed)
+	}
+	return s.Path
+}
+
+// resolve finds the checkpoint: --checkpoint, else the reference's file in
+// --model_dir, else (with --download) fetches it, else random weights with a
+// notice on stderr.
+func (m *modelFlags) resolve(ctx context.Context, stderr io.Writer) (source, error) {
+	if m.checkpoint != "" {
+		if _, err := os.Stat(m.checkpoint); err != nil {
+			return source{}, fmt.Errorf("checkpoint: %w", err)
+		}
+		return source{Path: m.checkpoint}, nil
+	}
+	p := filepath.Join(m.modelDir, checkpoint.ResNet18File)
+	_, err := os.Stat(p)
+	switch {
+	case err == nil:
+		return source{Path: p}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return source{}, fmt.Errorf("model_dir: %w", err)
+	case m.download:
+		fmt.Fprintf(stderr, "downloading %s to %s\n", checkpoint.ResNet18URL, m.modelDir)
+		got, err := checkpoint.Download(ctx, checkpoint.ResNet18URL, m.modelDir, stderr)
+		if err != nil {
+			return source{}, err
+		}
+		return source{Path: got}, nil
+	}
+	if _, err := model.KnownArch(m.arch, 1000); err != nil {
+		return source{}, err
+	}
+	fmt.Fprintf(stderr, "notice: no checkpoint at %s: using seeded random %s weights (seed %d); pass --checkpoint FILE, or --download for torchvision's weights\n", p, m.arch, m.seed)
+	return source{Random: true, Seed: m.seed, Arch: m.arch}, nil
+}
+
+// loadGraph reads the weights src names and builds the eager graph.
+func loadGraph(ctx context.Context, src source) (*model.Graph, error) {
+	var sd *checkpoint.StateDict
+	if src.Random {
+		a, err := model.KnownArch(src.Arch, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if sd, err = model.Init(ctx, a, src.Seed); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if sd, err = checkpoint.Load(src.Path); err != nil {
+			return nil, err
+		}
+	}
+	defer sd.Close()
+	g, err := model.FromStateDict(sd)
+	if err != nil {
+		if src.Random {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %w", src.Path, err)
+	}
+	return g, nil
+}
+
+// loadTimes splits a cold start the way the reference reports it.
+type loadTimes struct {
+	Load    time.Duration // reading weights, building the graph, uploading
+	Compile time.Duration // compile-only work the engine reported
+}
+
+// loadModel resolves, reads and loads the model onto e: the whole cold start
+// before the first forward.
+func loadModel(ctx context.Context, e engine.Engine, src source, opts engine.Options) (engine.Model, loadTimes, error) {
+	t0 := time.Now()
+	g, err := loadGraph(ctx, src)
+	if err != nil {
+		return nil, loadTimes{}, err
+	}
+	m, err := e.Load(ctx, g, opts)
+	if err != nil {
+		return nil, loadTimes{}, err
+	}
+	total := time.Since(t0)
+	ct := m.Info().CompileTime
+	return m, loadTimes{Load: total - ct, Compile: ct}, nil
+}
+
+// parseInputDType reads --input_dtype.
+func parseInputDType(s string) (tensor.DType, error) {
+	switch strings.ToLower(s) {
+	case "fp32", "float32", "":
+		return tensor.Float32, nil
+	case "fp16", "float16":
+		return tensor.Float16, nil
+	case "uint8", "u8":
+		return tensor.Uint8, nil
+	}
+	return 0, fmt.Errorf("unknown --input_dtype %q (want fp32, fp16 or uint8)", s)
+}

@@ -1,0 +1,179 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// Reference runs the graph in float64 with direct loops: slow, obviously
+// correct, and the yardstick the engines are tested against in CI. x is n
+// images of InChannels x h x w in NCHW order; the result is n x Classes
+// logits.
+func (g *Graph) Reference(ctx context.Context, x []float32, n, h, w int) ([]float64, error) {
+	return g.reference(ctx, x, n, h, w, nil)
+}
+
+// bnHook lets Init calibrate batch norm statistics from the activations
+// reaching each batch norm.
+type bnHook func(node *Node, act []float64, d Dims, n int)
+
+func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bnHook) ([]float64, error) {
+	dims, err := g.Shapes(h, w)
+	if err != nil {
+		return nil, err
+	}
+	if want := n * dims[0].Elements(); len(x) != want {
+		return nil, fmt.Errorf("input has %d values, want %d for %d images of %v", len(x), want, n, dims[0])
+	}
+	vals := make([][]float64, g.NumValues)
+	vals[0] = make([]float64, len(x))
+	for i, v := range x {
+		vals[0][i] = float64(v)
+	}
+	last := g.LastUse()
+	for i, nd := range g.Nodes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		in := vals[nd.Inputs[0]]
+		id, od := dims[nd.Inputs[0]], dims[nd.Output]
+		out := make([]float64, n*od.Elements())
+		switch nd.Op {
+		case OpConv:
+			var res []float64
+			if nd.Conv.Residual {
+				res = vals[nd.Inputs[1]]
+			}
+			refConv(nd.Conv, in, res, out, n, id, od)
+		case OpBatchNorm:
+			if hook != nil {
+				hook(nd, in, id, n)
+			}
+			scale, shift := nd.BN.ScaleShift()
+			hw := id.H * id.W
+			for b := 0; b < n; b++ {
+				for c := 0; c < id.C; c++ {
+					base := (b*id.C + c) * hw
+					for j := 0; j < hw; j++ {
+						out[base+j] = in[base+j]*scale[c] + shift[c]
+					}
+				}
+			}
+		case OpReLU:
+			for j, v := range in {
+				out[j] = math.Max(v, 0)
+			}
+		case OpAdd:
+			o := vals[nd.Inputs[1]]
+			for j, v := range in {
+				out[j] = v + o[j]
+			}
+		case OpMaxPool:
+			refMaxPool(nd.Pool, in, out, n, id, od)
+		case OpGlobalAvgPool:
+			hw := id.H * id.W
+			for j := range out {
+				s := 0.0
+				for _, v := range in[j*hw : (j+1)*hw] {
+					s += v
+				}
+				out[j] = s / float64(hw)
+			}
+		case OpLinear:
+			l := nd.Linear
+			for b := 0; b < n; b++ {
+				xs := in[b*l.In : (b+1)*l.In]
+				for o := 0; o < l.Out; o++ {
+					s := 0.0
+					if l.Bias != nil {
+						s = float64(l.Bias[o])
+					}
+					wr := l.Weight[o*l.In : (o+1)*l.In]
+					for k, v := range xs {
+						s += v * float64(wr[k])
+					}
+					out[b*l.Out+o] = s
+				}
+			}
+		default:
+			return nil, fmt.Errorf("%s: unknown op %v", nd.Name, nd.Op)
+		}
+		vals[nd.Output] = out
+		for _, v := range nd.Inputs {
+			if last[v] == i {
+				vals[v] = nil
+			}
+		}
+	}
+	return vals[g.Output], nil
+}
+
+func refConv(c *Conv, in, res, out []float64, n int, id, od Dims) {
+	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
+	for b := 0; b < n; b++ {
+		for o := 0; o < c.OutC; o++ {
+			grp := o / ocg
+			bias := 0.0
+			if c.Bias != nil {
+				bias = float64(c.Bias[o])
+			}
+			for oy := 0; oy < od.H; oy++ {
+				for ox := 0; ox < od.W; ox++ {
+					s := bias
+					for ci := 0; ci < icg; ci++ {
+						ich := grp*icg + ci
+						plane := in[(b*id.C+ich)*id.H*id.W:]
+						wbase := ((o*icg)+ci)*c.K*c.K
+						for ky := 0; ky < c.K; ky++ {
+							iy := oy*c.Stride - c.Pad + ky
+							if iy < 0 || iy >= id.H {
+								continue
+							}
+							for kx := 0; kx < c.K; kx++ {
+								ix := ox*c.Stride - c.Pad + kx
+								if ix < 0 || ix >= id.W {
+									continue
+								}
+								s += plane[iy*id.W+ix] * float64(c.Weight[wbase+ky*c.K+kx])
+							}
+						}
+					}
+					j := ((b*od.C+o)*od.H+oy)*od.W + ox
+					if res != nil {
+						s += res[j]
+					}
+					if c.ReLU && s < 0 {
+						s = 0
+					}
+					out[j] = s
+				}
+			}
+		}
+	}
+}
+
+func refMaxPool(p *Pool, in, out []float64, n int, id, od Dims) {
+	for bc := 0; bc < n*id.C; bc++ {
+		plane := in[bc*id.H*id.W:]
+		for oy := 0; oy < od.H; oy++ {
+			for ox := 0; ox < od.W; ox++ {
+				m := math.Inf(-1)
+				for ky := 0; ky < p.K; ky++ {
+					iy := oy*p.Stride - p.Pad + ky
+					if iy < 0 || iy >= id.H {
+						continue
+					}
+					for kx := 0; kx < p.K; kx++ {
+						ix := ox*p.Stride - p.Pad + kx
+						if ix < 0 || ix >= id.W {
+							continue
+						}
+						m = math.Max(m, plane[iy*id.W+ix])
+					}
+				}
+				out[(bc*od.H+oy)*od.W+ox] = m
+			}
+		}
+	}
+}
