@@ -124,7 +124,7 @@ func refConv(c *Conv, in, res, out []float64, n int, id, od Dims) {
 					for ci := 0; ci < icg; ci++ {
 						ich := grp*icg + ci
 						plane := in[(b*id.C+ich)*id.H*id.W:]
-						wbase := ((o*icg)+ci)*c.K*c.K
+						wbase := ((o * icg) + ci) * c.K * c.K
 						for ky := 0; ky < c.K; ky++ {
 							iy := oy*c.Stride - c.Pad + ky
 							if iy < 0 || iy >= id.H {
