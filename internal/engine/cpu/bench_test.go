@@ -1,0 +1,91 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"goinfer/internal/engine"
+	"goinfer/internal/model"
+	"goinfer/internal/tensor"
+)
+
+var resnet18 = sync.OnceValues(func() (*model.Graph, error) {
+	a, err := model.KnownArch("resnet18", 1000)
+	if err != nil {
+		return nil, err
+	}
+	sd, err := model.Init(context.Background(), a, 1)
+	if err != nil {
+		return nil, err
+	}
+	return model.FromStateDict(sd)
+})
+
+// BenchmarkResNet18 measures full-width ResNet-18 (random weights) forwards
+// and reports images/s and effective GFLOP/s (2 FLOPs per MAC of g.MACs).
+// Run: go test -run XXX -bench ResNet18 ./internal/engine/cpu/
+func BenchmarkResNet18(b *testing.B) {
+	if testing.Short() {
+		b.Skip("full ResNet-18 forwards take seconds; skipped in -short")
+	}
+	g, err := resnet18()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{224, 250} {
+		for _, n := range []int{1, 8} {
+			for _, compile := range []bool{false, true} {
+				mode := "eager"
+				if compile {
+					mode = "compiled"
+				}
+				b.Run(fmt.Sprintf("%d/bs%d/%s", size, n, mode), func(b *testing.B) {
+					benchForward(b, g, size, n, compile)
+				})
+			}
+		}
+	}
+}
+
+func benchForward(b *testing.B, g *model.Graph, size, n int, compile bool) {
+	ctx := context.Background()
+	m, err := Engine{}.Load(ctx, g, engine.Options{Compile: compile, MaxBatch: n, Height: size, Width: size})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	inst, err := m.NewInstance(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close()
+	info := m.Info()
+	in, _ := m.Device().Alloc(n * info.InputBytes())
+	out, _ := m.Device().Alloc(n * info.OutputBytes())
+	copy(in.(*Buffer).Bytes(), tensor.F32Bytes(randInput(1, n*3*size*size)))
+	macs, err := g.MACs(size, size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := inst.Forward(in, out, n); err != nil { // warm caches and pages
+		b.Fatal(err)
+	}
+	cpu0 := processCPU()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := inst.Forward(in, out, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds()
+	flops := 2 * float64(macs) * float64(n*b.N)
+	b.ReportMetric(float64(n*b.N)/sec, "img/s")
+	b.ReportMetric(flops/sec/1e9, "GFLOP/s")
+	// Work per CPU-second (all threads) tells the code's efficiency apart
+	// from what other processes on a shared machine take.
+	if cpu := (processCPU() - cpu0).Seconds(); cpu > 0 {
+		b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
+	}
+}

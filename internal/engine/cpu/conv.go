@@ -1,0 +1,508 @@
+package cpu
+
+import (
+	"fmt"
+	"slices"
+
+	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/model"
+)
+
+// Blocking of a convolution's GEMM (M = output channels of a group, N =
+// output pixels of all the batch's images, K = input channels of the group
+// x kernel area). One task computes an (M-range, N-range) block of one
+// group: it packs a K-block of B for its N-range (at most KCMax x ncMax
+// floats, in L2) and sweeps A's MC-row blocks (mcMax x KCMax floats, also
+// L2) over it, one NR-wide B micro-panel (in L1) at a time.
+const (
+	ncMax = 256
+	mcMax = 192 // a multiple of gemm.MR
+	// tasksPerThread is how many tasks per worker a parallel op aims for, so
+	// that dynamic scheduling evens out uneven task costs.
+	tasksPerThread = 4
+)
+
+// convStep is a convolution with its weights packed per group.
+type convStep struct {
+	src, res, dst int // values; res is -1 without a residual input
+	inC, outC     int
+	k, stride     int
+	pad, groups   int
+	ih, iw        int
+	oh, ow        int
+	icg, ocg      int
+	bias          []float32 // nil or outC
+	relu          bool
+	a             []*gemm.PackedA // per group: ocg x icg*k*k
+	// layout says where B's values are read from; see convLayout.
+	layout convLayout
+	// ph, pw are the phase planes' height and width (layoutPhases), and
+	// usedPhase says which of the stride x stride phases the kernel reads.
+	ph, pw    int
+	usedPhase []bool
+	// kOff and kMask are, per row of B, the offset PackGather adds to
+	// each lane and the index of the row's kernel-position mask.
+	kOff, kMask []int32
+}
+
+// convLayout is how a convolution reads its implicit im2col matrix. Output
+// pixel n = oy*OW + ox; in the two contiguous layouts B's row for kernel
+// position (ky, kx) is the input read at a constant shift from n, so a
+// panel row is NR consecutive values, loaded under a padding mask.
+type convLayout uint8
+
+const (
+	// layoutShift: stride 1 and the input as wide as the output (a "same"
+	// convolution: 3x3 pad 1, 1x1 pad 0), so input pixel
+	// (oy+ky-pad, ox+kx-pad) is at flat index n + (ky-pad)*IW + kx-pad.
+	layoutShift convLayout = iota
+	// layoutPhases: stride S > 1 with ceil(IW/S) == OW. The input is first
+	// split into S*S phase planes (rows py::S, columns px::S), where a
+	// strided window becomes a shift, as in layoutShift.
+	layoutPhases
+	// layoutGather: anything else; each lane is gathered.
+	layoutGather
+)
+
+// maxKernel bounds the kernel size, so that per-panel masks live in fixed
+// arrays (ResNets use 1, 3 and 7).
+const maxKernel = 11
+
+func newConvStep(nd *model.Node, in, out model.Dims, maxBatch int) (*convStep, error) {
+	c := nd.Conv
+	if c.K > maxKernel {
+		return nil, fmt.Errorf("kernel size %d is larger than the cpu engine's maximum %d", c.K, maxKernel)
+	}
+	s := &convStep{
+		src: int(nd.Inputs[0]), res: -1, dst: int(nd.Output),
+		inC: c.InC, outC: c.OutC, k: c.K, stride: c.Stride, pad: c.Pad, groups: c.Groups,
+		ih: in.H, iw: in.W, oh: out.H, ow: out.W,
+		icg: c.InC / c.Groups, ocg: c.OutC / c.Groups,
+		bias: slices.Clone(c.Bias), relu: c.ReLU,
+	}
+	if c.Residual {
+		s.res = int(nd.Inputs[1])
+	}
+	kdim := s.icg * c.K * c.K
+	s.ph, s.pw = (in.H+c.Stride-1)/c.Stride, (in.W+c.Stride-1)/c.Stride
+	switch {
+	case c.Stride == 1 && in.W == out.W:
+		s.layout = layoutShift
+	case c.Stride > 1 && s.pw == out.W:
+		s.layout = layoutPhases
+	default:
+		s.layout = layoutGather
+	}
+	for g := 0; g < c.Groups; g++ {
+		w := c.Weight[g*s.ocg*kdim : (g+1)*s.ocg*kdim]
+		a, err := gemm.PackA(w, s.ocg, kdim, kdim, gemm.BlockDepth(kdim))
+		if err != nil {
+			return nil, fmt.Errorf("packing weights of group %d: %w", g, err)
+		}
+		s.a = append(s.a, a)
+	}
+	if int64(c.InC)*int64(c.Stride*c.Stride)*int64(s.ph*s.pw)*int64(maxBatch) >= 1<<31 {
+		return nil, fmt.Errorf("input of %d images of %d channels of %dx%d is too large", maxBatch, c.InC, in.H, in.W)
+	}
+	s.kOff, s.kMask = make([]int32, kdim), make([]int32, kdim)
+	s.usedPhase = make([]bool, c.Stride*c.Stride)
+	for k := 0; k < kdim; k++ {
+		ci, r := k/(c.K*c.K), k%(c.K*c.K)
+		ky, kx := r/c.K, r%c.K
+		s.kMask[k] = int32(r)
+		switch s.layout {
+		case layoutShift:
+			s.kOff[k] = int32(ci*in.H*in.W + (ky-c.Pad)*in.W + kx - c.Pad)
+		case layoutPhases:
+			py, dy := floorDivMod(ky-c.Pad, c.Stride)
+			px, dx := floorDivMod(kx-c.Pad, c.Stride)
+			plane := (ci*c.Stride+py)*c.Stride + px
+			s.usedPhase[py*c.Stride+px] = true
+			s.kOff[k] = int32(plane*s.ph*s.pw + dy*s.pw + dx)
+		case layoutGather:
+			s.kOff[k] = int32(ci*in.H*in.W + ky*in.W + kx)
+		}
+	}
+	return s, nil
+}
+
+func (s *convStep) weightBytes() int64 {
+	n := len(s.bias)
+	for _, a := range s.a {
+		n += len(a.Data)
+	}
+	return 4 * int64(n)
+}
+
+// phaseElems is the floats per image the phase planes of the input take
+// (layoutPhases), 0 otherwise.
+func (s *convStep) phaseElems() int {
+	if s.layout != layoutPhases {
+		return 0
+	}
+	return s.inC * s.stride * s.stride * s.ph * s.pw
+}
+
+func (s *convStep) run(in *instance, n int) {
+	j := &in.conv
+	j.s = s
+	j.in, j.out = in.vals[s.src], in.vals[s.dst]
+	if s.layout == layoutPhases {
+		pj := &in.phase
+		pj.s, pj.in, pj.out = s, j.in, in.phaseBuf[:n*s.phaseElems()]
+		pj.per = max(1, planeChunk/(s.ih*s.iw))
+		pj.planes = n * s.inC
+		in.pool.parallel(pj, (pj.planes+pj.per-1)/pj.per)
+		j.in = pj.out
+	}
+	j.res = nil
+	if s.res >= 0 {
+		j.res = in.vals[s.res]
+	}
+	// The GEMM's N runs over the output pixels of all n images, so that
+	// small late-stage images (7x7 = 49 pixels) still fill whole NR-wide
+	// panels when the batch has several.
+	m, ntot := s.ocg, n*s.oh*s.ow
+	nch, mch := (ntot+ncMax-1)/ncMax, 1
+	target := tasksPerThread * in.pool.size
+split:
+	for s.groups*nch*mch < target {
+		switch {
+		case ntot/(nch+1) >= 4*gemm.NR:
+			nch++
+		case m/(mch+1) >= 4*gemm.MR:
+			mch++
+		default:
+			break split // tasks would get too thin
+		}
+	}
+	j.ntot = ntot
+	j.nw = roundUp((ntot+nch-1)/nch, gemm.NR)
+	j.mw = roundUp((m+mch-1)/mch, gemm.MR)
+	j.nch, j.mch = (ntot+j.nw-1)/j.nw, (m+j.mw-1)/j.mw
+	j.shared = nil
+	kdim := s.icg * s.k * s.k
+	if size := s.groups * j.nch * kdim * j.nw; j.mch > 1 && size <= len(in.sharedB) {
+		// Several tasks would pack the same columns of B: pack them once,
+		// in parallel over K-blocks, and let the tasks share them.
+		j.shared = in.sharedB[:size]
+		pj := &in.pack
+		pj.c, pj.nkb = j, s.a[0].Blocks()
+		in.pool.parallel(pj, s.groups*j.nch*pj.nkb)
+	}
+	in.pool.parallel(j, s.groups*j.nch*j.mch)
+}
+
+// sharedElems is the most floats a shared packing of B can take for a
+// batch of n images.
+func (s *convStep) sharedElems(n int) int {
+	return s.groups * s.icg * s.k * s.k * roundUp(n*s.oh*s.ow, gemm.NR)
+}
+
+// sharedBlock returns the packed K-block kb (rows k0...) of group g's N
+// chunk jn in the shared packing: NR-wide panels of kc rows, as pack
+// writes them.
+func (j *convJob) sharedBlock(g, jn, k0 int) []float32 {
+	kdim := j.s.icg * j.s.k * j.s.k
+	off := ((g*j.nch+jn)*kdim + k0) * j.nw
+	return j.shared[off : off+(kdim-k0)*j.nw]
+}
+
+// packJob packs B for a convJob's shared mode: one task per group, N chunk
+// and K-block.
+type packJob struct {
+	c   *convJob
+	nkb int
+}
+
+func (p *packJob) run(w, t int) {
+	j := p.c
+	s := j.s
+	g, r := t/(j.nch*p.nkb), t%(j.nch*p.nkb)
+	jn, kb := r/p.nkb, r%p.nkb
+	n0 := jn * j.nw
+	n1 := min(j.ntot, n0+j.nw)
+	ws := &j.scratch[w]
+	s.prepare(ws, n0, n1-n0, true)
+	k0, kc := s.a[g].BlockK(kb)
+	s.pack(j.sharedBlock(g, jn, k0), j.in[g*s.icg*s.inPlane():], ws, k0, kc, n1-n0)
+}
+
+// floorDivMod returns q mod m in [0, m) and floor(q/m).
+func floorDivMod(q, m int) (mod, div int) {
+	div = q / m
+	if q%m < 0 {
+		div--
+	}
+	return q - div*m, div
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// convJob is one call of a convStep, split into tasks of (group, N-range,
+// M-range), N running over all images' output pixels.
+type convJob struct {
+	s            *convStep
+	in, res, out []float32
+	ntot         int // images x output pixels
+	// shared, when set, holds B packed once for all M-ranges.
+	shared   []float32
+	nw, mw   int       // task width in pixels and channels
+	nch, mch int       // tasks per group along N and M
+	scratch  []scratch // per worker
+}
+
+// scratch is one worker's private memory for GEMM tasks.
+type scratch struct {
+	packB []float32 // a packed KCMax x ncMax block of B
+	tile  [gemm.MR * gemm.NR]float32
+	// For a convolution task's panels: the lane offsets and, per kernel
+	// position, the padding masks (see gemm.Gather).
+	lanes   [ncMax / gemm.NR][gemm.NR]int32
+	panels  [ncMax / gemm.NR]panel
+	masks   []int32 // ncMax/NR panels x maxKK masks x NR lanes
+	allOnes []int32 // maxKK masks that read every lane
+	maskOf  [ncMax / gemm.NR][]int32
+	// contiguous says a panel's lanes are consecutive (see gemm.Gather).
+	contiguous [ncMax / gemm.NR]bool
+	gather     gemm.Gather
+}
+
+// panel is where an NR-wide panel of output pixels starts.
+type panel struct {
+	img, pix int
+	// whole says the panel's NR columns are consecutive pixels of one
+	// image, so the kernel can store its tile in place.
+	whole bool
+}
+
+func newScratch(maxKK int) scratch {
+	s := scratch{
+		packB:   make([]float32, gemm.KCMax*ncMax),
+		masks:   make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
+		allOnes: make([]int32, maxKK*gemm.NR),
+	}
+	for i := range s.allOnes {
+		s.allOnes[i] = -1
+	}
+	return s
+}
+
+// bytes is the memory a scratch holds.
+func (s *scratch) bytes() int64 {
+	return int64(4 * (len(s.packB) + len(s.tile) + len(s.lanes)*gemm.NR + len(s.masks) + len(s.allOnes)))
+}
+
+func (j *convJob) run(w, t int) {
+	const mr, nr = gemm.MR, gemm.NR
+	s := j.s
+	per := j.nch * j.mch
+	g, r := t/per, t%per
+	npix := s.oh * s.ow
+	in := j.in[g*s.icg*s.inPlane():]
+	var bias []float32
+	if s.bias != nil {
+		bias = s.bias[g*s.ocg : (g+1)*s.ocg]
+	}
+	n0 := (r / j.mch) * j.nw
+	n1 := min(j.ntot, n0+j.nw)
+	m0 := (r % j.mch) * j.mw
+	m1 := min(s.ocg, m0+j.mw)
+	a := s.a[g]
+	ws := &j.scratch[w]
+	tile := &ws.tile
+	s.prepare(ws, n0, n1-n0, j.shared == nil)
+	nb := a.Blocks()
+	for kb := 0; kb < nb; kb++ {
+		k0, kc := a.BlockK(kb)
+		bp := ws.packB
+		if j.shared != nil {
+			bp = j.sharedBlock(g, n0/j.nw, k0)
+		} else {
+			s.pack(bp, in, ws, k0, kc, n1-n0)
+		}
+		last := kb == nb-1
+		for ic := m0; ic < m1; ic += mcMax {
+			ie := min(m1, ic+mcMax)
+			for jp := 0; n0+jp*nr < n1; jp++ {
+				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
+				pn := &ws.panels[jp]
+				for ip := ic / mr; ip*mr < ie; ip++ {
+					rows := min(mr, ie-ip*mr)
+					var ep gemm.Epilogue
+					if last {
+						ep.ReLU = s.relu
+						if bias != nil {
+							ep.Bias = bias[ip*mr:]
+						}
+					}
+					if rows == mr && pn.whole {
+						off := (pn.img*s.outC+g*s.ocg+ip*mr)*npix + pn.pix
+						if last && j.res != nil {
+							ep.Res, ep.LdRes = j.res[off:], npix
+						}
+						gemm.KernelEpilogue(kc, a.Panel(kb, ip), bpan, j.out[off:], npix, kb > 0, ep)
+						continue
+					}
+					// A partial tile, or one spanning images: compute it
+					// aside and store it image by image.
+					cols := min(nr, n1-n0-jp*nr)
+					gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
+					img, pix := pn.img, pn.pix
+					for l := 0; l < cols; {
+						seg := min(cols-l, npix-pix)
+						off := (img*s.outC+g*s.ocg+ip*mr)*npix + pix
+						gemm.MergeTile(j.out[off:], npix, tile[l:], rows, seg, kb > 0)
+						if last {
+							if j.res != nil {
+								ep.Res, ep.LdRes = j.res[off:], npix
+							}
+							gemm.ApplyEpilogue(j.out[off:], npix, rows, seg, ep)
+						}
+						l += seg
+						img, pix = img+1, 0
+					}
+				}
+			}
+		}
+	}
+}
+
+// inPlane is the floats per input channel that B is read from: a plane, or
+// its phase planes.
+func (s *convStep) inPlane() int {
+	if s.layout == layoutPhases {
+		return s.stride * s.stride * s.ph * s.pw
+	}
+	return s.ih * s.iw
+}
+
+// phaseJob splits a strided convolution's input planes into phase planes:
+// phase (py, px) of a plane holds its pixels (py+S*r, px+S*c), zero past
+// the edge.
+type phaseJob struct {
+	s           *convStep
+	in, out     []float32
+	planes, per int
+}
+
+func (j *phaseJob) run(_, t int) {
+	s := j.s
+	st, ph, pw := s.stride, s.ph, s.pw
+	for p := t * j.per; p < min(j.planes, (t+1)*j.per); p++ {
+		src := j.in[p*s.ih*s.iw : (p+1)*s.ih*s.iw]
+		for iy := range ph * st {
+			py, r := iy%st, iy/st
+			for px := range st {
+				if !s.usedPhase[py*st+px] {
+					continue // no kernel position reads it
+				}
+				d := j.out[((p*st+py)*st+px)*ph*pw+r*pw:][:pw]
+				if iy >= s.ih {
+					clear(d)
+					continue
+				}
+				row := src[iy*s.iw+px : (iy+1)*s.iw]
+				cnt := (len(row) + st - 1) / st
+				if st == 2 {
+					for c := range d[:cnt] {
+						d[c] = row[2*c]
+					}
+				} else {
+					for c := range d[:cnt] {
+						d[c] = row[c*st]
+					}
+				}
+				clear(d[cnt:])
+			}
+		}
+	}
+}
+
+// prepare computes, for the nw output columns from n0 on (column q is pixel
+// q%npix of image q/npix), where each NR-wide panel starts and, when
+// packing, its lane offsets and padding masks (one per kernel position:
+// lane l reads input pixel (iy0+ky, ix0+kx) if it lies inside the image
+// and l is a real column), which every K-block of the task then reuses.
+func (s *convStep) prepare(ws *scratch, n0, nw int, packing bool) {
+	const nr = gemm.NR
+	kk := s.k * s.k
+	npix := s.oh * s.ow
+	imgStride := s.inC * s.inPlane()
+	for p := 0; p*nr < nw; p++ {
+		c0 := n0 + p*nr
+		w := min(nr, nw-p*nr)
+		img, pix := c0/npix, c0%npix
+		pn := &ws.panels[p]
+		pn.img, pn.pix = img, pix
+		pn.whole = w == nr && pix+nr <= npix
+		if !packing {
+			continue // the caller only stores tiles
+		}
+		oy, ox := pix/s.ow, pix%s.ow
+		// rowOK[ky][l] and colOK[kx][l] are -1 where lane l's input row
+		// (column) at kernel offset ky (kx) is inside the image.
+		var rowOK, colOK [maxKernel][nr]int32
+		lanes := &ws.lanes[p]
+		interior := w == nr
+		for l := range nr {
+			iy0, ix0 := oy*s.stride-s.pad, ox*s.stride-s.pad
+			interior = interior && iy0 >= 0 && iy0+s.k <= s.ih && ix0 >= 0 && ix0+s.k <= s.iw
+			if s.layout == layoutGather {
+				lanes[l] = int32(img*imgStride + iy0*s.iw + ix0)
+			} else {
+				lanes[l] = int32(img*imgStride + oy*s.ow + ox)
+			}
+			for ky := range s.k {
+				if l < w && uint(iy0+ky) < uint(s.ih) {
+					rowOK[ky][l] = -1
+				}
+			}
+			for kx := range s.k {
+				if uint(ix0+kx) < uint(s.iw) {
+					colOK[kx][l] = -1
+				}
+			}
+			if ox++; ox == s.ow {
+				ox, oy = 0, oy+1
+				if oy == s.oh {
+					oy, img = 0, img+1
+				}
+			}
+		}
+		ws.contiguous[p] = s.layout != layoutGather && pn.whole
+		if interior {
+			// Every lane reads the image at every kernel position.
+			ws.maskOf[p] = ws.allOnes[:kk*nr]
+			continue
+		}
+		masks := ws.masks[p*kk*nr : (p+1)*kk*nr]
+		ws.maskOf[p] = masks
+		for ky := range s.k {
+			for kx := range s.k {
+				m := masks[(ky*s.k+kx)*nr : (ky*s.k+kx+1)*nr]
+				r, c := &rowOK[ky], &colOK[kx]
+				for l := range m {
+					m[l] = r[l] & c[l]
+				}
+			}
+		}
+	}
+}
+
+// pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw
+// columns, prepared by prepare) into NR-wide panels (the layout of
+// gemm.PackB): row k is input channel k/(K*K) at kernel offset
+// ((k%(K*K))/K, k%K), column n is output pixel n. src holds the group's
+// input planes, or their phase planes (layoutPhases).
+func (s *convStep) pack(dst, src []float32, ws *scratch, k0, kc, nw int) {
+	const nr = gemm.NR
+	g := &ws.gather
+	g.Offs, g.Mask = s.kOff[k0:k0+kc], s.kMask[k0:k0+kc]
+	for p := 0; p*nr < nw; p++ {
+		g.Contiguous = ws.contiguous[p]
+		g.Lanes = ws.lanes[p]
+		g.Masks = ws.maskOf[p]
+		gemm.PackGather(dst[p*nr*kc:(p+1)*nr*kc], src, g)
+	}
+}

@@ -1,0 +1,199 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"goinfer/internal/engine"
+	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/model"
+	"goinfer/internal/tensor"
+)
+
+// plan is everything instances share: per-node steps with packed weights,
+// value shapes, and the assignment of values to recycled activation slots.
+type plan struct {
+	steps     []step
+	dims      []model.Dims
+	output    model.Value
+	classes   int
+	inDType   tensor.DType
+	inC, h, w int
+	maxBatch  int
+	// chunk is the images one pass through the network takes; Forward
+	// splits bigger batches, so activations are sized for chunk images.
+	chunk       int
+	weightBytes int64
+
+	// slotOf maps a value to its activation slot (-1: none; value 0 has
+	// none when the input is float32 and is read from the input buffer).
+	slotOf []int
+	// slotElems is each slot's size in floats per image.
+	slotElems []int
+	// linScratch is the floats per image a linear step needs for its
+	// transposed product.
+	linScratch int
+	// phaseElems is the largest phase split of a strided convolution's
+	// input, in floats per image; maxKK the largest kernel area.
+	phaseElems, maxKK int
+	// maxRow is the widest input of a max pooling.
+	maxRow int
+	// sharedElems sizes the buffer of B packed once for several tasks.
+	sharedElems int
+
+	// input converts a float16 or uint8 input to float32 (nil for float32).
+	input *eltStep
+}
+
+// microBatch bounds the images one pass through the network takes. Eight
+// images fill the GEMM's panels even at 7x7 pixels and give every worker
+// tasks, while activations stay a few cache-friendly megabytes per image
+// instead of growing with the batch (a batch of 256 250x250 images would
+// need gigabytes).
+const microBatch = 8
+
+// maxSharedB bounds the floats of B a convolution packs once for all its
+// tasks (8 MiB). Sharing matters when N is small (late stages, small
+// batches), which is also when B is small.
+const maxSharedB = 2 << 20
+
+// step is one node's prepared computation.
+type step interface {
+	run(in *instance, n int)
+}
+
+func newPlan(ctx context.Context, g *model.Graph, o engine.Options) (*plan, error) {
+	dims, err := g.Shapes(o.Height, o.Width)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	p := &plan{
+		dims: dims, output: g.Output, classes: g.Classes, inDType: o.InputDType,
+		inC: g.InChannels, h: o.Height, w: o.Width, maxBatch: o.MaxBatch,
+		chunk: min(o.MaxBatch, microBatch),
+	}
+	if out := dims[g.Output]; out.Elements() != g.Classes {
+		return nil, fmt.Errorf("cpu: graph output has shape %v, want %d logits", out, g.Classes)
+	}
+	if o.InputDType != tensor.Float32 {
+		p.input = &eltStep{kind: eltInput, dtype: o.InputDType, c: g.InChannels, hw: o.Height * o.Width}
+		if o.InputDType == tensor.Uint8 {
+			// x/255 normalized: (x/255 - mean)/std = x*scale + shift.
+			p.input.scale, p.input.shift = make([]float32, 3), make([]float32, 3)
+			for c := range 3 {
+				p.input.scale[c] = 1 / (255 * engine.ImageNetStd[c])
+				p.input.shift[c] = -engine.ImageNetMean[c] / engine.ImageNetStd[c]
+			}
+		}
+	}
+	for _, nd := range g.Nodes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s, err := p.newStep(nd)
+		if err != nil {
+			return nil, fmt.Errorf("cpu: node %s (%s): %w", nd.Name, nd.Op, err)
+		}
+		p.steps = append(p.steps, s)
+	}
+	p.planSlots(g)
+	return p, nil
+}
+
+func (p *plan) newStep(nd *model.Node) (step, error) {
+	in, out := p.dims[nd.Inputs[0]], p.dims[nd.Output]
+	src, dst := int(nd.Inputs[0]), int(nd.Output)
+	switch nd.Op {
+	case model.OpConv:
+		s, err := newConvStep(nd, in, out, p.chunk)
+		if err != nil {
+			return nil, err
+		}
+		p.weightBytes += s.weightBytes()
+		p.phaseElems = max(p.phaseElems, s.phaseElems())
+		p.maxKK = max(p.maxKK, s.k*s.k)
+		p.sharedElems = max(p.sharedElems, min(s.sharedElems(p.chunk), maxSharedB))
+		return s, nil
+	case model.OpBatchNorm:
+		scale, shift := nd.BN.ScaleShift()
+		s := &eltStep{kind: eltBN, src: src, dst: dst, c: in.C, hw: in.H * in.W,
+			scale: make([]float32, in.C), shift: make([]float32, in.C)}
+		for c := range scale {
+			s.scale[c], s.shift[c] = float32(scale[c]), float32(shift[c])
+		}
+		p.weightBytes += int64(8 * in.C)
+		return s, nil
+	case model.OpReLU:
+		return &eltStep{kind: eltReLU, src: src, dst: dst, c: in.C, hw: in.H * in.W}, nil
+	case model.OpAdd:
+		return &eltStep{kind: eltAdd, src: src, src2: int(nd.Inputs[1]), dst: dst, c: in.C, hw: in.H * in.W}, nil
+	case model.OpMaxPool:
+		p.maxRow = max(p.maxRow, in.W)
+		return &eltStep{kind: eltMaxPool, src: src, dst: dst, c: in.C, hw: in.H * in.W, in: in, out: out, pool: *nd.Pool}, nil
+	case model.OpGlobalAvgPool:
+		return &eltStep{kind: eltAvgPool, src: src, dst: dst, c: in.C, hw: in.H * in.W}, nil
+	case model.OpLinear:
+		l := nd.Linear
+		a, err := gemm.PackA(l.Weight, l.Out, l.In, l.In, gemm.BlockDepth(l.In))
+		if err != nil {
+			return nil, err
+		}
+		s := &linearStep{src: src, dst: dst, in: l.In, out: l.Out, a: a, bias: slices.Clone(l.Bias)}
+		p.weightBytes += int64(4 * (len(a.Data) + len(l.Bias)))
+		p.linScratch = max(p.linScratch, l.Out)
+		return s, nil
+	}
+	return nil, fmt.Errorf("op %s is not supported by the cpu engine", nd.Op)
+}
+
+// planSlots assigns values to activation slots greedily in execution order:
+// a value takes the best-fitting free slot (growing the largest free one if
+// none fits) and gives it back after its last reader. A node's output never
+// shares a slot with its inputs, so no op needs to work in place.
+func (p *plan) planSlots(g *model.Graph) {
+	last := g.LastUse()
+	p.slotOf = make([]int, g.NumValues)
+	for i := range p.slotOf {
+		p.slotOf[i] = -1
+	}
+	var free []int
+	take := func(v model.Value) {
+		need := p.dims[v].Elements()
+		best := -1
+		for i, s := range free {
+			fits, bestFits := p.slotElems[s] >= need, best >= 0 && p.slotElems[free[best]] >= need
+			switch {
+			case best < 0,
+				fits && !bestFits,
+				fits && bestFits && p.slotElems[s] < p.slotElems[free[best]],
+				!fits && !bestFits && p.slotElems[s] > p.slotElems[free[best]]:
+				best = i
+			}
+		}
+		if best < 0 {
+			p.slotOf[v] = len(p.slotElems)
+			p.slotElems = append(p.slotElems, need)
+			return
+		}
+		s := free[best]
+		free = append(free[:best], free[best+1:]...)
+		p.slotElems[s] = max(p.slotElems[s], need)
+		p.slotOf[v] = s
+	}
+	if p.inDType != tensor.Float32 {
+		take(0)
+	}
+	for i, nd := range g.Nodes {
+		take(nd.Output)
+		for j, v := range nd.Inputs {
+			dup := false
+			for _, u := range nd.Inputs[:j] {
+				dup = dup || u == v
+			}
+			if !dup && last[v] == i && p.slotOf[v] >= 0 {
+				free = append(free, p.slotOf[v])
+			}
+		}
+	}
+}

@@ -1,0 +1,74 @@
+// Package vec holds the cpu engine's element-wise loops over float32
+// slices (the eager graph's batch norm, relu and add, and pooling's
+// reductions), in AVX2 assembly on amd64 when the CPU has it and pure Go
+// elsewhere. All functions work on the first len(dst) elements and panic if
+// an operand is shorter: callers size them.
+package vec
+
+// ScaleShift sets dst[i] = src[i]*scale + shift.
+func ScaleShift(dst, src []float32, scale, shift float32) {
+	src = src[:len(dst)]
+	scaleShift(dst, src, scale, shift)
+}
+
+// ReLU sets dst[i] = max(src[i], 0); NaN stays NaN, as in PyTorch.
+func ReLU(dst, src []float32) {
+	src = src[:len(dst)]
+	relu(dst, src)
+}
+
+// Add sets dst[i] = a[i] + b[i].
+func Add(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	add(dst, a, b)
+}
+
+// Max sets dst[i] = max(dst[i], src[i]).
+func Max(dst, src []float32) {
+	src = src[:len(dst)]
+	maxInto(dst, src)
+}
+
+// Sum returns the sum of v (in an order of its choosing).
+func Sum(v []float32) float32 { return sum(v) }
+
+func scaleShiftGo(dst, src []float32, scale, shift float32) {
+	for i, v := range src {
+		dst[i] = v*scale + shift
+	}
+}
+
+func reluGo(dst, src []float32) {
+	for i, v := range src {
+		dst[i] = max(v, 0)
+	}
+}
+
+func addGo(dst, a, b []float32) {
+	for i, v := range a {
+		dst[i] = v + b[i]
+	}
+}
+
+func maxGo(dst, src []float32) {
+	for i, v := range src {
+		dst[i] = max(dst[i], v)
+	}
+}
+
+func sumGo(v []float32) float32 {
+	// Four partial sums: shorter dependency chains, and the same
+	// association as nothing in particular, like any vectorized sum.
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(v); i += 4 {
+		s0 += v[i]
+		s1 += v[i+1]
+		s2 += v[i+2]
+		s3 += v[i+3]
+	}
+	for ; i < len(v); i++ {
+		s0 += v[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}

@@ -1,0 +1,73 @@
+//go:build amd64 && !purego
+
+package vec
+
+import "golang.org/x/sys/cpu"
+
+// useAsm is fixed at start-up from the CPU's features.
+var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// The assembly loops handle n/8*8 elements; Go finishes the rest.
+
+//go:noescape
+func scaleShiftAVX2(dst, src *float32, n int, scale, shift float32)
+
+//go:noescape
+func reluAVX2(dst, src *float32, n int)
+
+//go:noescape
+func addAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func maxAVX2(dst, src *float32, n int)
+
+//go:noescape
+func sumAVX2(v *float32, n int) float32
+
+func scaleShift(dst, src []float32, scale, shift float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		scaleShiftAVX2(&dst[0], &src[0], n, scale, shift)
+	} else {
+		n = 0
+	}
+	scaleShiftGo(dst[n:], src[n:], scale, shift)
+}
+
+func relu(dst, src []float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		reluAVX2(&dst[0], &src[0], n)
+	} else {
+		n = 0
+	}
+	reluGo(dst[n:], src[n:])
+}
+
+func add(dst, a, b []float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		addAVX2(&dst[0], &a[0], &b[0], n)
+	} else {
+		n = 0
+	}
+	addGo(dst[n:], a[n:], b[n:])
+}
+
+func maxInto(dst, src []float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		maxAVX2(&dst[0], &src[0], n)
+	} else {
+		n = 0
+	}
+	maxGo(dst[n:], src[n:])
+}
+
+func sum(v []float32) float32 {
+	n := len(v) &^ 7
+	if !useAsm || n == 0 {
+		return sumGo(v)
+	}
+	return sumAVX2(&v[0], n) + sumGo(v[n:])
+}

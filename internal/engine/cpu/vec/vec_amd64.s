@@ -1,0 +1,102 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func scaleShiftAVX2(dst, src *float32, n int, scale, shift float32)
+TEXT ·scaleShiftAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Y2
+	VBROADCASTSS shift+28(FP), Y3
+	SHRQ $3, CX
+loop:
+	VMOVUPS (SI), Y0
+	VFMADD213PS Y3, Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
+// func reluAVX2(dst, src *float32, n int)
+// max(0, x) with x as the second source keeps NaN.
+TEXT ·reluAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VXORPS Y2, Y2, Y2
+	SHRQ $3, CX
+loop:
+	VMOVUPS (SI), Y0
+	VMAXPS Y0, Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
+// func addAVX2(dst, a, b *float32, n int)
+TEXT ·addAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+loop:
+	VMOVUPS (SI), Y0
+	VADDPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
+// func maxAVX2(dst, src *float32, n int)
+// VMAXPS returns its second source when either is NaN, which keeps a NaN
+// from src; a NaN already in dst is kept by the blend, so that NaN
+// propagates as with Go's max (and PyTorch's max pooling).
+TEXT ·maxAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+loop:
+	VMOVUPS (DI), Y1
+	VMOVUPS (SI), Y0
+	VMAXPS Y0, Y1, Y2
+	VCMPPS $3, Y1, Y1, Y3
+	VBLENDVPS Y3, Y1, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
+// func sumAVX2(v *float32, n int) float32
+TEXT ·sumAVX2(SB), NOSPLIT, $0-20
+	MOVQ v+0(FP), SI
+	MOVQ n+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	SHRQ $3, CX
+loop:
+	VADDPS (SI), Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JNZ loop
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET

@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package vec
+
+const useAsm = false
+
+func scaleShift(dst, src []float32, scale, shift float32) { scaleShiftGo(dst, src, scale, shift) }
+func relu(dst, src []float32)                             { reluGo(dst, src) }
+func add(dst, a, b []float32)                             { addGo(dst, a, b) }
+func maxInto(dst, src []float32)                          { maxGo(dst, src) }
+func sum(v []float32) float32                             { return sumGo(v) }

@@ -1,0 +1,78 @@
+package vec
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func data(r *rand.Rand, n int, nan bool) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+		if nan && r.IntN(7) == 0 {
+			v[i] = float32(math.NaN())
+		}
+	}
+	return v
+}
+
+func same(a, b float32) bool {
+	return a == b || (a != a && b != b)
+}
+
+// TestMatchesGo checks each function against its Go definition, on
+// lengths around the assembly's 8-wide steps, with NaNs.
+func TestMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for n := 0; n < 41; n++ {
+		a, b := data(r, n, true), data(r, n, true)
+		check := func(name string, got, want []float32) {
+			t.Helper()
+			for i := range want {
+				if !same(got[i], want[i]) {
+					t.Fatalf("%s n=%d [%d]: got %g, want %g", name, n, i, got[i], want[i])
+				}
+			}
+		}
+		got, want := make([]float32, n), make([]float32, n)
+		ScaleShift(got, a, 1.5, -0.25)
+		scaleShiftGo(want, a, 1.5, -0.25)
+		for i := range want { // FMA rounds once; allow that
+			if math.Abs(float64(got[i]-want[i])) <= 1e-6*(math.Abs(float64(a[i]*1.5))+0.25) {
+				got[i] = want[i]
+			}
+		}
+		check("ScaleShift", got, want)
+		ReLU(got, a)
+		reluGo(want, a)
+		check("ReLU", got, want)
+		Add(got, a, b)
+		addGo(want, a, b)
+		check("Add", got, want)
+		copy(got, a)
+		copy(want, a)
+		Max(got, b)
+		maxGo(want, b)
+		check("Max", got, want)
+		c := data(r, n, false)
+		if s, w := Sum(c), sumGo(c); math.Abs(float64(s-w)) > 1e-5*float64(n+1) {
+			t.Fatalf("Sum n=%d: %g, want %g", n, s, w)
+		}
+	}
+}
+
+func TestNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	v := []float32{nan, -1, 2, nan, 0, 0, 0, 0, nan}
+	out := make([]float32, len(v))
+	ReLU(out, v)
+	if out[0] == out[0] || out[1] != 0 || out[8] == out[8] {
+		t.Errorf("ReLU: %v", out)
+	}
+	dst := []float32{nan, 1, 1, 1, 1, 1, 1, 1, 1}
+	Max(dst, []float32{5, nan, 0, 0, 0, 0, 0, 0, nan})
+	if dst[0] == dst[0] || dst[1] == dst[1] || dst[2] != 1 || dst[8] == dst[8] {
+		t.Errorf("Max: %v", dst)
+	}
+}
