@@ -3,6 +3,41 @@
 // responses, mirroring the reference's threads with goroutines. Each stage
 // talks to the device only through engine interfaces, so the cpu engine runs
 // the same code (its copies are plain memory copies).
+//
+// # Concurrency design
+//
+// One bounded queue (Config.QueueDepth) is shared by all devices. Each
+// device has one pipeline of goroutines connected by channels:
+//
+//	queue -> H2D stage -> workers[0..N) -> D2H stage -> reply stage -> client
+//
+// What travels is a *slot: one request's device input and output buffers,
+// pinned output buffer and events, all allocated once when the model loads
+// (Config.Slots of them). The H2D stage takes a free slot first and only then
+// a request, so a busy device leaves requests to an idle one (least-loaded
+// dispatch without a scheduler) and the number of requests inside a pipeline
+// is bounded by its slots. Every channel has room for every slot, so a
+// stage never blocks on the next one; only the free list applies
+// back-pressure.
+//
+// No stage waits for the device except the reply stage. The H2D stage
+// copies the input through a small ring of pinned staging buffers (or
+// straight from the request, when it is pinned already) onto its own
+// stream and records an event; the worker makes its stream wait for
+// that event (on the device: Stream.Wait), enqueues the forward and records
+// an event; the D2H stage makes its stream wait for that one, enqueues the
+// copy into the slot's pinned output and records a last event. The reply
+// stage waits for it on the host, copies the logits into the response,
+// returns the slot to the free list, and answers. A slot is reused only
+// after its last event, which follows all device work on its buffers; a
+// staging buffer only after the event of the copy that read it. With
+// Config.CopyStreams off, the copies run on the worker's stream instead.
+//
+// Goroutines that call the engine lock their OS thread, since CUDA keeps
+// its current device per thread. Requests cancelled while queued, requests
+// the model cannot run and requests arriving after a failed load are
+// answered without touching the device; an engine error fails only the
+// request it happened to.
 package backend
 
 import (
@@ -31,6 +66,11 @@ type Request struct {
 	// Output, if it has room for n*Classes values, receives the logits
 	// (and Response.Logits aliases it); otherwise the backend allocates.
 	Output []float32
+	// Pinned says that Input.Data lies in host memory the engine can copy
+	// from asynchronously (an engine.HostBuffer: page-locked on a GPU), as
+	// the reference's frontend pins its tensors. The H2D stage then copies
+	// it straight to the device instead of through its staging buffers.
+	Pinned bool
 }
 
 // Response answers one Request.
@@ -46,7 +86,35 @@ type Response struct {
 	QueueWait time.Duration // submit to start of the H2D stage
 	Compute   time.Duration // device time of the forward (events)
 	Worker    int           // which prediction worker ran it
+	// Device is the index of the device pipeline that ran it (the position
+	// of its loader in StartDevices).
+	Device int
+	// Stages says when the request passed each stage, for --profile
+	// traces. Stages that did not run (a rejected request) stay zero.
+	Stages Stages
 }
+
+// Stages holds the host times at which a request passed the pipeline's
+// stages, and the device spans of its copies and forward measured with
+// engine events (zero unless Config.Profile is set or when the engine cannot
+// time its events). Device spans are placed on the host clock through an
+// anchor event recorded when the pipeline started, so they line up with the
+// host times.
+type Stages struct {
+	Queued   time.Time // accepted by Submit
+	Dequeued time.Time // taken from the queue by the H2D stage
+	// Staged is when the H2D stage had copied the input into pinned staging
+	// memory and enqueued its copy to the device.
+	Staged                 time.Time
+	WorkerStart, WorkerEnd time.Time // the worker took it / had enqueued the forward
+	D2HStart, D2HEnd       time.Time // the D2H stage took it / had enqueued the copy back
+	ReplyStart             time.Time // the reply stage began waiting for the device
+	GPUH2D, GPUCompute     Span      // device time of the input copy and the forward
+	GPUD2H                 Span      // device time of the logits copy
+}
+
+// Span is an interval on the host clock.
+type Span struct{ Start, End time.Time }
 
 // Errors a Submit can return.
 var (
@@ -54,6 +122,10 @@ var (
 	ErrQueueFull = errors.New("request queue is full")
 	// ErrClosed is returned once Close has begun.
 	ErrClosed = errors.New("backend is closed")
+	// ErrInvalidInput wraps the errors of requests the model cannot run (a
+	// wrong shape or dtype, a batch larger than MaxBatch), so that servers
+	// can answer them as the client's fault.
+	ErrInvalidInput = errors.New("invalid input")
 )
 
 // Submitter is what a load generator drives and a server feeds: the

@@ -1,0 +1,102 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"goinfer/internal/engine"
+	"goinfer/internal/engine/cpu"
+	"goinfer/internal/model"
+	"goinfer/internal/tensor"
+)
+
+// loadNarrowCPU loads a narrow ResNet (one basic block per stage, width 8,
+// 10 classes) with seeded random weights on the cpu engine.
+func loadNarrowCPU(t *testing.T, size, maxBatch int) LoadFunc {
+	t.Helper()
+	a := model.NewArch(model.Basic, []int{1, 1, 1, 1}, 8, 10, 1, 64)
+	sd, err := model.Init(context.Background(), a, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := model.FromStateDict(sd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context) (engine.Model, error) {
+		return cpu.Engine{}.Load(ctx, g, engine.Options{Compile: true, MaxBatch: maxBatch, Height: size, Width: size,
+			InputDType: tensor.Float32, Threads: 1})
+	}
+}
+
+// runAll sends every input through a fresh backend and returns the logits
+// by request index.
+func runAll(t *testing.T, cfg Config, load LoadFunc, inputs []*tensor.Tensor) [][]float32 {
+	t.Helper()
+	b := New(cfg)
+	if err := b.Start(context.Background(), load); err != nil {
+		t.Fatal(err)
+	}
+	abortOnFailure(t, b)
+	reply := make(chan Response, len(inputs))
+	go func() {
+		for i, in := range inputs {
+			if err := b.Submit(Request{ID: uint64(i), Input: in, SentAt: time.Now(), Reply: reply}); err != nil {
+				t.Errorf("Submit %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	out := make([][]float32, len(inputs))
+	for range inputs {
+		r := <-reply
+		if r.Err != nil {
+			t.Fatalf("request %d: %v", r.ID, r.Err)
+		}
+		if r.N != inputs[r.ID].Shape[0] || r.Classes != 10 || len(r.Logits) != r.N*10 {
+			t.Fatalf("request %d: N %d classes %d, %d logits", r.ID, r.N, r.Classes, len(r.Logits))
+		}
+		out[r.ID] = r.Logits
+	}
+	closeBackend(t, b)
+	return out
+}
+
+// TestCPUEngineResponsesMatchSingleWorker runs the real cpu engine through
+// the pipeline with several workers, copy streams on and off, and checks
+// that every response carries its own request's logits: those a
+// single-worker, one-request-at-a-time run computes for the same input.
+func TestCPUEngineResponsesMatchSingleWorker(t *testing.T) {
+	const size, maxBatch = 32, 3
+	load := loadNarrowCPU(t, size, maxBatch)
+	rng := rand.New(rand.NewPCG(21, 22))
+	inputs := make([]*tensor.Tensor, 24)
+	for i := range inputs {
+		n := 1 + rng.IntN(maxBatch)
+		v := make([]float32, n*3*size*size)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		inputs[i], _ = tensor.FromFloat32(tensor.Shape{n, 3, size, size}, v)
+	}
+	want := runAll(t, Config{NumWorkers: 1, Slots: 1}, load, inputs)
+	for _, cfg := range []Config{
+		{NumWorkers: 3, CopyStreams: true, StagingChunk: 1000},
+		{NumWorkers: 3, CopyStreams: false},
+		{NumWorkers: 2, CopyStreams: true, Profile: true, QueueDepth: 2},
+	} {
+		t.Run(fmt.Sprintf("workers=%d/copy_streams=%v", cfg.NumWorkers, cfg.CopyStreams), func(t *testing.T) {
+			checkNoLeak(t)
+			got := runAll(t, cfg, load, inputs)
+			for i := range inputs {
+				if !slices.Equal(got[i], want[i]) {
+					t.Fatalf("request %d: logits differ from the single-worker run:\n got %v\nwant %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
