@@ -65,7 +65,7 @@ func Select(name string) (e Engine, note string, err error) {
 		if aerr == nil {
 			return cuda, "engine: cuda (auto: a GPU and its libraries were found)", nil
 		}
-		note = fmt.Sprintf("engine: cpu (auto: cuda not usable: %v)", aerr)
+		note = fmt.Sprintf("engine: cpu (auto: cuda not usable: %s; 'goinfer doctor' says more)", firstClause(aerr.Error()))
 	} else {
 		note = "engine: cpu (auto: this build has no cuda engine)"
 	}
@@ -74,4 +74,16 @@ func Select(name string) (e Engine, note string, err error) {
 		return nil, "", err
 	}
 	return cpu, note, nil
+}
+
+// firstClause shortens a long diagnosis to its first clause, for a one-line
+// note: the full text is what `goinfer doctor` prints.
+func firstClause(s string) string {
+	if i := strings.IndexAny(s, "(;\n"); i > 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
 }

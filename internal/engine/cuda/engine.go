@@ -1,0 +1,358 @@
+// Package cuda is goinfer's GPU engine ("--engine cuda"): convolutions by
+// cuDNN, the linear layer by cuBLAS, memory, streams, events and CUDA graphs
+// by the CUDA runtime, and a few custom kernels (input conversion, the eager
+// path's elementwise ops, pooling) from embedded PTX. The libraries are
+// loaded at run time (package goinfer/internal/cuda), so importing this
+// package costs nothing on machines without a GPU: the engine then reports
+// itself unavailable.
+//
+// Eager (Options.Compile false) runs one library call or kernel per graph
+// node, with cuDNN's heuristic algorithm choice, as eager PyTorch does.
+// Compiled folds batch norms into the convolutions, runs each convolution
+// with its bias, residual add and ReLU as one
+// cudnnConvolutionBiasActivationForward, picks each layer's algorithm by
+// measuring (cudnnFindConvolutionForwardAlgorithmEx, then timing the fused
+// call itself where it is long enough to time; both cached per layer shape
+// and batch size, so later instances reuse them), and captures the forward
+// of each prepared batch size as one CUDA graph per instance.
+//
+// fp16 and bf16 run channels-last (NHWC) so that tensor cores are used. The
+// input (float32, float16 or uint8 NCHW) is converted on the GPU by one
+// kernel, which for a stride-2 stem (ResNet's 7x7) also rearranges it
+// space-to-depth: 2x2 pixel blocks become 12 channels (padded to 16), and the
+// stem runs as a stride-1 4x4 convolution that tensor cores handle well,
+// with the same arithmetic. The linear layer runs in float32 and logits
+// always come back as float32.
+//
+// Every call that touches CUDA pins its goroutine to the OS thread for the
+// call and makes the model's device current first, so callers need not lock
+// threads.
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
+	"goinfer/internal/model"
+	"goinfer/internal/tensor"
+)
+
+func init() { engine.Register(Engine{}) }
+
+// Engine is the cuda engine. Its zero value is ready to use.
+type Engine struct{}
+
+// Name is "cuda".
+func (Engine) Name() string { return "cuda" }
+
+// Available says whether the libraries load and a GPU is visible.
+func (Engine) Available() error { return cu.Usable() }
+
+// Environment overrides of the stem layout, for experiments: the mode
+// (s2d, pad or none; default s2d) and the channel count of pad (default 8).
+const (
+	stemModeEnv     = "GOINFER_CUDA_STEM"
+	stemChannelsEnv = "GOINFER_CUDA_STEM_CHANNELS"
+)
+
+// layer is a lowered op with its shapes and device weights, shared by the
+// model's instances.
+type layer struct {
+	spec opSpec
+	node *model.Node
+	name string
+	in   model.Dims // per image, of in[0] as stored
+	out  model.Dims
+	// k, stride, pad are a convolution's geometry as run (the stem's
+	// differs from the graph's in space-to-depth form).
+	k, stride, pad int
+	w              cu.DevPtr // conv filter or linear weights, in the precision's type
+	bias           cu.DevPtr // conv bias in the precision's type (fused call)
+	biasF32        cu.DevPtr // conv or linear bias as float32 (kernels)
+	scale          cu.DevPtr // batch norm: C scales then C shifts, float32
+}
+
+// cudaModel is a graph loaded on a GPU.
+type cudaModel struct {
+	dev    *device
+	libs   *cu.Libs
+	opts   engine.Options
+	prec   precision
+	graph  *model.Graph
+	layers []*layer
+	shapes []model.Dims // per value; value 0 as stored (see stem)
+	stem   stemSpec
+	slots  slotPlan
+	kern   *kernels
+	affine cu.DevPtr // uint8 input normalization, or 0
+
+	weights     cu.DevPtr
+	weightBytes int64
+
+	mu          sync.Mutex
+	info        engine.Info
+	algos       map[algoKey][]cu.ConvFwdPerf // cudnnFind results, shared by instances
+	fused       map[fusedKey]int             // fused-call algorithms (-1: unfused), shared by instances
+	instances   int
+	fallbackLog map[string]bool
+}
+
+// Load uploads g's weights (folded and fused first with opts.Compile) and
+// prepares kernels; autotuning and graph capture happen per instance.
+func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (engine.Model, error) {
+	libs, err := cu.Load()
+	if err != nil {
+		return nil, fmt.Errorf("cuda engine: %w", err)
+	}
+	if err := cu.Usable(); err != nil {
+		return nil, fmt.Errorf("cuda engine: %w", err)
+	}
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
+	}
+	prec, err := precisionOf(opts.Precision)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("cuda engine: %w", err)
+	}
+	dev, err := newDevice(libs, opts.Device)
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.UnlockOSThread()
+	if err := dev.enter(); err != nil {
+		return nil, err
+	}
+
+	m := &cudaModel{dev: dev, libs: libs, opts: opts, prec: prec, algos: map[algoKey][]cu.ConvFwdPerf{}, fused: map[fusedKey]int{}, fallbackLog: map[string]bool{}}
+	var compile time.Duration
+	m.graph = g
+	if opts.Compile {
+		t0 := time.Now()
+		if m.graph, err = model.Fuse(g); err != nil {
+			return nil, fmt.Errorf("cuda engine: %w", err)
+		}
+		compile += time.Since(t0)
+	}
+	ops, err := lower(m.graph)
+	if err != nil {
+		return nil, err
+	}
+	if m.shapes, err = m.graph.Shapes(opts.Height, opts.Width); err != nil {
+		return nil, fmt.Errorf("cuda engine: %w", err)
+	}
+	mode, channels := stemS2D, 8
+	if s := os.Getenv(stemModeEnv); s != "" {
+		mode = s
+	}
+	if s := os.Getenv(stemChannelsEnv); s != "" {
+		if channels, err = strconv.Atoi(s); err != nil || channels < 1 {
+			return nil, fmt.Errorf("cuda engine: %s=%q is not a positive channel count", stemChannelsEnv, s)
+		}
+	}
+	m.stem = planStem(m.graph, m.shapes, prec.nhwc, mode, channels)
+	m.shapes[0] = m.stem.in
+	if m.stem.in.C > 16 {
+		return nil, fmt.Errorf("cuda engine: %d input channels are more than the input conversion handles (16)", m.stem.in.C)
+	}
+	for v, d := range m.shapes {
+		if int64(opts.MaxBatch)*int64(d.Elements()) > maxElements {
+			return nil, fmt.Errorf("cuda engine: batch %d at %dx%d makes value %d hold %d elements, more than the kernels index (2^31); use a smaller MaxBatch",
+				opts.MaxBatch, opts.Height, opts.Width, v, int64(opts.MaxBatch)*int64(d.Elements()))
+		}
+	}
+	m.slots = planSlots(m.graph, ops, func(v model.Value) int64 { return m.valueBytes(v) })
+
+	// A runtime call that needs the context makes sure the primary
+	// context exists before the driver API loads modules into it.
+	if _, _, err := dev.rt.MemGetInfo(); err != nil {
+		return nil, fmt.Errorf("cuda engine: initializing device %d: %w", opts.Device, err)
+	}
+	if m.kern, err = loadKernels(libs.Driver, opts.InputDType, prec); err != nil {
+		return nil, err
+	}
+	if err := m.upload(ops); err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.info = engine.Info{
+		Engine:      "cuda",
+		Device:      dev.name,
+		Arch:        m.graph.Arch.Name(),
+		Classes:     m.graph.Classes,
+		InChannels:  m.graph.InChannels,
+		Height:      opts.Height,
+		Width:       opts.Width,
+		InputDType:  opts.InputDType,
+		Precision:   opts.Precision,
+		Compiled:    opts.Compile,
+		MaxBatch:    opts.MaxBatch,
+		CompileTime: compile,
+		WeightBytes: m.weightBytes,
+	}
+	return m, ctx.Err()
+}
+
+func checkOptions(o *engine.Options) error {
+	if o.MaxBatch < 1 {
+		return fmt.Errorf("cuda engine: MaxBatch %d must be at least 1", o.MaxBatch)
+	}
+	if o.Height < 1 || o.Width < 1 {
+		return fmt.Errorf("cuda engine: image size %dx%d must be positive (set Options.Height and Width)", o.Height, o.Width)
+	}
+	if o.InputDType == tensor.Invalid {
+		o.InputDType = tensor.Float32
+	}
+	for _, n := range o.BatchSizes {
+		if n < 1 || n > o.MaxBatch {
+			return fmt.Errorf("cuda engine: batch size %d to prepare is outside 1..MaxBatch (%d)", n, o.MaxBatch)
+		}
+	}
+	if len(o.BatchSizes) == 0 {
+		o.BatchSizes = []int{o.MaxBatch}
+	}
+	return nil
+}
+
+// upload lays out every weight for the device and copies them all in one
+// allocation (each tensor 256-byte aligned, as cuDNN likes).
+func (m *cudaModel) upload(ops []opSpec) error {
+	type blob struct {
+		dst  *cu.DevPtr
+		data []byte
+	}
+	var blobs []blob
+	add := func(dst *cu.DevPtr, data []byte) { blobs = append(blobs, blob{dst, data}) }
+	for _, s := range ops {
+		n := m.graph.Nodes[s.node]
+		l := &layer{spec: s, node: n, name: n.Name, in: m.shapes[s.in[0]], out: m.shapes[s.out]}
+		switch s.kind {
+		case opConv:
+			c := n.Conv
+			l.k, l.stride, l.pad = c.K, c.Stride, c.Pad
+			if s.node == m.stem.node {
+				l.k, l.stride, l.pad = m.stem.k, m.stem.stride, m.stem.pad
+			}
+			if s.node == m.stem.node && m.stem.s2d {
+				add(&l.w, s2dWeights(c, l.in.C, m.prec))
+			} else {
+				add(&l.w, convWeights(c, l.in.C/c.Groups, m.prec))
+			}
+			b := c.Bias
+			if b == nil && m.opts.Compile && (c.ReLU || c.Residual) {
+				// The fused call needs a bias operand.
+				b = make([]float32, c.OutC)
+			}
+			if b != nil {
+				add(&l.bias, encode(b, m.prec.tensorDType))
+				add(&l.biasF32, encode(b, tensor.Float32))
+			}
+		case opScale:
+			add(&l.scale, encode(bnScaleShift(n.BN), tensor.Float32))
+		case opLinear:
+			lin := n.Linear
+			add(&l.w, encode(linearWeights(lin, l.in, m.prec), tensor.Float32))
+			b := lin.Bias
+			if b == nil {
+				b = make([]float32, lin.Out)
+			}
+			add(&l.biasF32, encode(b, tensor.Float32))
+		}
+		m.layers = append(m.layers, l)
+	}
+	if m.opts.InputDType == tensor.Uint8 {
+		a, err := inputAffine(m.graph.InChannels)
+		if err != nil {
+			return err
+		}
+		add(&m.affine, encode(a, tensor.Float32))
+	}
+	const align = 256
+	var total int64
+	offs := make([]int64, len(blobs))
+	for i, b := range blobs {
+		offs[i] = total
+		total += (int64(len(b.data)) + align - 1) / align * align
+	}
+	host := make([]byte, total)
+	for i, b := range blobs {
+		copy(host[offs[i]:], b.data)
+	}
+	p, err := m.dev.alloc(total, "model weights")
+	if err != nil {
+		return err
+	}
+	m.weights, m.weightBytes = p, total
+	if err := m.dev.rt.MemcpyHtoD(p, host); err != nil {
+		return fmt.Errorf("cuda engine: uploading weights: %w", err)
+	}
+	for i, b := range blobs {
+		*b.dst = p + cu.DevPtr(offs[i])
+	}
+	return nil
+}
+
+// valueBytes is the size of value v for MaxBatch images: the precision's
+// element size, except global average pooling's float32 output (the linear
+// layer runs in float32).
+func (m *cudaModel) valueBytes(v model.Value) int64 {
+	elem := int64(m.prec.elem)
+	for _, n := range m.graph.Nodes {
+		if n.Output == v && n.Op == model.OpGlobalAvgPool {
+			elem = 4
+		}
+	}
+	return int64(m.opts.MaxBatch) * int64(m.shapes[v].Elements()) * elem
+}
+
+func (m *cudaModel) Info() engine.Info {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.info
+}
+
+func (m *cudaModel) Device() engine.Device { return m.dev }
+
+func (m *cudaModel) addCompileTime(d time.Duration) {
+	m.mu.Lock()
+	m.info.CompileTime += d
+	m.mu.Unlock()
+}
+
+func (m *cudaModel) progress(format string, args ...any) {
+	if m.opts.Progress != nil {
+		m.opts.Progress(format, args...)
+	}
+}
+
+func (m *cudaModel) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.instances > 0 {
+		return fmt.Errorf("cuda engine: Close with %d instances still open", m.instances)
+	}
+	defer runtime.UnlockOSThread()
+	if err := m.dev.enter(); err != nil {
+		return err
+	}
+	var errs []error
+	if m.weights != 0 {
+		errs = append(errs, m.dev.rt.Free(m.weights))
+		m.weights = 0
+	}
+	if m.kern != nil {
+		errs = append(errs, m.libs.Driver.ModuleUnload(m.kern.mod))
+		m.kern = nil
+	}
+	return errors.Join(errs...)
+}
