@@ -288,6 +288,22 @@ func (b *Backend) Devices() []DeviceInfo {
 	return out
 }
 
+// AllocHost returns n bytes of host memory from the first device's
+// allocator: page-locked on a GPU (portable, so every device's copies use
+// it directly), for clients that keep their request tensors there and mark
+// them Request.Pinned. It fails until the model has loaded.
+func (b *Backend) AllocHost(n int) (engine.HostBuffer, error) {
+	select {
+	case <-b.ready:
+	default:
+		return nil, errors.New("AllocHost: the model has not loaded yet")
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return b.pipes[0].dev.AllocHost(n)
+}
+
 // Stats returns per-device counters (nil before Ready).
 func (b *Backend) Stats() []DeviceStats {
 	select {

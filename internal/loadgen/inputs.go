@@ -30,9 +30,10 @@ type Shape struct {
 	// request's bytes whatever they hold, so repeating tensors changes no
 	// measurement, while 100 fp32 batches of 32 at 250x250 would take 2.4 GB.
 	Distinct int
-	// Alloc, if set, provides the tensors' memory: page-locked host memory
-	// of the engine, as the reference's frontend pins its tensors. Requests
-	// then go out marked backend.Request.Pinned. Inputs.Close frees it.
+	// Alloc, if set, provides the tensors' memory from the start (page-
+	// locked host memory of the engine); requests then go out marked
+	// backend.Request.Pinned. Inputs.Close frees it. Config.PinAfterWarmup
+	// pins later instead, which keeps device setup out of the timing.
 	Alloc func(n int) (engine.HostBuffer, error)
 }
 
@@ -80,6 +81,40 @@ func (in *Inputs) Close() error {
 	}
 	in.bufs = nil
 	return errors.Join(errs...)
+}
+
+// Pin moves the tensors into memory from alloc (page-locked host memory),
+// so that the H2D stage copies them straight to the device, and marks them
+// Pinned. The old tensors are left to the garbage collector. On error the
+// inputs are unchanged.
+func (in *Inputs) Pin(alloc func(n int) (engine.HostBuffer, error)) error {
+	if in.Pinned {
+		return nil
+	}
+	tensors := make([]*tensor.Tensor, len(in.Tensors))
+	bufs := make([]engine.HostBuffer, 0, len(in.Tensors))
+	free := func() error {
+		var errs []error
+		for _, b := range bufs {
+			errs = append(errs, b.Free())
+		}
+		return errors.Join(errs...)
+	}
+	for i, t := range in.Tensors {
+		hb, err := alloc(len(t.Data))
+		if err != nil {
+			return errors.Join(fmt.Errorf("pinning request tensor %d (%d bytes): %w", i, len(t.Data), err), free())
+		}
+		bufs = append(bufs, hb)
+		if len(hb.Bytes()) < len(t.Data) {
+			return errors.Join(fmt.Errorf("pinned buffer of %d bytes for a %d-byte tensor", len(hb.Bytes()), len(t.Data)), free())
+		}
+		data := hb.Bytes()[:len(t.Data)]
+		copy(data, t.Data)
+		tensors[i] = &tensor.Tensor{DType: t.DType, Shape: t.Shape.Clone(), Data: data}
+	}
+	in.Tensors, in.bufs, in.Pinned = tensors, append(in.bufs, bufs...), true
+	return nil
 }
 
 // For returns the tensor of request id (0 is the warmup).

@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"goinfer/internal/engine"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -64,6 +65,12 @@ type Config struct {
 	// Warmed, if set, is called with the warmup latency once the warmup
 	// response has arrived, before the timed requests are sent.
 	Warmed func(latency time.Duration)
+	// PinAfterWarmup, if set, allocates page-locked host memory (from the
+	// loaded model's device): once the warmup is answered the inputs are
+	// moved there (Inputs.Pin), untimed, so the timed requests are copied
+	// to the device without staging while the cold start still includes
+	// creating the device context, as the reference's does.
+	PinAfterWarmup func(n int) (engine.HostBuffer, error)
 	// Progress, if set, is called by the collector after each timed
 	// response with the number received so far. It must be quick.
 	Progress func(done, total int)
@@ -186,6 +193,11 @@ func Run(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config) (*R
 	}
 	if cfg.Warmed != nil {
 		cfg.Warmed(warm)
+	}
+	if cfg.PinAfterWarmup != nil {
+		if err := in.Pin(cfg.PinAfterWarmup); err != nil {
+			return nil, err
+		}
 	}
 
 	// Logits buffers handed to the backend, recycled by the collector, so
