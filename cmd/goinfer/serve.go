@@ -1,0 +1,516 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"goinfer/internal/backend"
+	"goinfer/internal/cuda"
+	"goinfer/internal/engine"
+	_ "goinfer/internal/engine/cpu" // the engines serve can run
+	"goinfer/internal/model"
+	"goinfer/internal/server"
+	"goinfer/internal/server/batcher"
+	"goinfer/internal/tensor"
+)
+
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "serve the model over KServe v2 (HTTP and gRPC) with dynamic batching",
+		run:     runServe,
+	})
+}
+
+const serveHelp = `Usage: goinfer serve [flags]
+
+Serves the model over the KServe v2 / Open Inference Protocol: HTTP/REST on
+--http (JSON, the binary tensor data extension, the classification extension)
+and gRPC on --grpc (inference.GRPCInferenceService with server reflection and
+grpc.health.v1), with Prometheus metrics at http://<--http>/metrics.
+
+The server listens at once and loads in the background: /v2/health/live
+answers 200 immediately, /v2/health/ready only once the model is loaded and
+compiled for every --image_size and batch size.
+
+Requests of the same image size are merged into batches of up to
+--max_batch_size images: a batch goes when it is full, when its oldest
+request has waited --max_queue_delay, or at once when the device is idle
+(--dispatch_when_idle). At most --max_queue images wait; beyond that requests
+are refused at once (HTTP 503 with Retry-After, gRPC RESOURCE_EXHAUSTED).
+
+SIGINT or SIGTERM stop accepting, let the requests in flight finish within
+--drain_timeout, and exit 0.
+
+Examples:
+  goinfer serve --checkpoint resnet18-f37072fd.pth
+  goinfer serve --engine cpu --max_batch_size 8 --image_size 224 --log_format json
+
+Flags:
+`
+
+// serveOptions are serve's flags.
+type serveOptions struct {
+	mf               modelFlags
+	modelName        string
+	httpAddr         string
+	grpcAddr         string
+	numWorkers       int
+	devices          string
+	copyStreams      bool
+	imageSizes       string
+	inputDType       string
+	maxBatch         int
+	batchSizes       string
+	padBatches       bool
+	maxQueueDelay    time.Duration
+	dispatchWhenIdle bool
+	maxQueue         int
+	maxInflight      int
+	maxRequestBytes  int64
+	requestTimeout   time.Duration
+	drainTimeout     time.Duration
+	labels           string
+	logFormat        string
+	logLevel         string
+	set              map[string]bool
+}
+
+// Defaults of serve's batching flags; on the cpu engine a smaller batch
+// keeps each forward in the tens of milliseconds.
+const (
+	defaultServeMaxBatch = 64
+	cpuServeMaxBatch     = 8
+)
+
+func (o *serveOptions) register(fs *flag.FlagSet) {
+	o.mf.register(fs, true)
+	fs.StringVar(&o.modelName, "model_name", "", "`NAME` the model is served as (default: the checkpoint's file name without extension and hash suffix, e.g. resnet18; the architecture for random weights)")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8000", "HTTP/REST listen `ADDR` (empty: no HTTP)")
+	fs.StringVar(&o.grpcAddr, "grpc", "127.0.0.1:8001", "gRPC listen `ADDR` (empty: no gRPC)")
+	fs.IntVar(&o.numWorkers, "num_workers", defaultNumWorkers, "prediction workers per device, each with its own stream")
+	fs.StringVar(&o.devices, "devices", "", "comma-separated GPU `ORDINALS` to run one pipeline on each (default: --device)")
+	fs.BoolVar(&o.copyStreams, "copy_streams", true, "run the H2D and D2H copies on their own streams")
+	fs.StringVar(&o.imageSizes, "image_size", strconv.Itoa(defaultImageSize), "image height and width in `PIXELS` the model is compiled for; a comma-separated list serves several sizes (requests of other sizes are refused)")
+	fs.StringVar(&o.inputDType, "input_dtype", "fp32", "`DTYPE` the engine takes: fp32, fp16 or uint8; requests may send FP32, FP16 or UINT8 pixels whatever it is (converted while batched), except FP32/FP16 into a uint8 engine")
+	fs.IntVar(&o.maxBatch, "max_batch_size", defaultServeMaxBatch, fmt.Sprintf("largest batch run on the device, in images (default %d on cpu); larger requests are split", cpuServeMaxBatch))
+	fs.StringVar(&o.batchSizes, "batch_sizes", "auto", "batch `SIZES` to compile (autotune, capture CUDA graphs), comma-separated; auto: powers of two up to --max_batch_size, and it")
+	fs.BoolVar(&o.padBatches, "pad_batches", true, "pad a batch up to the next compiled size when the engine runs compiled sizes faster (cuda with --compile)")
+	fs.DurationVar(&o.maxQueueDelay, "max_queue_delay", 2*time.Millisecond, "longest a request waits for others to share its batch")
+	fs.BoolVar(&o.dispatchWhenIdle, "dispatch_when_idle", true, "send a partial batch at once when no batch is on the device, instead of waiting --max_queue_delay")
+	fs.IntVar(&o.maxQueue, "max_queue", 256, "images that may wait for a batch; beyond it requests are refused with 503 / RESOURCE_EXHAUSTED")
+	fs.IntVar(&o.maxInflight, "max_inflight_batches", 0, "batches submitted to the pipeline and not yet answered (0: enough to fill every device's pipeline)")
+	fs.Int64Var(&o.maxRequestBytes, "max_request_bytes", 256<<20, "largest request body or gRPC message in `BYTES`; larger ones get 413 / RESOURCE_EXHAUSTED")
+	fs.DurationVar(&o.requestTimeout, "request_timeout", 0, "bound on each inference request, queueing included (0: only the client's deadline)")
+	fs.DurationVar(&o.drainTimeout, "drain_timeout", 30*time.Second, "how long SIGTERM waits for the requests in flight")
+	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
+	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
+}
+
+// modelNameRE is what a model name may look like: it appears in URL paths.
+var modelNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// servePlan is the validated configuration.
+type servePlan struct {
+	sizes      []int
+	devices    []int
+	dtype      string
+	batchSizes []int // compiled sizes, ascending, last = max batch
+}
+
+func (o *serveOptions) check() (servePlan, error) {
+	var p servePlan
+	switch {
+	case o.httpAddr == "" && o.grpcAddr == "":
+		return p, errors.New("--http and --grpc are both empty: nothing to serve on")
+	case o.numWorkers < 1:
+		return p, fmt.Errorf("--num_workers %d: must be at least 1", o.numWorkers)
+	case o.maxBatch < 1:
+		return p, fmt.Errorf("--max_batch_size %d: must be at least 1", o.maxBatch)
+	case o.maxQueueDelay < 0:
+		return p, fmt.Errorf("--max_queue_delay %v: must not be negative", o.maxQueueDelay)
+	case o.maxQueue < 1:
+		return p, fmt.Errorf("--max_queue %d: must be at least 1", o.maxQueue)
+	case o.maxInflight < 0:
+		return p, fmt.Errorf("--max_inflight_batches %d: must not be negative", o.maxInflight)
+	case o.maxRequestBytes < 1:
+		return p, fmt.Errorf("--max_request_bytes %d: must be positive", o.maxRequestBytes)
+	case o.requestTimeout < 0:
+		return p, fmt.Errorf("--request_timeout %v: must not be negative", o.requestTimeout)
+	case o.drainTimeout <= 0:
+		return p, fmt.Errorf("--drain_timeout %v: must be positive", o.drainTimeout)
+	case o.modelName != "" && !modelNameRE.MatchString(o.modelName):
+		return p, fmt.Errorf("--model_name %q: use letters, digits, '_', '.' and '-'", o.modelName)
+	case o.logFormat != "text" && o.logFormat != "json":
+		return p, fmt.Errorf("--log_format %q: want text or json", o.logFormat)
+	case o.set["devices"] && o.set["device"]:
+		return p, errors.New("--device and --devices are mutually exclusive")
+	}
+	if _, err := parseLogLevel(o.logLevel); err != nil {
+		return p, err
+	}
+	var err error
+	if p.sizes, err = parseInts("image_size", o.imageSizes); err != nil {
+		return p, err
+	}
+	slices.Sort(p.sizes)
+	p.sizes = slices.Compact(p.sizes)
+	if p.devices, err = (&benchOptions{mf: o.mf, devices: o.devices}).deviceList(); err != nil {
+		return p, err
+	}
+	if _, err := parseInputDType(o.inputDType); err != nil {
+		return p, err
+	}
+	if p.batchSizes, err = compiledBatchSizes(o.batchSizes, o.maxBatch); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// compiledBatchSizes reads --batch_sizes: "auto" is 1, 2, 4, ... up to
+// max, and max.
+func compiledBatchSizes(s string, max int) ([]int, error) {
+	var sizes []int
+	if s == "auto" {
+		for b := 1; b < max; b *= 2 {
+			sizes = append(sizes, b)
+		}
+	} else {
+		var err error
+		if sizes, err = parseInts("batch_sizes", s); err != nil {
+			return nil, err
+		}
+		for _, b := range sizes {
+			if b > max {
+				return nil, fmt.Errorf("--batch_sizes: %d is above --max_batch_size %d", b, max)
+			}
+		}
+	}
+	sizes = append(sizes, max)
+	slices.Sort(sizes)
+	return slices.Compact(sizes), nil
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log_level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// defaultModelName derives the served name from the weights: the file name
+// without its extension and torch hub hash suffix ("resnet18-f37072fd.pth"
+// is "resnet18"), or the architecture of random weights.
+func defaultModelName(src source) string {
+	if src.Random {
+		return src.Arch
+	}
+	name := filepath.Base(src.Path)
+	name = strings.TrimSuffix(name, filepath.Ext(name))
+	if i := strings.LastIndexByte(name, '-'); i > 0 && isHexHash(name[i+1:]) {
+		name = name[:i]
+	}
+	// Anything URL-unfriendly becomes '_'.
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || !modelNameRE.Match(b) {
+		return "model"
+	}
+	return string(b)
+}
+
+func isHexHash(s string) bool {
+	if len(s) < 6 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o serveOptions
+	fs := newFlagSet("serve", "serve [flags]", stderr)
+	o.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, serveHelp)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	plan, err := o.check()
+	if err != nil {
+		fmt.Fprintf(stderr, "goinfer serve: %v\n", err)
+		return errUsage
+	}
+	level, _ := parseLogLevel(o.logLevel)
+	hopts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
+	if o.logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, hopts))
+	} else {
+		log = slog.New(slog.NewTextHandler(stderr, hopts))
+	}
+	return serve(ctx, &o, plan, log, stderr)
+}
+
+// serve runs the server until ctx ends. Its phases: resolve the weights,
+// listen, load and compile in the background while answering health
+// checks, serve, drain.
+func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logger, stderr io.Writer) error {
+	src, err := o.mf.resolve(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	eng, prec, err := o.mf.selectEngine(stderr)
+	if err != nil {
+		return err
+	}
+	if eng.Name() == "cpu" && !o.set["max_batch_size"] {
+		o.maxBatch = cpuServeMaxBatch
+		if plan.batchSizes, err = compiledBatchSizes(o.batchSizes, o.maxBatch); err != nil {
+			return err
+		}
+		log.Info("cpu engine: using a smaller --max_batch_size; give the flag to override", "max_batch_size", o.maxBatch)
+	}
+	dtype, _ := parseInputDType(o.inputDType)
+	name := o.modelName
+	if name == "" {
+		name = defaultModelName(src)
+	}
+	var labels []string
+	if o.labels != "" {
+		if labels, err = readLabels(o.labels); err != nil {
+			return err
+		}
+	}
+
+	cfg := server.Config{
+		ModelName: name, ServerVersion: versionString(), MaxRequestBytes: o.maxRequestBytes,
+		RequestTimeout: o.requestTimeout, DrainTimeout: o.drainTimeout, MaxBatch: o.maxBatch, Logger: log,
+	}
+	if eng.Name() == "cuda" {
+		if nv, err := cuda.OpenNVML(); err == nil {
+			defer nv.Close()
+			cfg.GPUStats = nvmlStats(nv, plan.devices)
+		} else {
+			log.Warn("GPU metrics unavailable", "err", err)
+		}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	var hl, gl net.Listener
+	if o.httpAddr != "" {
+		if hl, err = net.Listen("tcp", o.httpAddr); err != nil {
+			return fmt.Errorf("--http %s: %w", o.httpAddr, err)
+		}
+	}
+	if o.grpcAddr != "" {
+		if gl, err = net.Listen("tcp", o.grpcAddr); err != nil {
+			if hl != nil {
+				hl.Close()
+			}
+			return fmt.Errorf("--grpc %s: %w", o.grpcAddr, err)
+		}
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, hl, gl) }()
+
+	// The backends live until the drain is over, not until the signal:
+	// requests in flight still need them.
+	lifeCtx, endLife := context.WithCancel(context.Background())
+	defer endLife()
+	log.Info("loading", "model", name, "weights", src.String(), "engine", eng.Name(), "precision", prec.String(),
+		"compile", o.mf.compile, "image_sizes", plan.sizes, "batch_sizes", plan.batchSizes, "devices", plan.devices)
+	l := &serveLoader{o: o, plan: plan, eng: eng, prec: prec, src: src, log: log, srv: srv}
+	m, loadErr := l.load(ctx, lifeCtx, dtype, labels)
+	if loadErr == nil {
+		loadErr = srv.SetModel(m)
+	}
+	if loadErr != nil && ctx.Err() == nil {
+		srv.SetLoadError(loadErr)
+		log.Error("model failed to load; shutting down", "err", loadErr)
+		stopServing()
+	} else if loadErr == nil {
+		log.Info("ready", "model", name, "http", addrOf(hl), "grpc", addrOf(gl))
+	}
+
+	err = <-served
+	// Batchers first (a no-op when Serve has closed them), then backends.
+	dctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	defer cancel()
+	errs := []error{err}
+	for _, b := range l.batchers {
+		if cerr := b.Close(dctx); cerr != nil {
+			errs = append(errs, cerr)
+		}
+	}
+	for _, b := range l.backends {
+		if cerr := b.Close(dctx); cerr != nil {
+			errs = append(errs, cerr)
+		}
+	}
+	if loadErr != nil && ctx.Err() == nil {
+		errs = append(errs, loadErr)
+	}
+	err = errors.Join(errs...)
+	if err == nil {
+		log.Info("stopped")
+	}
+	return err
+}
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+// serveLoader loads one backend per image size and puts batchers in front.
+type serveLoader struct {
+	o    *serveOptions
+	plan servePlan
+	eng  engine.Engine
+	prec engine.Precision
+	src  source
+	log  *slog.Logger
+	srv  *server.Server
+
+	backends []*backend.Backend
+	batchers []*batcher.Batcher
+}
+
+// load returns the model once every size is loaded and compiled, or an
+// error (ctx's when it ends first). Backends and batchers it made are in
+// l.backends and l.batchers either way, for the caller to close.
+func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, labels []string) (*server.Model, error) {
+	o, plan := l.o, l.plan
+	start := time.Now()
+	graph := sync.OnceValues(func() (*model.Graph, error) { return loadGraph(ctx, l.src) })
+	inflight := o.maxInflight
+	if inflight == 0 {
+		// Enough to fill every slot of every device's pipeline, plus one
+		// being assembled.
+		inflight = len(plan.devices)*(o.numWorkers+3) + 1
+	}
+	for _, size := range plan.sizes {
+		loads := make([]backend.LoadFunc, len(plan.devices))
+		for i, d := range plan.devices {
+			opts := engine.Options{Compile: o.mf.compile, Precision: l.prec, MaxBatch: o.maxBatch, BatchSizes: plan.batchSizes,
+				Height: size, Width: size, InputDType: dtype, Device: d, Threads: o.mf.threads,
+				Progress: func(format string, args ...any) {
+					l.log.Info(fmt.Sprintf(format, args...), "device", d, "image_size", size)
+				}}
+			loads[i] = func(ctx context.Context) (engine.Model, error) {
+				g, err := graph()
+				if err != nil {
+					return nil, err
+				}
+				return l.eng.Load(ctx, g, opts)
+			}
+		}
+		b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: inflight, CopyStreams: o.copyStreams, MaxBatch: o.maxBatch})
+		l.backends = append(l.backends, b)
+		if err := b.StartDevices(lifeCtx, loads...); err != nil {
+			return nil, err
+		}
+	}
+	m := &server.Model{Labels: labels}
+	for i, b := range l.backends {
+		select {
+		case <-b.Ready():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if err := b.Err(); err != nil {
+			return nil, fmt.Errorf("image size %d: %w", plan.sizes[i], err)
+		}
+		info := b.Info()
+		devs := b.Devices()
+		var load, compile time.Duration
+		for _, d := range devs {
+			load, compile = max(load, d.Load+d.Setup-d.Info.CompileTime), max(compile, d.Info.CompileTime)
+		}
+		l.log.Info("loaded", "image_size", plan.sizes[i], "arch", info.Arch, "engine", info.Engine, "device", info.Device,
+			"precision", info.Precision.String(), "compiled", info.Compiled, "classes", info.Classes,
+			"load_s", load.Seconds(), "compile_s", compile.Seconds())
+		bcfg := batcher.Config{
+			Channels: info.InChannels, Height: plan.sizes[i], Width: plan.sizes[i], DType: info.InputDType,
+			Classes: info.Classes, MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
+			MaxQueue: o.maxQueue, MaxInflight: inflight, Observe: l.srv.ObserveBatch,
+		}
+		// Compiled sizes are faster than their neighbours only where the
+		// engine captured them (CUDA graphs); the cpu engine runs any size
+		// at the same cost per image, so padding would only waste work.
+		if o.padBatches && o.mf.compile && info.Engine == "cuda" {
+			bcfg.PreferredSizes = plan.batchSizes
+		}
+		if info.Engine != "cpu" {
+			// The model is loaded: page-locked memory of its device, so
+			// merged batches reach the GPU without staging.
+			bcfg.AllocHost = b.AllocHost
+		}
+		bt, err := batcher.New(b, bcfg)
+		if err != nil {
+			return nil, err
+		}
+		l.batchers = append(l.batchers, bt)
+		m.Info = info
+		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
+	}
+	if len(labels) > 0 && len(labels) != m.Info.Classes {
+		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.Classes)
+		m.Labels = nil
+	}
+	l.log.Info("model loaded", "took_s", time.Since(start).Seconds())
+	return m, nil
+}
+
+// nvmlStats reads utilization and memory of the served GPUs at scrapes.
+func nvmlStats(nv *cuda.NVML, devices []int) func() []server.GPUStat {
+	return func() []server.GPUStat {
+		var out []server.GPUStat
+		for _, d := range devices {
+			util, _, err := nv.Utilization(d)
+			if err != nil {
+				continue
+			}
+			used, total, err := nv.Memory(d)
+			if err != nil {
+				continue
+			}
+			name, _ := nv.Name(d)
+			out = append(out, server.GPUStat{Index: d, Name: name, Utilization: float64(util), MemoryUsed: int64(used), MemoryTotal: int64(total)})
+		}
+		return out
+	}
+}

@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"goinfer/internal/kservepb"
+	"goinfer/internal/tensor"
+)
+
+// grpcTransport speaks inference.GRPCInferenceService over several
+// connections, round robin.
+type grpcTransport struct {
+	codec   kservepb.Codec
+	conns   []*grpc.ClientConn
+	clients []kservepb.GRPCInferenceServiceClient
+	next    atomic.Uint64
+}
+
+func newGRPCTransport(host string, opts Options) (*grpcTransport, error) {
+	t := &grpcTransport{}
+	for range opts.Conns {
+		conn, err := grpc.NewClient(host,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.MaxCallSendMsgSize(1<<30),
+				grpc.ForceCodecV2(&t.codec)), // sends raw_input_contents without copying it
+			grpc.WithInitialWindowSize(16<<20),
+			grpc.WithInitialConnWindowSize(16<<20),
+			grpc.WithReadBufferSize(1<<20),
+			grpc.WithWriteBufferSize(1<<20),
+		)
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("grpc://%s: %w", host, err)
+		}
+		t.conns = append(t.conns, conn)
+		t.clients = append(t.clients, kservepb.NewGRPCInferenceServiceClient(conn))
+	}
+	return t, nil
+}
+
+func (t *grpcTransport) client() kservepb.GRPCInferenceServiceClient {
+	return t.clients[t.next.Add(1)%uint64(len(t.clients))]
+}
+
+func (t *grpcTransport) close() error {
+	var errs []error
+	for _, c := range t.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// grpcErr turns a status error into a ServerError.
+func grpcErr(err error) error {
+	if s, ok := status.FromError(err); ok && err != nil {
+		return &ServerError{Code: s.Code(), Message: s.Message()}
+	}
+	return err
+}
+
+// resolveModel asks for the metadata of the model named "": goinfer
+// answers with the one model it serves.
+func (t *grpcTransport) resolveModel(ctx context.Context) (string, error) {
+	md, err := t.client().ModelMetadata(ctx, &kservepb.ModelMetadataRequest{})
+	if err != nil {
+		return "", grpcErr(err)
+	}
+	return md.Name, nil
+}
+
+func (t *grpcTransport) metadata(ctx context.Context, model string) (Metadata, error) {
+	var md Metadata
+	c := t.client()
+	sm, err := c.ServerMetadata(ctx, &kservepb.ServerMetadataRequest{})
+	if err != nil {
+		return md, grpcErr(err)
+	}
+	md.Server, md.ServerVersion = sm.Name, sm.Version
+	mm, err := c.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: model})
+	if err != nil {
+		return md, grpcErr(err)
+	}
+	if len(mm.Inputs) != 1 || len(mm.Outputs) < 1 {
+		return md, fmt.Errorf("model %q has %d inputs and %d outputs; want one image input and a logits output", model, len(mm.Inputs), len(mm.Outputs))
+	}
+	in, out := mm.Inputs[0], mm.Outputs[0]
+	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, in.Name, in.Datatype, in.Shape, out.Name, out.Shape)
+	return md, nil
+}
+
+func (t *grpcTransport) modelReady(ctx context.Context, model string) (bool, error) {
+	r, err := t.client().ModelReady(ctx, &kservepb.ModelReadyRequest{Name: model})
+	if err != nil {
+		return false, grpcErr(err)
+	}
+	return r.Ready, nil
+}
+
+func (t *grpcTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor, out []float32) (result, error) {
+	var r result
+	dt, err := wireName(in.DType)
+	if err != nil {
+		return r, err
+	}
+	names := c.names()
+	shape := make([]int64, len(in.Shape))
+	for i, d := range in.Shape {
+		shape[i] = int64(d)
+	}
+	req := &kservepb.ModelInferRequest{
+		ModelName:        c.model,
+		Inputs:           []*kservepb.ModelInferRequest_InferInputTensor{{Name: names.in, Datatype: dt, Shape: shape}},
+		Outputs:          []*kservepb.ModelInferRequest_InferRequestedOutputTensor{{Name: names.out}},
+		RawInputContents: [][]byte{in.Data},
+	}
+	resp, err := t.client().ModelInfer(ctx, req)
+	if err != nil {
+		return r, grpcErr(err)
+	}
+	if len(resp.Outputs) != 1 || resp.Outputs[0].Datatype != "FP32" {
+		return r, fmt.Errorf("response has %d outputs; want one FP32 tensor", len(resp.Outputs))
+	}
+	n := 1
+	for _, d := range resp.Outputs[0].Shape {
+		n *= int(d)
+	}
+	if n <= 0 || n > 1<<28 {
+		return r, fmt.Errorf("response output shape %v is not valid", resp.Outputs[0].Shape)
+	}
+	var src []float32
+	switch {
+	case len(resp.RawOutputContents) == 1:
+		raw := resp.RawOutputContents[0]
+		if len(raw) != 4*n {
+			return r, fmt.Errorf("response raw_output_contents has %d bytes; shape %v needs %d", len(raw), resp.Outputs[0].Shape, 4*n)
+		}
+		src = tensor.BytesF32(raw) // unmarshalled bytes are aligned
+	case len(resp.Outputs[0].GetContents().GetFp32Contents()) == n:
+		src = resp.Outputs[0].GetContents().GetFp32Contents()
+	default:
+		return r, fmt.Errorf("response carries no logits for shape %v", resp.Outputs[0].Shape)
+	}
+	if len(out) >= n {
+		r.logits = out[:n]
+		copy(r.logits, src)
+	} else {
+		r.logits = src
+	}
+	r.queue, r.compute, r.batchSize = serverParams(func(k string) (int64, bool) {
+		p, ok := resp.Parameters[k]
+		if !ok {
+			return 0, false
+		}
+		v, ok := p.GetParameterChoice().(*kservepb.InferParameter_Int64Param)
+		if !ok {
+			return 0, false
+		}
+		return v.Int64Param, true
+	})
+	return r, nil
+}

@@ -1,0 +1,337 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"goinfer/internal/tensor"
+)
+
+// headerContentLength is the binary tensor data extension's header.
+const headerContentLength = "Inference-Header-Content-Length"
+
+var ctBinary = []string{"application/octet-stream"}
+
+// httpTransport speaks the REST protocol with binary tensors.
+type httpTransport struct {
+	base string
+	hc   *http.Client
+	hdrs sync.Pool // *[]byte for request JSON headers
+}
+
+func newHTTPTransport(base string, opts Options) *httpTransport {
+	tr := &http.Transport{
+		// Benchmarks talk to the server directly, never through a proxy.
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        2 * opts.MaxInflight,
+		MaxIdleConnsPerHost: opts.MaxInflight, // keep a connection per request in flight
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		WriteBufferSize:     64 << 10,
+		ReadBufferSize:      64 << 10,
+	}
+	return &httpTransport{base: base, hc: &http.Client{Transport: tr}}
+}
+
+func (t *httpTransport) close() error {
+	t.hc.CloseIdleConnections()
+	return nil
+}
+
+// get fetches a JSON document; a non-200 answer is a ServerError.
+func (t *httpTransport) getJSON(ctx context.Context, method, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, t.base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return httpError(resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(v); err != nil {
+		return fmt.Errorf("%s %s: bad JSON: %w", method, path, err)
+	}
+	return nil
+}
+
+// httpError reads a KServe error answer.
+func httpError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Error string `json:"error"`
+	}
+	msg := string(bytes.TrimSpace(b))
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	code := codes.Unknown
+	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		code = codes.InvalidArgument
+	case http.StatusNotFound:
+		code = codes.NotFound
+	case http.StatusServiceUnavailable:
+		code = codes.Unavailable
+		if resp.Header.Get("Retry-After") != "" {
+			code = codes.ResourceExhausted
+		}
+	case http.StatusRequestEntityTooLarge:
+		code = codes.InvalidArgument
+	case http.StatusGatewayTimeout:
+		code = codes.DeadlineExceeded
+	case http.StatusInternalServerError:
+		code = codes.Internal
+	}
+	return &ServerError{HTTPStatus: resp.StatusCode, Code: code, Message: msg}
+}
+
+func (t *httpTransport) resolveModel(ctx context.Context) (string, error) {
+	var idx []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	}
+	if err := t.getJSON(ctx, "POST", "/v2/repository/index", &idx); err != nil {
+		return "", err
+	}
+	var ready []string
+	for _, m := range idx {
+		if m.State == "READY" || len(idx) == 1 {
+			ready = append(ready, m.Name)
+		}
+	}
+	if len(ready) != 1 {
+		return "", fmt.Errorf("the server lists %d models (%v); choose one", len(idx), idx)
+	}
+	return ready[0], nil
+}
+
+type jsonTensorMeta struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+}
+
+func (t *httpTransport) metadata(ctx context.Context, model string) (Metadata, error) {
+	var md Metadata
+	var sm struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if err := t.getJSON(ctx, "GET", "/v2", &sm); err != nil {
+		return md, err
+	}
+	md.Server, md.ServerVersion = sm.Name, sm.Version
+	var mm struct {
+		Name     string           `json:"name"`
+		Versions []string         `json:"versions"`
+		Platform string           `json:"platform"`
+		Inputs   []jsonTensorMeta `json:"inputs"`
+		Outputs  []jsonTensorMeta `json:"outputs"`
+	}
+	if err := t.getJSON(ctx, "GET", "/v2/models/"+url.PathEscape(model), &mm); err != nil {
+		return md, err
+	}
+	if len(mm.Inputs) != 1 || len(mm.Outputs) < 1 {
+		return md, fmt.Errorf("model %q has %d inputs and %d outputs; want one image input and a logits output", model, len(mm.Inputs), len(mm.Outputs))
+	}
+	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, mm.Inputs[0].Name, mm.Inputs[0].Datatype, mm.Inputs[0].Shape, mm.Outputs[0].Name, mm.Outputs[0].Shape)
+	return md, nil
+}
+
+func (t *httpTransport) modelReady(ctx context.Context, model string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", t.base+"/v2/models/"+url.PathEscape(model)+"/ready", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, nil
+}
+
+// twoPart is a request body of a JSON header and the tensor bytes, sent
+// without copying them together.
+type twoPart struct{ a, b []byte }
+
+func (r *twoPart) Read(p []byte) (int, error) {
+	if len(r.a) > 0 {
+		n := copy(p, r.a)
+		r.a = r.a[n:]
+		return n, nil
+	}
+	if len(r.b) > 0 {
+		n := copy(p, r.b)
+		r.b = r.b[n:]
+		return n, nil
+	}
+	return 0, io.EOF
+}
+
+// WriteTo lets io.Copy hand both parts to the connection's writer whole.
+func (r *twoPart) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for _, p := range [][]byte{r.a, r.b} {
+		n, err := w.Write(p)
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	r.a, r.b = nil, nil
+	return total, nil
+}
+
+// inferResponse is the JSON part of a response.
+type inferResponse struct {
+	Parameters map[string]json.RawMessage `json:"parameters"`
+	Outputs    []struct {
+		Name       string  `json:"name"`
+		Datatype   string  `json:"datatype"`
+		Shape      []int64 `json:"shape"`
+		Parameters struct {
+			BinaryDataSize *int64 `json:"binary_data_size"`
+		} `json:"parameters"`
+		Data json.RawMessage `json:"data"`
+	} `json:"outputs"`
+}
+
+func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor, out []float32) (result, error) {
+	var r result
+	dt, err := wireName(in.DType)
+	if err != nil {
+		return r, err
+	}
+	names := c.names()
+	hp, _ := t.hdrs.Get().(*[]byte)
+	if hp == nil {
+		b := make([]byte, 0, 512)
+		hp = &b
+	}
+	defer t.hdrs.Put(hp)
+	h := (*hp)[:0]
+	h = append(h, `{"inputs":[{"name":`...)
+	h = append(h, names.inJSON...)
+	h = append(h, `,"datatype":"`...)
+	h = append(h, dt...)
+	h = append(h, `","shape":[`...)
+	for i, d := range in.Shape {
+		if i > 0 {
+			h = append(h, ',')
+		}
+		h = strconv.AppendInt(h, int64(d), 10)
+	}
+	h = append(h, `],"parameters":{"binary_data_size":`...)
+	h = strconv.AppendInt(h, int64(len(in.Data)), 10)
+	h = append(h, `}}],"outputs":[{"name":`...)
+	h = append(h, names.outJSON...)
+	h = append(h, `,"parameters":{"binary_data":true}}]}`...)
+	*hp = h
+
+	req, err := http.NewRequestWithContext(ctx, "POST", t.base+"/v2/models/"+url.PathEscape(c.model)+"/infer", &twoPart{h, in.Data})
+	if err != nil {
+		return r, err
+	}
+	// An unknown length makes the transport send the body with chunked
+	// encoding through twoPart.WriteTo: each part in one write. A known
+	// length would wrap the body in a LimitReader and copy it through a
+	// 32 KiB buffer, a write syscall per 32 KiB.
+	req.ContentLength = -1
+	req.Header["Content-Type"] = ctBinary
+	req.Header[headerContentLength] = []string{strconv.Itoa(len(h))}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r, httpError(resp)
+	}
+	jsonLen := resp.ContentLength
+	if v := resp.Header.Get(headerContentLength); v != "" {
+		if jsonLen, err = strconv.ParseInt(v, 10, 64); err != nil || jsonLen < 0 || jsonLen > 16<<20 {
+			return r, fmt.Errorf("response %s %q is not a valid size", headerContentLength, v)
+		}
+	} else if jsonLen < 0 || jsonLen > 1<<30 {
+		jsonLen = 1 << 30
+	}
+	var ir inferResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, jsonLen)).Decode(&ir); err != nil {
+		return r, fmt.Errorf("response JSON: %w", err)
+	}
+	if len(ir.Outputs) != 1 || ir.Outputs[0].Datatype != "FP32" {
+		return r, fmt.Errorf("response has %d outputs; want one FP32 tensor", len(ir.Outputs))
+	}
+	o := ir.Outputs[0]
+	n := 1
+	for _, d := range o.Shape {
+		n *= int(d)
+	}
+	if n <= 0 || n > 1<<28 {
+		return r, fmt.Errorf("response output shape %v is not valid", o.Shape)
+	}
+	logits := out
+	if len(logits) < n {
+		logits = make([]float32, n)
+	}
+	logits = logits[:n]
+	if o.Parameters.BinaryDataSize != nil {
+		if *o.Parameters.BinaryDataSize != int64(4*n) {
+			return r, fmt.Errorf("response binary_data_size %d does not match shape %v", *o.Parameters.BinaryDataSize, o.Shape)
+		}
+		if _, err := io.ReadFull(resp.Body, tensor.F32Bytes(logits)); err != nil {
+			return r, fmt.Errorf("reading the response's binary logits: %w", err)
+		}
+	} else {
+		var v []float32
+		if err := json.Unmarshal(o.Data, &v); err != nil || len(v) != n {
+			return r, fmt.Errorf("response data: %d values for shape %v (%v)", len(v), o.Shape, err)
+		}
+		copy(logits, v)
+	}
+	r.logits = logits
+	r.queue, r.compute, r.batchSize = serverParams(func(k string) (int64, bool) {
+		raw, ok := ir.Parameters[k]
+		if !ok {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(string(raw), 10, 64)
+		return v, err == nil
+	})
+	return r, nil
+}
+
+// serverParams reads goinfer's response parameters.
+func serverParams(get func(string) (int64, bool)) (queue, compute time.Duration, batch int) {
+	if v, ok := get("queue_time_us"); ok {
+		queue = time.Duration(v) * time.Microsecond
+	}
+	if v, ok := get("compute_time_us"); ok {
+		compute = time.Duration(v) * time.Microsecond
+	}
+	if v, ok := get("batch_size"); ok {
+		batch = int(v)
+	}
+	return
+}

@@ -1,0 +1,114 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"goinfer/internal/backend"
+	"goinfer/internal/client"
+	"goinfer/internal/engine"
+	"goinfer/internal/server"
+	"goinfer/internal/server/batcher"
+	"goinfer/internal/tensor"
+)
+
+// instantBackend answers every batch at once with zero logits. It stands
+// in for the device only in the benchmarks below, which measure what the
+// server itself adds: decoding, batching, copies, encoding, the sockets.
+type instantBackend struct{ classes int }
+
+func (n instantBackend) Submit(req backend.Request) error {
+	k := req.Input.Shape[0] * n.classes
+	req.Reply <- backend.Response{ID: req.ID, Logits: req.Output[:k], N: req.Input.Shape[0], Classes: n.classes, DoneAt: time.Now()}
+	return nil
+}
+
+// startInstant serves a 1000-class model of size x size images.
+func startInstant(b *testing.B, size int) (httpAddr, grpcAddr string) {
+	b.Helper()
+	srv, err := server.New(server.Config{ModelName: "m", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bt, err := batcher.New(instantBackend{1000}, batcher.Config{Channels: 3, Height: size, Width: size, DType: tensor.Float32,
+		Classes: 1000, MaxBatch: 64, MaxDelay: 2 * time.Millisecond, IdleDispatch: true, MaxQueue: 1024, MaxInflight: 8,
+		Observe: srv.ObserveBatch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	info := engine.Info{Engine: "none", Classes: 1000, InChannels: 3, Height: size, Width: size, InputDType: tensor.Float32}
+	if err := srv.SetModel(&server.Model{Info: info, Lanes: []server.Lane{{Height: size, Width: size, Batcher: bt}}}); err != nil {
+		b.Fatal(err)
+	}
+	hl, _ := net.Listen("tcp", "127.0.0.1:0")
+	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, hl, gl) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return hl.Addr().String(), gl.Addr().String()
+}
+
+// BenchmarkProtocol measures the server's own cost per request of one
+// 250x250 FP32 image (750 KB) over loopback, with the client bench --url
+// uses: p50 latency at concurrency 1, throughput at concurrency 64.
+func BenchmarkProtocol(b *testing.B) {
+	httpAddr, grpcAddr := startInstant(b, 250)
+	in := tensor.New(tensor.Float32, 1, 3, 250, 250)
+	for _, proto := range []struct{ name, url string }{{"http", "http://" + httpAddr}, {"grpc", "grpc://" + grpcAddr}} {
+		for _, conc := range []int{1, 64} {
+			b.Run(proto.name+"/c"+itoa(conc), func(b *testing.B) {
+				c, err := client.DialOptions(context.Background(), proto.url, client.Options{MaxInflight: conc})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				lat := make([][]time.Duration, conc)
+				var wg sync.WaitGroup
+				b.SetBytes(int64(len(in.Data)))
+				b.ResetTimer()
+				start := time.Now()
+				for w := range conc {
+					wg.Go(func() {
+						out := make([]float32, 1000)
+						for i := w; i < b.N; i += conc {
+							t0 := time.Now()
+							if _, err := c.Infer(context.Background(), in, out); err != nil {
+								b.Error(err)
+								return
+							}
+							lat[w] = append(lat[w], time.Since(t0))
+						}
+					})
+				}
+				wg.Wait()
+				el := time.Since(start)
+				b.StopTimer()
+				all := slices.Concat(lat...)
+				slices.Sort(all)
+				if len(all) > 0 {
+					b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-us")
+					b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-us")
+				}
+				b.ReportMetric(float64(b.N)/el.Seconds(), "img/s")
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,488 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"goinfer/internal/server/batcher"
+	"goinfer/internal/tensor"
+)
+
+// HeaderContentLength is the binary tensor data extension's header: the
+// size of the JSON part of a body whose tensors follow in binary.
+const HeaderContentLength = "Inference-Header-Content-Length"
+
+// Shared header values: net/http does not modify them, so one slice serves
+// every response without allocating.
+var (
+	ctJSON   = []string{"application/json"}
+	ctBinary = []string{"application/octet-stream"}
+	retry1s  = []string{"1"}
+)
+
+// Handler returns the HTTP/REST API: KServe v2 endpoints and /metrics.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v2/health/live", s.handleLive)
+	mux.HandleFunc("GET /v2/health/ready", s.handleReady)
+	mux.HandleFunc("GET /v2", s.handleServerMetadata)
+	mux.HandleFunc("GET /v2/models/{name}", s.handleModelMetadata)
+	mux.HandleFunc("GET /v2/models/{name}/versions/{version}", s.handleModelMetadata)
+	mux.HandleFunc("GET /v2/models/{name}/ready", s.handleModelReady)
+	mux.HandleFunc("GET /v2/models/{name}/versions/{version}/ready", s.handleModelReady)
+	mux.HandleFunc("POST /v2/models/{name}/infer", s.handleInfer)
+	mux.HandleFunc("POST /v2/models/{name}/versions/{version}/infer", s.handleInfer)
+	mux.HandleFunc("POST /v2/repository/index", s.handleRepositoryIndex)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(kindNotFound, "no endpoint %s %s (see GET /v2 and /v2/models/%s)", r.Method, r.URL.Path, s.cfg.ModelName))
+	})
+	return s.recoverHTTP(mux)
+}
+
+// recoverHTTP turns a panic in a handler into a logged 500, so that one bad
+// request cannot take the server down.
+func (s *Server) recoverHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in HTTP handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeError(w, errorf(kindInternal, "internal error: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeError answers with the protocol's error body {"error": "..."}.
+func writeError(w http.ResponseWriter, err error) {
+	k, msg := classify(err)
+	h := w.Header()
+	h["Content-Type"] = ctJSON
+	if k == kindQueueFull {
+		h["Retry-After"] = retry1s
+	}
+	w.WriteHeader(k.httpStatus())
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	w.Write(body)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header()["Content-Type"] = ctJSON
+	w.Write(body)
+}
+
+// Health answers follow the protocol: 200 with an empty body for true, a
+// 4xx for false (400, as Triton answers).
+func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if !s.ready() {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) handleModelReady(w http.ResponseWriter, r *http.Request) {
+	st, err := s.lookup(r.PathValue("name"), r.PathValue("version"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if st == nil || s.draining.Load() {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// ServerMetadata is the body of GET /v2.
+type ServerMetadata struct {
+	Name       string   `json:"name"`
+	Version    string   `json:"version"`
+	Extensions []string `json:"extensions"`
+}
+
+func (s *Server) handleServerMetadata(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, ServerMetadata{Name: s.cfg.ServerName, Version: s.cfg.ServerVersion, Extensions: Extensions()})
+}
+
+// TensorMetadata describes a model input or output.
+type TensorMetadata struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+}
+
+// ModelMetadata is the body of GET /v2/models/{name}.
+type ModelMetadata struct {
+	Name     string           `json:"name"`
+	Versions []string         `json:"versions"`
+	Platform string           `json:"platform"`
+	Inputs   []TensorMetadata `json:"inputs"`
+	Outputs  []TensorMetadata `json:"outputs"`
+}
+
+func (s *Server) modelMetadata(st *modelState) ModelMetadata {
+	return ModelMetadata{
+		Name:     s.cfg.ModelName,
+		Versions: []string{s.cfg.ModelVersion},
+		Platform: st.model.Platform,
+		Inputs:   []TensorMetadata{{Name: st.input.name, Datatype: st.input.datatype, Shape: st.input.shape}},
+		Outputs:  []TensorMetadata{{Name: st.output.name, Datatype: st.output.datatype, Shape: st.output.shape}},
+	}
+}
+
+func (s *Server) handleModelMetadata(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	st, err := s.lookup(name, r.PathValue("version"))
+	if err == nil && st == nil {
+		_, err = s.serving(name, "") // says "loading" or why it failed
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, s.modelMetadata(st))
+}
+
+// RepositoryEntry is one element of POST /v2/repository/index (the model
+// repository extension), which lets clients find the model's name.
+type RepositoryEntry struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+func (s *Server) handleRepositoryIndex(w http.ResponseWriter, r *http.Request) {
+	e := RepositoryEntry{Name: s.cfg.ModelName, Version: s.cfg.ModelVersion, State: "READY"}
+	switch {
+	case s.draining.Load():
+		e.State, e.Reason = "UNAVAILABLE", "shutting down"
+	case s.state.Load() != nil:
+	case s.loadErr.Load() != nil:
+		e.State, e.Reason = "UNAVAILABLE", (*s.loadErr.Load()).Error()
+	default:
+		e.State, e.Reason = "LOADING", "loading and compiling"
+	}
+	writeJSON(w, []RepositoryEntry{e})
+}
+
+// handleInfer serves POST /v2/models/{name}[/versions/{v}]/infer.
+func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	g := s.metrics.inflight.WithLabelValues("http")
+	g.Inc()
+	defer g.Dec()
+	ctx := r.Context()
+	if s.cfg.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		defer cancel()
+	}
+	res, err := s.inferHTTP(ctx, w, r)
+	if err != nil {
+		k, msg := classify(err)
+		s.logFailure("http", k, msg)
+		writeError(w, err)
+		s.metrics.observeRequest("http", k, false, time.Since(start), 0)
+		return
+	}
+	s.metrics.observeRequest("http", 0, true, time.Since(start), res.QueueWait)
+}
+
+// logFailure logs failed requests: server-side failures as errors, the
+// rest at debug level so that an overload does not flood the log.
+func (s *Server) logFailure(protocol string, k kind, msg string) {
+	level := slog.LevelDebug
+	if k == kindInternal {
+		level = slog.LevelError
+	}
+	s.log.Log(context.Background(), level, "request failed", "protocol", protocol, "status", k.statusLabel(), "err", msg)
+}
+
+// inferHTTP decodes, runs and answers one request. On error nothing has
+// been written.
+func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.Request) (batcher.Result, error) {
+	var res batcher.Result
+	st, err := s.serving(r.PathValue("name"), r.PathValue("version"))
+	if err != nil {
+		return res, err
+	}
+	if s.saturated() {
+		return res, batcher.ErrQueueFull // before reading the body
+	}
+	limit := s.cfg.MaxRequestBytes
+	if r.ContentLength > limit {
+		return res, errorf(kindTooLarge, "request body of %d bytes is over the limit of %d (--max_request_bytes)", r.ContentLength, limit)
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+
+	// The JSON part: all of the body, or its first
+	// Inference-Header-Content-Length bytes.
+	hdrLen := int64(-1)
+	if v := r.Header.Get(HeaderContentLength); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n < 0:
+			return res, errorf(kindInvalid, "%s header %q is not a byte count", HeaderContentLength, v)
+		case n > limit:
+			return res, errorf(kindTooLarge, "%s header says %d bytes, over the limit of %d", HeaderContentLength, n, limit)
+		case r.ContentLength >= 0 && n > r.ContentLength:
+			return res, errorf(kindInvalid, "%s header says %d bytes, but the body has only %d", HeaderContentLength, n, r.ContentLength)
+		}
+		hdrLen = n
+	}
+	hdrBuf, err := s.readJSONPart(body, hdrLen, r.ContentLength)
+	if err != nil {
+		return res, err
+	}
+	defer s.bufs.put(hdrBuf)
+	req, err := decodeHeader(*hdrBuf)
+	if err != nil {
+		return res, err
+	}
+	if len(req.Inputs) != 1 {
+		return res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), InputName)
+	}
+	in := req.Inputs[0]
+	binaryOut, err := paramBool(req.Parameters, "binary_data_output", "request")
+	if err != nil {
+		return res, err
+	}
+	outs := make([]outputSpec, len(req.Outputs))
+	for i, o := range req.Outputs {
+		field := fmt.Sprintf("outputs[%d]", i)
+		outs[i].name = o.Name
+		if outs[i].binary, err = paramBool(o.Parameters, "binary_data", field); err != nil {
+			return res, err
+		}
+		if _, set := o.Parameters["binary_data"]; !set {
+			outs[i].binary = binaryOut
+		}
+		k, _, err := paramInt(o.Parameters, "classification", field)
+		if err != nil {
+			return res, err
+		}
+		if k < 0 || k > maxDim {
+			return res, errorf(kindInvalid, "%s.parameters.classification is %d; want a positive count", field, k)
+		}
+		outs[i].classification = int(k)
+	}
+	p, err := st.plan(inputSpec{name: in.Name, datatype: in.Datatype, shape: in.Shape}, outs)
+	if err != nil {
+		return res, err
+	}
+	if len(outs) == 0 {
+		p.out.binary = binaryOut
+	}
+
+	// The input data: JSON numbers, or the binary section.
+	binSize, hasBin, err := paramInt(in.Parameters, "binary_data_size", "inputs[0]")
+	if err != nil {
+		return res, err
+	}
+	hasJSON := len(in.Data) > 0 && string(in.Data) != "null"
+	var data *[]byte
+	switch {
+	case hasJSON && hasBin:
+		return res, errorf(kindInvalid, "inputs[0] has both data and parameters.binary_data_size; send one")
+	case hasJSON:
+		if err := p.lane.Admit(p.n); err != nil {
+			return res, err
+		}
+		data = s.bufs.get(p.bytes)
+		defer s.bufs.put(data)
+		if err := parseData(in.Data, p.dtype, *data); err != nil {
+			return res, err
+		}
+		if hdrLen >= 0 {
+			if err := expectEOF(body, 0); err != nil {
+				return res, err
+			}
+		}
+	case hasBin:
+		if hdrLen < 0 {
+			return res, errorf(kindInvalid, "inputs[0].parameters.binary_data_size is set, but the request has no %s header", HeaderContentLength)
+		}
+		if binSize != int64(p.bytes) {
+			return res, errorf(kindInvalid, "inputs[0].parameters.binary_data_size is %d; %s%v needs %d bytes", binSize, in.Datatype, in.Shape, p.bytes)
+		}
+		// Refuse before reading megabytes we would have to drop.
+		if err := p.lane.Admit(p.n); err != nil {
+			return res, err
+		}
+		data = s.bufs.get(p.bytes)
+		defer s.bufs.put(data)
+		if got, err := io.ReadFull(body, *data); err != nil {
+			return res, readError(err, fmt.Sprintf("binary data truncated: inputs[0] declares %d bytes, the body holds %d after the JSON header", p.bytes, got))
+		}
+		if err := expectEOF(body, p.bytes); err != nil {
+			return res, err
+		}
+	default:
+		return res, errorf(kindInvalid, "inputs[0] has no data: send \"data\" or parameters.binary_data_size with the binary tensor after the JSON header")
+	}
+
+	classes := st.model.Info.Classes
+	outBuf := s.bufs.get(p.n * classes * 4)
+	defer s.bufs.put(outBuf)
+	logits := tensor.BytesF32(*outBuf)
+	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: *data}, logits)
+	if err != nil {
+		return res, err
+	}
+	s.writeInferResponse(w, st, req.ID, p, logits, res)
+	return res, nil
+}
+
+// readJSONPart reads the first hdrLen bytes of body, or all of it when
+// hdrLen < 0, into a pooled buffer.
+func (s *Server) readJSONPart(body io.Reader, hdrLen, contentLength int64) (*[]byte, error) {
+	if hdrLen >= 0 {
+		b := s.bufs.get(int(hdrLen))
+		if got, err := io.ReadFull(body, *b); err != nil {
+			s.bufs.put(b)
+			return nil, readError(err, fmt.Sprintf("body ended after %d bytes, inside the %d-byte JSON header that %s announced", got, hdrLen, HeaderContentLength))
+		}
+		return b, nil
+	}
+	if contentLength >= 0 {
+		b := s.bufs.get(int(contentLength))
+		if got, err := io.ReadFull(body, *b); err != nil {
+			s.bufs.put(b)
+			return nil, readError(err, fmt.Sprintf("body ended after %d of its %d bytes", got, contentLength))
+		}
+		return b, nil
+	}
+	// Chunked: grow a pooled buffer; MaxBytesReader bounds it.
+	b := s.bufs.get(64 << 10)
+	n := 0
+	for {
+		if n == len(*b) {
+			bigger := s.bufs.get(2 * len(*b))
+			copy(*bigger, (*b)[:n])
+			s.bufs.put(b)
+			b = bigger
+		}
+		m, err := body.Read((*b)[n:])
+		n += m
+		if err == io.EOF {
+			*b = (*b)[:n]
+			return b, nil
+		}
+		if err != nil {
+			s.bufs.put(b)
+			return nil, readError(err, "reading the request body")
+		}
+	}
+}
+
+// readError classifies a body read failure: over the size limit is 413,
+// a body that ends early is 400.
+func readError(err error, what string) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return errorf(kindTooLarge, "request body is over the limit of %d bytes (--max_request_bytes)", mbe.Limit)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errorf(kindInvalid, "%s", what)
+	}
+	return errorf(kindInvalid, "%s: %v", what, err)
+}
+
+// expectEOF checks that the body has nothing after the data consumed.
+func expectEOF(body io.Reader, consumed int) error {
+	var one [1]byte
+	n, err := io.ReadFull(body, one[:])
+	if n == 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
+		return nil
+	}
+	if err != nil && n == 0 {
+		return readError(err, "reading the request body")
+	}
+	extra := 1
+	m, _ := io.Copy(io.Discard, io.LimitReader(body, 1<<20))
+	extra += int(m)
+	return errorf(kindInvalid, "request body has %d unexpected bytes after the %d bytes of binary input data the inputs declare", extra, consumed)
+}
+
+// writeInferResponse answers a successful request: JSON, or a JSON header
+// followed by the binary output.
+func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result) {
+	classes := st.model.Info.Classes
+	hdr := s.bufs.get(0)
+	defer s.bufs.put(hdr)
+	j := jsonResponse{buf: (*hdr)[:0]}
+	j.begin(s.cfg.ModelName, s.cfg.ModelVersion, id, responseParams{
+		queueMicros: res.QueueWait.Microseconds(), computeMicros: res.Compute.Microseconds(), batchSize: res.BatchSize,
+	})
+	var bin []byte
+	var binBuf *[]byte
+	if k := p.out.classification; k > 0 {
+		j.output(OutputName, "BYTES", []int64{int64(p.n), int64(k)})
+		if p.out.binary {
+			binBuf = s.bufs.get(0)
+			b := (*binBuf)[:0]
+			topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+			bin = b
+			j.binary(len(bin))
+		} else {
+			j.strings(func(add func([]byte)) { topK(logits, p.n, classes, k, st.model.Labels, add) })
+		}
+	} else {
+		j.output(OutputName, "FP32", []int64{int64(p.n), int64(classes)})
+		if p.out.binary {
+			bin = tensor.F32Bytes(logits)
+			j.binary(len(bin))
+		} else {
+			j.floats(logits)
+		}
+	}
+	j.end()
+	h := w.Header()
+	if bin != nil {
+		h["Content-Type"] = ctBinary
+		h[HeaderContentLength] = []string{strconv.Itoa(len(j.buf))}
+	} else {
+		h["Content-Type"] = ctJSON
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(j.buf) + len(bin))}
+	w.Write(j.buf)
+	if bin != nil {
+		w.Write(bin)
+	}
+	*hdr = j.buf[:0] // keep the grown buffer for the next response
+	if binBuf != nil {
+		*binBuf = bin[:0]
+		s.bufs.put(binBuf)
+	}
+}

@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"goinfer/internal/kservepb"
+	"goinfer/internal/server"
+	"goinfer/internal/server/servertest"
+	"goinfer/internal/tensor"
+)
+
+// FuzzHTTPInfer feeds arbitrary bodies and binary-header lengths to the
+// real infer handler (real batcher, backend and cpu engine behind it): it
+// must answer every one with a protocol status and an error body, never a
+// 500 (a recovered panic) or a hang.
+func FuzzHTTPInfer(f *testing.F) {
+	s := servertest.Start(f, servertest.Options{Size: 8, Server: func(c *server.Config) { c.MaxRequestBytes = 1 << 16 }})
+	h := s.Srv.Handler()
+	img := tensor.F32Bytes(randImages(1, 8, 1))
+	hdr, _ := json.Marshal(map[string]any{"inputs": []any{binaryInput("FP32", []int{1, 3, 8, 8}, len(img))},
+		"outputs": []any{map[string]any{"name": "logits", "parameters": map[string]any{"binary_data": true, "classification": 2}}}})
+	f.Add(append(append([]byte{}, hdr...), img...), len(hdr))
+	f.Add(hdr, len(hdr))
+	f.Add([]byte(`{"inputs":[{"name":"input","datatype":"UINT8","shape":[1,3,8,8],"data":[1,2,3]}]}`), -1)
+	f.Add([]byte(`{"inputs":[{"name":"input","datatype":"FP16","shape":[1,3,8,8],"parameters":{"binary_data_size":384}}]}`), 10)
+	f.Fuzz(func(t *testing.T, body []byte, hlen int) {
+		req := httptest.NewRequest("POST", "/v2/models/tiny/infer", bytes.NewReader(body))
+		if hlen >= 0 {
+			req.Header.Set(server.HeaderContentLength, strconv.Itoa(hlen))
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200:
+		case 400, 404, 413, 503:
+			var e struct{ Error string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" {
+				t.Fatalf("status %d with body %q: want {\"error\": ...}", rec.Code, rec.Body)
+			}
+		default:
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	})
+}
+
+// FuzzGRPCInfer sends arbitrary ModelInferRequests over a real gRPC
+// connection: every answer must be OK or a client-side error code.
+func FuzzGRPCInfer(f *testing.F) {
+	s := servertest.Start(f, servertest.Options{Size: 8})
+	conn := dialGRPCTB(f, s.GRPCAddr)
+	c := kservepb.NewGRPCInferenceServiceClient(conn)
+	x := randImages(1, 8, 2)
+	seed := &kservepb.ModelInferRequest{ModelName: "tiny", Inputs: []*kservepb.ModelInferRequest_InferInputTensor{{
+		Name: "input", Datatype: "FP32", Shape: []int64{1, 3, 8, 8}}}, RawInputContents: [][]byte{tensor.F32Bytes(x)}}
+	b, _ := proto.Marshal(seed)
+	f.Add(b)
+	seed.RawInputContents = nil
+	seed.Inputs[0].Contents = &kservepb.InferTensorContents{Fp32Contents: x[:5]}
+	b, _ = proto.Marshal(seed)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		var req kservepb.ModelInferRequest
+		if proto.Unmarshal(msg, &req) != nil {
+			return
+		}
+		_, err := c.ModelInfer(t.Context(), &req)
+		switch status.Code(err) {
+		case codes.OK, codes.InvalidArgument, codes.NotFound, codes.ResourceExhausted, codes.Unavailable:
+		default:
+			t.Fatalf("ModelInfer: %v", err)
+		}
+	})
+}

@@ -1,0 +1,503 @@
+// Package server serves one image classifier over the KServe v2 / Open
+// Inference Protocol: HTTP/REST (JSON, plus the binary tensor data and
+// classification extensions) and gRPC (inference.GRPCInferenceService, with
+// server reflection and grpc.health.v1), in front of dynamic batchers
+// (package batcher). It exports Prometheus metrics at /metrics and drains
+// gracefully.
+//
+// The server starts before the model is loaded: it is live at once and
+// ready only once SetModel hands it the compiled model, so orchestrators can
+// tell "starting" from "dead".
+//
+// The model has one input, "input", a [batch, channels, height, width]
+// tensor of FP32 (or FP16, or UINT8 raw pixels that are normalized with the
+// ImageNet mean and std), and one output, "logits", FP32 [batch, classes].
+// Metadata reports the input's height and width when the model serves one
+// image size, and -1 (any) for dimensions that differ between the sizes it
+// serves, so that clients that shape their requests from the metadata never
+// send a size the engine was not compiled for.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"goinfer/internal/engine"
+	"goinfer/internal/kservepb"
+	"goinfer/internal/server/batcher"
+	"goinfer/internal/tensor"
+)
+
+// Tensor names of the served model.
+const (
+	InputName  = "input"
+	OutputName = "logits"
+)
+
+// Extensions lists the protocol extensions the server implements, as
+// GET /v2 and ServerMetadata report them.
+func Extensions() []string {
+	return []string{"binary_tensor_data", "classification", "model_repository"}
+}
+
+// Config configures a Server.
+type Config struct {
+	// ModelName is the name clients use in URLs and requests (required).
+	ModelName string
+	// ModelVersion is the one version served (default "1"). Requests that
+	// name no version get it.
+	ModelVersion string
+	// ServerName and ServerVersion are reported by GET /v2 and
+	// ServerMetadata (defaults "goinfer" and "devel").
+	ServerName, ServerVersion string
+	// MaxRequestBytes bounds a request body or gRPC message (default 64 MiB).
+	MaxRequestBytes int64
+	// RequestTimeout bounds each inference request, queueing included
+	// (0: only the client's own deadline).
+	RequestTimeout time.Duration
+	// DrainTimeout bounds the graceful stop of Serve (default 30 s).
+	DrainTimeout time.Duration
+	// MaxBatch sizes the batch-size histogram's buckets (default 64).
+	MaxBatch int
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// GPUStats, if set, is read at each /metrics scrape for the
+	// goinfer_gpu_* gauges.
+	GPUStats func() []GPUStat
+}
+
+// Lane is one image size the model serves: a batcher in front of a backend
+// that was compiled for Height x Width.
+type Lane struct {
+	Height, Width int
+	Batcher       *batcher.Batcher
+}
+
+// Model is a loaded, compiled model ready to serve.
+type Model struct {
+	// Info describes the model; Classes, InChannels and InputDType are used.
+	Info engine.Info
+	// Platform is reported in the model metadata (default "goinfer_<engine>").
+	Platform string
+	// Labels, if it has Classes entries, names classes in classification
+	// results ("score:index:label").
+	Labels []string
+	// Lanes are the image sizes served; at least one.
+	Lanes []Lane
+}
+
+// modelState is what the server knows about its model at one moment.
+type modelState struct {
+	model  *Model
+	lanes  map[[2]int]*batcher.Batcher
+	input  tensorMeta
+	output tensorMeta
+}
+
+type tensorMeta struct {
+	name     string
+	datatype string
+	shape    []int64
+}
+
+// Server answers KServe v2 requests over HTTP and gRPC. Create it with New,
+// hand it the model with SetModel, and run it with Serve.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	bufs    bufPool
+
+	state    atomic.Pointer[modelState] // nil while loading
+	loadErr  atomic.Pointer[error]
+	draining atomic.Bool
+	active   atomic.Int64 // inference handlers running
+
+	http   *http.Server
+	grpc   *grpc.Server
+	health *health.Server
+	codec  kservepb.Codec
+
+	drainOnce sync.Once
+	drainErr  error
+}
+
+// New returns a server that is live but not ready.
+func New(cfg Config) (*Server, error) {
+	if cfg.ModelName == "" {
+		return nil, errors.New("server: ModelName is empty")
+	}
+	if cfg.ModelVersion == "" {
+		cfg.ModelVersion = "1"
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = "goinfer"
+	}
+	if cfg.ServerVersion == "" {
+		cfg.ServerVersion = "devel"
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 64 << 20
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.codec.Pool = &s.bufs
+	s.metrics = newMetrics(cfg.ModelName, cfg.MaxBatch, s.queueDepth, func() float64 {
+		if s.ready() {
+			return 1
+		}
+		return 0
+	}, cfg.GPUStats)
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(int(min(cfg.MaxRequestBytes, 1<<31-1))),
+		grpc.MaxSendMsgSize(1<<31-1),
+		grpc.ChainUnaryInterceptor(s.recoverUnary),
+		grpc.InTapHandle(s.tapInfer),
+		grpc.ForceServerCodecV2(&s.codec),
+		// Tensors are hundreds of kilobytes: large windows and buffers
+		// keep a request from waiting on flow-control round trips.
+		grpc.InitialWindowSize(grpcWindow),
+		grpc.InitialConnWindowSize(grpcWindow),
+		grpc.ReadBufferSize(grpcBuffer),
+		grpc.WriteBufferSize(grpcBuffer),
+		// Frames are read into buffers of their exact size, so a pool that
+		// does not zero them is safe and saves a pass over every request.
+		experimental.BufferPool(&s.bufs),
+	)
+	kservepb.RegisterGRPCInferenceServiceServer(s.grpc, &grpcService{s: s})
+	s.health = health.NewServer()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	return s, nil
+}
+
+// SetModel makes the server ready to serve m, filling in m.Platform when it
+// is empty. The server owns m's batchers from now on: Serve closes them
+// when it drains.
+func (s *Server) SetModel(m *Model) error {
+	if m == nil || len(m.Lanes) == 0 {
+		return errors.New("server: model has no lanes")
+	}
+	info := m.Info
+	if info.Classes <= 0 || info.InChannels <= 0 {
+		return fmt.Errorf("server: model info has %d classes and %d input channels", info.Classes, info.InChannels)
+	}
+	dt := wireName(info.InputDType)
+	if dt == "" {
+		return fmt.Errorf("server: model input dtype %s has no KServe name", info.InputDType)
+	}
+	st := &modelState{model: m, lanes: map[[2]int]*batcher.Batcher{}}
+	h, w := int64(m.Lanes[0].Height), int64(m.Lanes[0].Width)
+	for _, l := range m.Lanes {
+		if l.Batcher == nil || l.Height <= 0 || l.Width <= 0 {
+			return fmt.Errorf("server: lane %dx%d has no batcher", l.Height, l.Width)
+		}
+		key := [2]int{l.Height, l.Width}
+		if st.lanes[key] != nil {
+			return fmt.Errorf("server: two lanes serve %dx%d", l.Height, l.Width)
+		}
+		st.lanes[key] = l.Batcher
+		if int64(l.Height) != h {
+			h = -1
+		}
+		if int64(l.Width) != w {
+			w = -1
+		}
+	}
+	st.input = tensorMeta{name: InputName, datatype: dt, shape: []int64{-1, int64(info.InChannels), h, w}}
+	st.output = tensorMeta{name: OutputName, datatype: "FP32", shape: []int64{-1, int64(info.Classes)}}
+	if m.Platform == "" {
+		m.Platform = "goinfer_" + info.Engine
+	}
+	s.state.Store(st)
+	if !s.draining.Load() {
+		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		s.health.SetServingStatus(kservepb.GRPCInferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+	return nil
+}
+
+// SetLoadError records that the model could not be loaded: the server stays
+// live and not ready, and inference requests are answered 503/UNAVAILABLE
+// with err's message.
+func (s *Server) SetLoadError(err error) {
+	s.loadErr.Store(&err)
+}
+
+// ready reports whether inference requests can be served now.
+func (s *Server) ready() bool {
+	return s.state.Load() != nil && !s.draining.Load()
+}
+
+// saturated reports whether no lane could queue even one image now.
+func (s *Server) saturated() bool {
+	st := s.state.Load()
+	if st == nil {
+		return false
+	}
+	for _, l := range st.model.Lanes {
+		if l.Batcher.Admit(1) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// inferMethod is ModelInfer's full gRPC method name.
+const inferMethod = "/inference.GRPCInferenceService/ModelInfer"
+
+// tapInfer refuses an inference RPC before its message is read when every
+// queue is full, so that an overloaded server does not receive megabytes
+// only to drop them.
+func (s *Server) tapInfer(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName == inferMethod && s.saturated() {
+		s.metrics.requests.WithLabelValues("grpc", kindQueueFull.statusLabel()).Inc()
+		return ctx, status.Error(codes.ResourceExhausted, "the server's queue is full; retry later")
+	}
+	return ctx, nil
+}
+
+func (s *Server) queueDepth() float64 {
+	st := s.state.Load()
+	if st == nil {
+		return 0
+	}
+	n := 0
+	for _, l := range st.model.Lanes {
+		n += l.Batcher.QueueDepth()
+	}
+	return float64(n)
+}
+
+// lookup resolves a model name and version for metadata and readiness
+// requests. It fails only for unknown names or versions; st is nil while
+// the model loads.
+func (s *Server) lookup(name, version string) (st *modelState, err error) {
+	if name != s.cfg.ModelName {
+		return nil, errorf(kindNotFound, "unknown model %q (this server serves %q)", name, s.cfg.ModelName)
+	}
+	if version != "" && version != s.cfg.ModelVersion {
+		return nil, errorf(kindNotFound, "model %q has no version %q (versions: %s)", name, version, s.cfg.ModelVersion)
+	}
+	return s.state.Load(), nil
+}
+
+// serving resolves the model for an inference request: it also fails while
+// the model loads or the server drains.
+func (s *Server) serving(name, version string) (*modelState, error) {
+	st, err := s.lookup(name, version)
+	if err != nil {
+		return nil, err
+	}
+	if s.draining.Load() {
+		return nil, errorf(kindUnavailable, "the server is shutting down")
+	}
+	if st == nil {
+		if p := s.loadErr.Load(); p != nil {
+			return nil, errorf(kindUnavailable, "model %q failed to load: %v", name, *p)
+		}
+		return nil, errorf(kindUnavailable, "model %q is loading; poll /v2/models/%s/ready", name, name)
+	}
+	return st, nil
+}
+
+// Serve answers HTTP requests on httpLn and gRPC requests on grpcLn (either
+// may be nil) until ctx is done, then drains: it stops accepting, lets the
+// requests in flight finish within Config.DrainTimeout, and closes the
+// model's batchers. It returns nil after a complete drain.
+func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
+	if httpLn == nil && grpcLn == nil {
+		return errors.New("server: no listener")
+	}
+	errc := make(chan error, 2)
+	if httpLn != nil {
+		s.log.Info("serving HTTP", "addr", httpLn.Addr().String(), "model", s.cfg.ModelName)
+		go func() {
+			if err := s.http.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("HTTP server: %w", err)
+			}
+		}()
+	}
+	if grpcLn != nil {
+		s.log.Info("serving gRPC", "addr", grpcLn.Addr().String(), "model", s.cfg.ModelName)
+		go func() {
+			if err := s.grpc.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("gRPC server: %w", err)
+			}
+		}()
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		s.log.Error("listener failed; shutting down", "err", serveErr)
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	return errors.Join(serveErr, s.Shutdown(dctx))
+}
+
+// Shutdown stops accepting requests, waits for those in flight until ctx
+// ends, and closes the model's batchers. If ctx ends first, queued requests
+// are refused, connections are closed, and an error says so. Calling it
+// again returns the first result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.drainOnce.Do(func() { s.drainErr = s.drain(ctx) })
+	return s.drainErr
+}
+
+func (s *Server) drain(ctx context.Context) error {
+	start := time.Now()
+	s.draining.Store(true)
+	s.health.Shutdown() // every service NOT_SERVING
+	s.log.Info("draining", "timeout", deadlineString(ctx))
+
+	grpcDone := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(grpcDone)
+	}()
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- s.http.Shutdown(ctx) }()
+
+	var cut bool
+	select {
+	case <-ctx.Done():
+		cut = true
+	case err := <-httpErr:
+		cut = err != nil
+		if !cut {
+			select {
+			case <-grpcDone:
+			case <-ctx.Done():
+				cut = true
+			}
+		}
+	}
+	var errs []error
+	if cut {
+		// Refuse what is still queued, give the handlers that were waiting
+		// for it a moment to send their 503s, then cut the connections.
+		expired, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.closeLanes(expired)
+		for t0 := time.Now(); s.active.Load() > 0 && time.Since(t0) < refuseGrace; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.grpc.Stop()
+		s.http.Close()
+		errs = append(errs, fmt.Errorf("drain cut short after %v: requests still in flight were refused or dropped", time.Since(start).Round(time.Millisecond)))
+	}
+	if err := s.closeLanes(ctx); err != nil && !cut {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		s.log.Info("drained", "took", time.Since(start).Round(time.Millisecond))
+	}
+	return errors.Join(errs...)
+}
+
+// gRPC transport sizes: windows of 16 MiB let a batch of large images
+// stream without stalls, buffers of 1 MiB cut syscalls per image.
+const (
+	grpcWindow = 16 << 20
+	grpcBuffer = 1 << 20
+)
+
+// refuseGrace is how long a cut-short drain waits for handlers to answer
+// the requests it refused before it closes their connections.
+const refuseGrace = time.Second
+
+// closeLanes closes every batcher (each Close runs once).
+func (s *Server) closeLanes(ctx context.Context) error {
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	var errs []error
+	for _, l := range st.model.Lanes {
+		if err := l.Batcher.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("lane %dx%d: %w", l.Height, l.Width, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func deadlineString(ctx context.Context) string {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d).Round(time.Millisecond).String()
+	}
+	return "none"
+}
+
+// wireName is the KServe datatype name of a dtype ("" if none).
+func wireName(dt tensor.DType) string {
+	switch dt {
+	case tensor.Float32:
+		return "FP32"
+	case tensor.Float16:
+		return "FP16"
+	case tensor.BFloat16:
+		return "BF16"
+	case tensor.Float64:
+		return "FP64"
+	case tensor.Uint8:
+		return "UINT8"
+	case tensor.Int8:
+		return "INT8"
+	case tensor.Int32:
+		return "INT32"
+	case tensor.Int64:
+		return "INT64"
+	case tensor.Bool:
+		return "BOOL"
+	}
+	return ""
+}
+
+// inputDType maps a datatype an inference request may send to its dtype.
+func inputDType(datatype string) (tensor.DType, bool) {
+	switch datatype {
+	case "FP32":
+		return tensor.Float32, true
+	case "FP16":
+		return tensor.Float16, true
+	case "UINT8":
+		return tensor.Uint8, true
+	}
+	return tensor.Invalid, false
+}
+
+// acceptedInputs lists the input datatypes for error messages.
+const acceptedInputs = "FP32, FP16 or UINT8"
