@@ -464,6 +464,14 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 		if err := i.dnn.SetConvMath(o.conv, int(perf[best].MathType)); err != nil {
 			return nil, key, err
 		}
+		// The workspace an algorithm needs depends on the math type: ask
+		// again under the one it will run with, or the call can fail with
+		// "workSpaceSizeInBytes < requiredWorkspace".
+		ws, err := i.dnn.ConvForwardWorkspace(i.h, o.xd, i.filters[k], o.conv, o.yd, o.algo)
+		if err != nil {
+			return nil, key, err
+		}
+		o.ws = max(o.ws, ws)
 	}
 	o.algoF = o.algo
 	if !l.spec.relu {
