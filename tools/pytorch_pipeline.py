@@ -27,7 +27,6 @@ import argparse
 import csv
 import datetime
 import math
-import multiprocessing as mp
 import os
 import queue
 import statistics
@@ -208,6 +207,9 @@ def backend_process(args, req_q, resp_q, times_q):
 
 def run_reference(args):
     import torch
+    # torch.multiprocessing shares tensor storage between processes instead
+    # of pickling the bytes through a pipe, as the reference's queues do.
+    import torch.multiprocessing as mp
     ensure_checkpoint(args.model_dir)
     ctx = mp.get_context("spawn")
     req_q, resp_q, times_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
