@@ -10,11 +10,30 @@ import (
 	"goinfer/internal/server/servertest"
 )
 
-// TestREADMEExamples runs the shell examples of README.md, as written,
+// TestREADMEExamples runs the shell examples (```sh blocks) of this
+// package's README.md and of the project's top-level README.md, as written,
 // against a test server that serves "resnet18" on 250x250 images with 1000
 // classes (a narrow network with the same interface), with only the
 // addresses changed.
 func TestREADMEExamples(t *testing.T) {
+	t.Run("server", func(t *testing.T) {
+		testREADME(t, "README.md", 5, []string{
+			`"extensions":["binary_tensor_data","classification","model_repository"]`,
+			`"shape":[-1,3,250,250]`,
+			`"datatype":"BYTES","shape":[1,3]`,
+			"Inference-Header-Content-Length:",
+			"goinfer_requests_total",
+		})
+	})
+	t.Run("project", func(t *testing.T) {
+		testREADME(t, filepath.Join("..", "..", "README.md"), 3, []string{
+			`"shape":[-1,3,250,250]`,
+			"Inference-Header-Content-Length:",
+		})
+	})
+}
+
+func testREADME(t *testing.T, path string, minBlocks int, wants []string) {
 	for _, tool := range []string{"bash", "curl", "awk", "base64"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not on PATH: the README examples need it", tool)
@@ -22,7 +41,7 @@ func TestREADMEExamples(t *testing.T) {
 	}
 	_, err := exec.LookPath("grpcurl")
 	haveGrpcurl := err == nil
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,12 +49,12 @@ func TestREADMEExamples(t *testing.T) {
 	for _, part := range strings.Split(string(readme), "```sh\n")[1:] {
 		code, _, ok := strings.Cut(part, "```")
 		if !ok {
-			t.Fatal("README.md has an unterminated sh block")
+			t.Fatalf("%s has an unterminated sh block", path)
 		}
 		blocks = append(blocks, code)
 	}
-	if len(blocks) < 5 {
-		t.Fatalf("found %d sh blocks in README.md", len(blocks))
+	if len(blocks) < minBlocks {
+		t.Fatalf("found %d sh blocks in %s, want at least %d", len(blocks), path, minBlocks)
 	}
 	s := servertest.Start(t, servertest.Options{Name: "resnet18", Size: 250, Classes: 1000})
 	dir := t.TempDir()
@@ -55,13 +74,7 @@ func TestREADMEExamples(t *testing.T) {
 		all.Write(out)
 	}
 	out := all.String()
-	for _, want := range []string{
-		`"extensions":["binary_tensor_data","classification","model_repository"]`,
-		`"shape":[-1,3,250,250]`,
-		`"datatype":"BYTES","shape":[1,3]`,
-		"Inference-Header-Content-Length:",
-		"goinfer_requests_total",
-	} {
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("README output lacks %q:\n%.2000s", want, out)
 		}
