@@ -439,7 +439,7 @@ func printSummary(w io.Writer, r metrics.Row, res *loadgen.Result, info engine.I
 	if !strings.HasPrefix(where, info.Engine) {
 		where = info.Engine + " engine on " + where
 	}
-	fmt.Fprintf(w, "Model: %s (%s), %s, %s, %s input\n", info.Arch, src, where, info.Precision, r.InputDType)
+	fmt.Fprintf(w, "Model: %s from %s; %s, %s, %s input\n", info.Arch, src, where, info.Precision, r.InputDType)
 	fmt.Fprintf(w, "Run: %d requests of %d x 3 x %d x %d (%s), %d worker(s) per device, copy streams %v, %s\n",
 		r.NumIters, r.BatchSize, r.ImageSize, r.ImageSize, r.Mode, r.NumWorkers, r.CopyStreams, compiled)
 	fmt.Fprintf(w, "Load time: %.5f s\n", r.LoadTime)
