@@ -208,15 +208,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o benchOptions
 	fs := newFlagSet("bench", "bench [flags]", stderr)
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchHelp)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args, false); err != nil {
+	set, err := parseWithHelp(fs, benchHelp, args)
+	if err != nil {
 		return err
 	}
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.set = set
 	if err := o.check(); err != nil {
 		fmt.Fprintf(stderr, "goinfer bench: %v\n", err)
 		return errUsage

@@ -171,6 +171,22 @@ func parseFlags(fs *flag.FlagSet, args []string, allowArgs bool) error {
 	return nil
 }
 
+// parseWithHelp makes fs's usage print help before the flags, parses args
+// (no positional arguments) and returns the names of the flags given, so
+// that commands can tell an explicit value from a default.
+func parseWithHelp(fs *flag.FlagSet, help string, args []string) (map[string]bool, error) {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, false); err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set, nil
+}
+
 // boolFlag is how the flag package marks boolean flags.
 type boolFlag interface{ IsBoolFlag() bool }
 

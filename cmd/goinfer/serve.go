@@ -253,15 +253,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o serveOptions
 	fs := newFlagSet("serve", "serve [flags]", stderr)
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, serveHelp)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args, false); err != nil {
+	set, err := parseWithHelp(fs, serveHelp, args)
+	if err != nil {
 		return err
 	}
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.set = set
 	plan, err := o.check()
 	if err != nil {
 		fmt.Fprintf(stderr, "goinfer serve: %v\n", err)
