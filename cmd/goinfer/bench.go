@@ -105,6 +105,7 @@ type benchOptions struct {
 	profileFile string
 	pinInputs   bool
 	url         string
+	connections int
 	set         map[string]bool // flags given on the command line
 }
 
@@ -127,6 +128,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.experiment, "experiment", "", "`NAME` written in the CSV row's experiment column (sweeps set it)")
 	fs.StringVar(&o.resultsDir, "results_dir", "results", "`DIR` of the results CSV")
 	fs.StringVar(&o.url, "url", "", "benchmark a running server instead: http://HOST:PORT or grpc://HOST:PORT (KServe v2; model flags are then unused)")
+	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
 
 // check validates the flag values; its errors are usage errors.
@@ -140,6 +142,8 @@ func (o *benchOptions) check() error {
 		return fmt.Errorf("--num_workers %d: must be at least 1", o.numWorkers)
 	case o.imageSize < 1:
 		return fmt.Errorf("--image_size %d: must be positive", o.imageSize)
+	case o.connections < 0:
+		return fmt.Errorf("--connections %d: must not be negative", o.connections)
 	case o.concurrency < 0:
 		return fmt.Errorf("--concurrency %d: must be positive", o.concurrency)
 	case o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0):

@@ -45,7 +45,18 @@ func (t *remoteTarget) close(context.Context) error { return t.c.Close() }
 func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: max(256, o.concurrency)})
+	conns := o.connections
+	if conns <= 0 {
+		// Every connection has one reader and one writer goroutine on
+		// each side: spread large tensors over several.
+		// Flood mode keeps many in flight too.
+		inflight := o.concurrency
+		if inflight == 0 {
+			inflight = 64
+		}
+		conns = min(16, max(1, inflight/4))
+	}
+	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: max(256, o.concurrency), Conns: conns})
 	if err != nil {
 		return err
 	}

@@ -256,6 +256,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--num_workers", "0"}, "--num_workers 0"},
 		{[]string{"--image_size", "0"}, "--image_size 0"},
 		{[]string{"--rate", "-3"}, "--rate -3"},
+		{[]string{"--connections", "-2"}, "--connections -2"},
 		{[]string{"--concurrency", "-3"}, "--concurrency -3"},
 		{[]string{"--queue_depth", "-1"}, "--queue_depth -1"},
 		{[]string{"--devices", "0,x"}, `"x" is not a GPU ordinal`},

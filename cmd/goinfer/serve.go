@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -85,6 +87,8 @@ type serveOptions struct {
 	labels           string
 	logFormat        string
 	logLevel         string
+	pprofAddr        string
+	pinnedPoolBytes  int64
 	set              map[string]bool
 }
 
@@ -113,11 +117,13 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxQueue, "max_queue", 256, "images that may wait for a batch; beyond it requests are refused with 503 / RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.maxInflight, "max_inflight_batches", 0, "batches submitted to the pipeline and not yet answered (0: enough to fill every device's pipeline)")
 	fs.Int64Var(&o.maxRequestBytes, "max_request_bytes", 256<<20, "largest request body or gRPC message in `BYTES`; larger ones get 413 / RESOURCE_EXHAUSTED")
+	fs.Int64Var(&o.pinnedPoolBytes, "pinned_memory_pool_bytes", 256<<20, "page-locked host memory in `BYTES` that request tensors are received into, so that they reach the GPU without a host copy (cuda engine; 0: none)")
 	fs.DurationVar(&o.requestTimeout, "request_timeout", 0, "bound on each inference request, queueing included (0: only the client's deadline)")
 	fs.DurationVar(&o.drainTimeout, "drain_timeout", 30*time.Second, "how long SIGTERM waits for the requests in flight")
 	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on `ADDR`, e.g. 127.0.0.1:6060 (empty: off); never expose it publicly")
 }
 
 // modelNameRE is what a model name may look like: it appears in URL paths.
@@ -148,6 +154,8 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--max_inflight_batches %d: must not be negative", o.maxInflight)
 	case o.maxRequestBytes < 1:
 		return p, fmt.Errorf("--max_request_bytes %d: must be positive", o.maxRequestBytes)
+	case o.pinnedPoolBytes < 0:
+		return p, fmt.Errorf("--pinned_memory_pool_bytes %d: must not be negative", o.pinnedPoolBytes)
 	case o.requestTimeout < 0:
 		return p, fmt.Errorf("--request_timeout %v: must not be negative", o.requestTimeout)
 	case o.drainTimeout <= 0:
@@ -308,6 +316,7 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 	cfg := server.Config{
 		ModelName: name, ServerVersion: versionString(), MaxRequestBytes: o.maxRequestBytes,
 		RequestTimeout: o.requestTimeout, DrainTimeout: o.drainTimeout, MaxBatch: o.maxBatch, Logger: log,
+		PinnedPoolBytes: o.pinnedPoolBytes,
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {
@@ -334,6 +343,19 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 			}
 			return fmt.Errorf("--grpc %s: %w", o.grpcAddr, err)
 		}
+	}
+	if o.pprofAddr != "" {
+		pl, err := startPprof(o.pprofAddr)
+		if err != nil {
+			for _, l := range []net.Listener{hl, gl} {
+				if l != nil {
+					l.Close()
+				}
+			}
+			return err
+		}
+		defer pl.Close()
+		log.Info("profiling endpoints", "addr", pl.Addr().String()+"/debug/pprof/")
 	}
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
@@ -374,6 +396,10 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 			errs = append(errs, cerr)
 		}
 	}
+	// Only now is no device reading the pinned request buffers.
+	if cerr := srv.Close(); cerr != nil {
+		errs = append(errs, cerr)
+	}
 	if loadErr != nil && ctx.Err() == nil {
 		errs = append(errs, loadErr)
 	}
@@ -382,6 +408,23 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		log.Info("stopped")
 	}
 	return err
+}
+
+// startPprof serves net/http/pprof's handlers on their own listener, so
+// that they never share the inference port; closing the listener stops it.
+func startPprof(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(l)
+	return l, nil
 }
 
 func addrOf(l net.Listener) string {
@@ -474,6 +517,8 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			// The model is loaded: page-locked memory of its device, so
 			// merged batches reach the GPU without staging.
 			bcfg.AllocHost = b.AllocHost
+			// Portable page-locked memory: any lane's device copies from it.
+			m.AllocHost = b.AllocHost
 		}
 		bt, err := batcher.New(b, bcfg)
 		if err != nil {

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,9 +168,20 @@ func TestServeEndToEnd(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- runServe(ctx, []string{"--checkpoint", ckpt, "--engine", "cpu", "--image_size", "16,24", "--threads", "1",
-			"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--log_format", "json", "--max_queue_delay", "1ms"}, &bytes.Buffer{}, &logs)
+			"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--log_format", "json", "--max_queue_delay", "1ms",
+			"--pprof", "127.0.0.1:0"}, &bytes.Buffer{}, &logs)
 	}()
 	ready := logs.logLine(t, "ready", done)
+	prof := logs.logLine(t, "profiling endpoints", done)
+	resp, err := http.Get("http://" + prof["addr"].(string) + "?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine") {
+		t.Errorf("--pprof index: %s %.200q", resp.Status, body)
+	}
 	if ready["model"] != "tiny" {
 		t.Errorf("served as %q, want tiny (from tiny-<hash>.safetensors)", ready["model"])
 	}

@@ -70,7 +70,16 @@ type Request struct {
 	// from asynchronously (an engine.HostBuffer: page-locked on a GPU), as
 	// the reference's frontend pins its tensors. The H2D stage then copies
 	// it straight to the device instead of through its staging buffers.
+	// With Parts, it says the same of every part.
 	Pinned bool
+	// Parts, if not empty, hold Input's bytes in pieces and Input.Data is
+	// not read: a batch gathered from several requests' own buffers, which
+	// the H2D stage copies to the device one after another, so that no one
+	// assembles the batch on the host. They may cover fewer images than
+	// Input's shape says (a batch padded up to a compiled size): the
+	// padding images are whatever the device buffer held, and so are their
+	// logits.
+	Parts [][]byte
 }
 
 // Response answers one Request.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -99,4 +100,74 @@ func TestCPUEngineResponsesMatchSingleWorker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPartsGatherImages sends the inputs of a plain run again as Parts, one
+// part per image, some padded to the largest batch, through staging
+// buffers that split images, and checks that each real image gets the
+// logits the plain run gave it.
+func TestPartsGatherImages(t *testing.T) {
+	const size, maxBatch = 32, 3
+	checkNoLeak(t)
+	load := loadNarrowCPU(t, size, maxBatch)
+	rng := rand.New(rand.NewPCG(23, 24))
+	inputs := make([]*tensor.Tensor, 12)
+	for i := range inputs {
+		n := 1 + rng.IntN(maxBatch)
+		v := make([]float32, n*3*size*size)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		inputs[i], _ = tensor.FromFloat32(tensor.Shape{n, 3, size, size}, v)
+	}
+	want := runAll(t, Config{NumWorkers: 1, Slots: 1}, load, inputs)
+
+	b := New(Config{NumWorkers: 2, CopyStreams: true, StagingChunk: 1000})
+	if err := b.Start(context.Background(), load); err != nil {
+		t.Fatal(err)
+	}
+	abortOnFailure(t, b)
+	reply := make(chan Response, len(inputs))
+	img := 3 * size * size * 4
+	for i, in := range inputs {
+		n := in.Shape[0]
+		padded := n
+		if i%2 == 0 {
+			padded = maxBatch
+		}
+		req := Request{ID: uint64(i), Reply: reply, SentAt: time.Now(),
+			Input: &tensor.Tensor{DType: in.DType, Shape: tensor.Shape{padded, 3, size, size}}}
+		for k := range n {
+			req.Parts = append(req.Parts, in.Data[k*img:(k+1)*img])
+		}
+		if err := b.Submit(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range inputs {
+		r := <-reply
+		if r.Err != nil {
+			t.Fatalf("request %d: %v", r.ID, r.Err)
+		}
+		n := inputs[r.ID].Shape[0]
+		if got := r.Logits[:n*10]; !slices.Equal(got, want[r.ID]) {
+			t.Fatalf("request %d: logits of the gathered images differ:\n got %v\nwant %v", r.ID, got, want[r.ID])
+		}
+	}
+	// Parts that are not whole images, or more than the shape holds, are
+	// the request's error.
+	bad := []Request{
+		{Input: &tensor.Tensor{DType: tensor.Float32, Shape: tensor.Shape{1, 3, size, size}}, Parts: [][]byte{make([]byte, img+4)}},
+		{Input: &tensor.Tensor{DType: tensor.Float32, Shape: tensor.Shape{1, 3, size, size}}, Parts: [][]byte{make([]byte, img), make([]byte, img)}},
+	}
+	for i, req := range bad {
+		req.Reply = reply
+		if err := b.Submit(req); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-reply; !errors.Is(r.Err, ErrInvalidInput) {
+			t.Errorf("bad parts %d: error %v, want ErrInvalidInput", i, r.Err)
+		}
+	}
+	closeBackend(t, b)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +74,12 @@ func (s *slot) fail(err error) {
 // (with CopyStreams) and a reply stage, each a goroutine, connected by
 // channels of *slot whose capacity is the slot count, so that no stage ever
 // blocks on a full channel.
+//
+// The stages' goroutines are not locked to OS threads: engines make their
+// device current on every call that needs it, and a hand-off to a goroutine
+// locked to its own thread costs a thread wake-up (tens of microseconds;
+// BenchmarkHandoff) where an unlocked one runs on the sender's processor
+// within a microsecond. A batch-1 request crosses four such hand-offs.
 type pipeline struct {
 	b        *Backend
 	index    int
@@ -266,8 +271,6 @@ func (p *pipeline) run() error {
 // requests to idle ones), checks it, stages its input to the device (with
 // CopyStreams) and hands the slot to the workers.
 func (p *pipeline) h2dLoop() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer close(p.work)
 	b := p.b
 	for {
@@ -324,6 +327,16 @@ func (p *pipeline) admit(it item) (int, error) {
 	if n < 1 || n > p.maxBatch {
 		return 0, fmt.Errorf("%w: batch of %d images, the pipeline takes 1 to %d", ErrInvalidInput, n, p.maxBatch)
 	}
+	if parts := it.req.Parts; len(parts) > 0 {
+		total := 0
+		for _, b := range parts {
+			total += len(b)
+		}
+		if total > n*p.inBytes || total%p.inBytes != 0 {
+			return 0, fmt.Errorf("%w: input %s%v comes in parts of %d bytes in all, want whole images of %d bytes and at most %d", ErrInvalidInput, t.DType, t.Shape, total, p.inBytes, n*p.inBytes)
+		}
+		return n, nil
+	}
 	if len(t.Data) != n*p.inBytes {
 		return 0, fmt.Errorf("%w: input %s%v has %d bytes of data, want %d", ErrInvalidInput, t.DType, t.Shape, len(t.Data), n*p.inBytes)
 	}
@@ -335,12 +348,18 @@ func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
 	if p.b.cfg.Profile {
 		s.record(st, evH2DStart)
 	}
-	src := s.it.req.Input.Data[:s.n*p.inBytes]
+	req := s.it.req
 	var err error
-	if s.it.req.Pinned {
-		err = st.CopyToDevice(s.devIn, 0, src)
+	if len(req.Parts) == 0 {
+		err = copyIn(s, st, ring, 0, req.Input.Data[:s.n*p.inBytes])
 	} else {
-		err = ring.copyIn(st, s.devIn, src)
+		at := 0
+		for _, src := range req.Parts {
+			if err = copyIn(s, st, ring, at, src); err != nil {
+				break
+			}
+			at += len(src)
+		}
 	}
 	if err != nil {
 		s.fail(fmt.Errorf("H2D copy: %w", err))
@@ -349,6 +368,15 @@ func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
 	// reused before what was enqueued has finished.
 	s.record(st, evH2DEnd)
 	s.st.Staged = time.Now()
+}
+
+// copyIn enqueues the copy of src to s.devIn at offset at: straight from
+// pinned memory, else through ring.
+func copyIn(s *slot, st engine.Stream, ring *stagingRing, at int, src []byte) error {
+	if s.it.req.Pinned {
+		return st.CopyToDevice(s.devIn, at, src)
+	}
+	return ring.copyIn(st, s.devIn, at, src)
 }
 
 // stageOut copies s's logits from the device to its pinned output on st.
@@ -366,8 +394,6 @@ func (p *pipeline) stageOut(s *slot, st engine.Stream) {
 // makes its stream wait for the H2D copy on the device (the goroutine does
 // not block); without, it does the copies itself on its stream.
 func (p *pipeline) workerLoop(k int, next chan<- *slot) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	inst := p.insts[k]
 	st := inst.Stream()
 	copyStreams := p.b.cfg.CopyStreams
@@ -398,8 +424,6 @@ func (p *pipeline) workerLoop(k int, next chan<- *slot) {
 
 // d2hLoop copies logits back on the D2H stream, after the forward's event.
 func (p *pipeline) d2hLoop() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer close(p.replies)
 	st := p.d2hStream
 	for s := range p.d2h {
@@ -420,8 +444,6 @@ func (p *pipeline) d2hLoop() {
 // response, frees the slot and answers the client. Slots arrive in the
 // order the D2H stage (or the workers) enqueued their copies.
 func (p *pipeline) replyLoop() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	for s := range p.replies {
 		s.st.ReplyStart = time.Now()
 		if s.last != nil {

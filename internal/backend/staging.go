@@ -47,10 +47,10 @@ func newStagingRing(dev engine.Device, chunk, count int) (*stagingRing, error) {
 	return r, nil
 }
 
-// copyIn enqueues the copy of src to dst (from offset 0) on st.
-func (r *stagingRing) copyIn(st engine.Stream, dst engine.Buffer, src []byte) error {
-	if len(src) > dst.Size() {
-		return fmt.Errorf("%d bytes do not fit the %d-byte device buffer", len(src), dst.Size())
+// copyIn enqueues the copy of src to dst at offset at, on st.
+func (r *stagingRing) copyIn(st engine.Stream, dst engine.Buffer, at int, src []byte) error {
+	if at+len(src) > dst.Size() {
+		return fmt.Errorf("%d bytes at offset %d do not fit the %d-byte device buffer", len(src), at, dst.Size())
 	}
 	for off := 0; off < len(src); {
 		m := min(r.chunk, len(src)-off)
@@ -64,8 +64,8 @@ func (r *stagingRing) copyIn(st engine.Stream, dst engine.Buffer, src []byte) er
 		}
 		b := r.bufs[i].Bytes()[:m]
 		copy(b, src[off:off+m])
-		if err := st.CopyToDevice(dst, off, b); err != nil {
-			return fmt.Errorf("copying %d bytes to device offset %d: %w", m, off, err)
+		if err := st.CopyToDevice(dst, at+off, b); err != nil {
+			return fmt.Errorf("copying %d bytes to device offset %d: %w", m, at+off, err)
 		}
 		if err := st.Record(r.fences[i]); err != nil {
 			// Without its fence the buffer is free only once the stream is.

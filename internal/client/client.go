@@ -41,6 +41,10 @@ type Options struct {
 	Conns int
 	// Timeout bounds each request (0: none beyond the request's Ctx).
 	Timeout time.Duration
+	// GRPCReadBuffer and GRPCWriteBuffer size the buffers between gRPC's
+	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
+	// none, the framer reads and writes the socket directly.
+	GRPCReadBuffer, GRPCWriteBuffer int
 }
 
 // Metadata describes the served model, as its metadata endpoint says.

@@ -32,8 +32,8 @@ func newGRPCTransport(host string, opts Options) (*grpcTransport, error) {
 				grpc.ForceCodecV2(&t.codec)), // sends raw_input_contents without copying it
 			grpc.WithInitialWindowSize(16<<20),
 			grpc.WithInitialConnWindowSize(16<<20),
-			grpc.WithReadBufferSize(1<<20),
-			grpc.WithWriteBufferSize(1<<20),
+			grpc.WithReadBufferSize(bufferSize(opts.GRPCReadBuffer)),
+			grpc.WithWriteBufferSize(bufferSize(opts.GRPCWriteBuffer)),
 		)
 		if err != nil {
 			t.close()
@@ -43,6 +43,18 @@ func newGRPCTransport(host string, opts Options) (*grpcTransport, error) {
 		t.clients = append(t.clients, kservepb.NewGRPCInferenceServiceClient(conn))
 	}
 	return t, nil
+}
+
+// bufferSize maps Options' buffer sizes to gRPC's: 0 is 1 MiB, negative
+// is none (gRPC's 0).
+func bufferSize(n int) int {
+	switch {
+	case n == 0:
+		return 1 << 20
+	case n < 0:
+		return 0
+	}
+	return n
 }
 
 func (t *grpcTransport) client() kservepb.GRPCInferenceServiceClient {

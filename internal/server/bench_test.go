@@ -30,9 +30,10 @@ func (n instantBackend) Submit(req backend.Request) error {
 }
 
 // startInstant serves a 1000-class model of size x size images.
-func startInstant(b *testing.B, size int) (httpAddr, grpcAddr string) {
+func startInstant(b *testing.B, size int, cfg server.Config) (httpAddr, grpcAddr string) {
 	b.Helper()
-	srv, err := server.New(server.Config{ModelName: "m", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.ModelName, cfg.Logger = "m", slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := server.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,47 +60,70 @@ func startInstant(b *testing.B, size int) (httpAddr, grpcAddr string) {
 // 250x250 FP32 image (750 KB) over loopback, with the client bench --url
 // uses: p50 latency at concurrency 1, throughput at concurrency 64.
 func BenchmarkProtocol(b *testing.B) {
-	httpAddr, grpcAddr := startInstant(b, 250)
-	in := tensor.New(tensor.Float32, 1, 3, 250, 250)
+	httpAddr, grpcAddr := startInstant(b, 250, server.Config{})
 	for _, proto := range []struct{ name, url string }{{"http", "http://" + httpAddr}, {"grpc", "grpc://" + grpcAddr}} {
 		for _, conc := range []int{1, 64} {
 			b.Run(proto.name+"/c"+itoa(conc), func(b *testing.B) {
-				c, err := client.DialOptions(context.Background(), proto.url, client.Options{MaxInflight: conc})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				lat := make([][]time.Duration, conc)
-				var wg sync.WaitGroup
-				b.SetBytes(int64(len(in.Data)))
-				b.ResetTimer()
-				start := time.Now()
-				for w := range conc {
-					wg.Go(func() {
-						out := make([]float32, 1000)
-						for i := w; i < b.N; i += conc {
-							t0 := time.Now()
-							if _, err := c.Infer(context.Background(), in, out); err != nil {
-								b.Error(err)
-								return
-							}
-							lat[w] = append(lat[w], time.Since(t0))
-						}
-					})
-				}
-				wg.Wait()
-				el := time.Since(start)
-				b.StopTimer()
-				all := slices.Concat(lat...)
-				slices.Sort(all)
-				if len(all) > 0 {
-					b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-us")
-					b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-us")
-				}
-				b.ReportMetric(float64(b.N)/el.Seconds(), "img/s")
+				benchInfer(b, proto.url, client.Options{MaxInflight: conc}, conc)
 			})
 		}
 	}
+}
+
+// BenchmarkGRPCBuffers compares sizes of the buffers between gRPC's framer
+// and the socket (server read, client write: the request's direction),
+// which decide how many times a request's bytes are copied in user space.
+func BenchmarkGRPCBuffers(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		size int
+	}{{"1MiB", 0}, {"64KiB", 64 << 10}, {"none", -1}} {
+		_, grpcAddr := startInstant(b, 250, server.Config{GRPCReadBuffer: v.size, GRPCWriteBuffer: v.size})
+		for _, conc := range []int{1, 64} {
+			b.Run(v.name+"/c"+itoa(conc), func(b *testing.B) {
+				benchInfer(b, "grpc://"+grpcAddr, client.Options{MaxInflight: conc, GRPCReadBuffer: v.size, GRPCWriteBuffer: v.size}, conc)
+			})
+		}
+	}
+}
+
+// benchInfer sends b.N single 250x250 FP32 images from conc goroutines and
+// reports p50 and p99 latency and throughput.
+func benchInfer(b *testing.B, url string, opts client.Options, conc int) {
+	in := tensor.New(tensor.Float32, 1, 3, 250, 250)
+	c, err := client.DialOptions(context.Background(), url, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	lat := make([][]time.Duration, conc)
+	var wg sync.WaitGroup
+	b.SetBytes(int64(len(in.Data)))
+	b.ResetTimer()
+	start := time.Now()
+	for w := range conc {
+		wg.Go(func() {
+			out := make([]float32, 1000)
+			for i := w; i < b.N; i += conc {
+				t0 := time.Now()
+				if _, err := c.Infer(context.Background(), in, out); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-us")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-us")
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "img/s")
 }
 
 func itoa(n int) string {

@@ -150,7 +150,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	// come from a pool.
 	raw := make([]byte, p.n*classes*4)
 	logits := tensor.BytesF32(raw)
-	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: data}, logits)
+	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: data, Pinned: s.reqs.Pinned(data)}, logits)
 	if err != nil {
 		return nil, res, err
 	}

@@ -319,8 +319,8 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		if err := p.lane.Admit(p.n); err != nil {
 			return res, err
 		}
-		data = s.bufs.get(p.bytes)
-		defer s.bufs.put(data)
+		data = s.reqs.Get(p.bytes)
+		defer s.reqs.Put(data)
 		if err := parseData(in.Data, p.dtype, *data); err != nil {
 			return res, err
 		}
@@ -340,8 +340,8 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		if err := p.lane.Admit(p.n); err != nil {
 			return res, err
 		}
-		data = s.bufs.get(p.bytes)
-		defer s.bufs.put(data)
+		data = s.reqs.Get(p.bytes)
+		defer s.reqs.Put(data)
 		if got, err := io.ReadFull(body, *data); err != nil {
 			return res, readError(err, fmt.Sprintf("binary data truncated: inputs[0] declares %d bytes, the body holds %d after the JSON header", p.bytes, got))
 		}
@@ -356,7 +356,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	outBuf := s.bufs.get(p.n * classes * 4)
 	defer s.bufs.put(outBuf)
 	logits := tensor.BytesF32(*outBuf)
-	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: *data}, logits)
+	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: *data, Pinned: s.reqs.Pinned(*data)}, logits)
 	if err != nil {
 		return res, err
 	}

@@ -80,6 +80,15 @@ type Config struct {
 	// GPUStats, if set, is read at each /metrics scrape for the
 	// goinfer_gpu_* gauges.
 	GPUStats func() []GPUStat
+	// GRPCReadBuffer and GRPCWriteBuffer size the buffers between gRPC's
+	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
+	// none, the framer reads and writes the socket directly.
+	GRPCReadBuffer, GRPCWriteBuffer int
+	// PinnedPoolBytes bounds the page-locked memory request tensors are
+	// received into when the model has a host allocator (Model.AllocHost);
+	// requests beyond it use ordinary memory and are copied once more.
+	// Zero: no pinned pool.
+	PinnedPoolBytes int64
 }
 
 // Lane is one image size the model serves: a batcher in front of a backend
@@ -100,6 +109,11 @@ type Model struct {
 	Labels []string
 	// Lanes are the image sizes served; at least one.
 	Lanes []Lane
+	// AllocHost, if set, allocates host memory the backends copy to the
+	// device directly (page-locked on a GPU): request tensors are then
+	// received into a pool of it (Config.PinnedPoolBytes) and reach the
+	// device without a copy on the host.
+	AllocHost func(n int) (engine.HostBuffer, error)
 }
 
 // modelState is what the server knows about its model at one moment.
@@ -123,6 +137,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	bufs    bufPool
+	reqs    requestPool // request tensors: pinned when possible, else bufs
 
 	state    atomic.Pointer[modelState] // nil while loading
 	loadErr  atomic.Pointer[error]
@@ -165,7 +180,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
-	s.codec.Pool = &s.bufs
+	s.reqs.bufs = &s.bufs
+	s.codec.Pool = &s.reqs
 	s.metrics = newMetrics(cfg.ModelName, cfg.MaxBatch, s.queueDepth, func() float64 {
 		if s.ready() {
 			return 1
@@ -188,8 +204,8 @@ func New(cfg Config) (*Server, error) {
 		// keep a request from waiting on flow-control round trips.
 		grpc.InitialWindowSize(grpcWindow),
 		grpc.InitialConnWindowSize(grpcWindow),
-		grpc.ReadBufferSize(grpcBuffer),
-		grpc.WriteBufferSize(grpcBuffer),
+		grpc.ReadBufferSize(bufferSize(cfg.GRPCReadBuffer)),
+		grpc.WriteBufferSize(bufferSize(cfg.GRPCWriteBuffer)),
 		// Frames are read into buffers of their exact size, so a pool that
 		// does not zero them is safe and saves a pass over every request.
 		experimental.BufferPool(&s.bufs),
@@ -240,10 +256,23 @@ func (s *Server) SetModel(m *Model) error {
 	if m.Platform == "" {
 		m.Platform = "goinfer_" + info.Engine
 	}
+	if m.AllocHost != nil && s.cfg.PinnedPoolBytes > 0 && s.reqs.pinned.Load() == nil {
+		s.reqs.pinned.Store(newPinnedPool(m.AllocHost, s.cfg.PinnedPoolBytes))
+	}
 	s.state.Store(st)
 	if !s.draining.Load() {
 		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		s.health.SetServingStatus(kservepb.GRPCInferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
+	return nil
+}
+
+// Close frees what the server holds beyond Serve: its pinned request
+// buffers. Call it once Serve has returned and the backends have stopped,
+// since the device may read those buffers until then.
+func (s *Server) Close() error {
+	if pp := s.reqs.pinned.Load(); pp != nil {
+		return pp.close()
 	}
 	return nil
 }
@@ -434,6 +463,18 @@ const (
 	grpcWindow = 16 << 20
 	grpcBuffer = 1 << 20
 )
+
+// bufferSize maps a configured gRPC buffer size to gRPC's option: 0 is the
+// default, negative is none (gRPC's 0).
+func bufferSize(n int) int {
+	switch {
+	case n == 0:
+		return grpcBuffer
+	case n < 0:
+		return 0
+	}
+	return n
+}
 
 // refuseGrace is how long a cut-short drain waits for handlers to answer
 // the requests it refused before it closes their connections.

@@ -26,9 +26,19 @@ func workspaceCap(p precision) int64 {
 	return 256 << 20
 }
 
-// tuneMinMs is the plain-convolution time (cudnnFind's) below which fused
-// calls are not timed.
-const tuneMinMs = 0.05
+// tuneGraphMs is the device time one timing graph aims for: long enough
+// that its launch and the events around it are noise, short enough that
+// tuning a few dozen candidates per layer stays within a second.
+const tuneGraphMs = 0.3
+
+// tuneRepsFor is how many calls a timing graph holds for a convolution that
+// cudnnFind timed at ms (0 when unknown).
+func tuneRepsFor(ms float32) int {
+	if ms <= 0 {
+		return 20
+	}
+	return max(2, min(20, int(tuneGraphMs/ms)))
+}
 
 // findTime is Find's time for algo, or 0.
 func findTime(perf []cu.ConvFwdPerf, algo int) float32 {
@@ -375,10 +385,7 @@ func (i *instance) lowerOp(p *plan, k int, l *layer, findWs cu.DevPtr, wsCap int
 				relu = 1
 			}
 			o.args.Ptr(o.y).Ptr(o.y).Ptr(l.biasF32).Ptr(o.z).Int(int(elems)).Int(l.out.C).Int(div).Int(relu).Int(vecOK(elems, l.out.C, div, m.prec))
-			// Timing a call that takes less than tuneMinMs measures the
-			// host's submission, not the device (graphs remove the
-			// former): keep Find's plain-convolution ranking there.
-			if m.opts.Compile && l.bias != 0 && findWs != 0 && findTime(perf, o.algo) >= tuneMinMs {
+			if m.opts.Compile && l.bias != 0 && findWs != 0 {
 				if err := i.tuneFused(o, key, perf, findWs, wsCap); err != nil {
 					return nil, err
 				}
@@ -527,28 +534,7 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	if o.z == 0 {
 		zd = o.yd
 	}
-	rt := i.d.rt
-	time3 := func(run func() error) (float32, error) {
-		if err := run(); err != nil { // also warms up
-			return 0, err
-		}
-		if err := rt.EventRecord(i.tune[0], i.stream); err != nil {
-			return 0, err
-		}
-		for r := 0; r < 3; r++ {
-			if err := run(); err != nil {
-				return 0, err
-			}
-		}
-		if err := rt.EventRecord(i.tune[1], i.stream); err != nil {
-			return 0, err
-		}
-		if err := rt.EventSynchronize(i.tune[1]); err != nil {
-			return 0, err
-		}
-		ms, err := rt.EventElapsed(i.tune[0], i.tune[1])
-		return ms / 3, err
-	}
+	reps := tuneRepsFor(findTime(perf, o.algo))
 	best, bestT := -1, float32(0)
 	tried := map[int]bool{}
 	var log []string
@@ -561,10 +547,10 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 		if w := wsOf(a); w < 0 || w > wsCap {
 			continue
 		}
-		t, err := time3(func() error {
+		t, err := i.timeCalls(func() error {
 			return i.dnn.ConvBiasActForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, a, ws, wsCap,
 				zd, o.z, i.biasDesc[o.k], o.l.bias, act, o.yd, o.y)
-		})
+		}, reps)
 		if err != nil {
 			log = append(log, fmt.Sprintf("%s: %v", cu.ConvFwdAlgoName(a), err))
 			continue // this algorithm does not fuse this configuration
@@ -574,12 +560,12 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 			best, bestT = a, t
 		}
 	}
-	unfused, err := time3(func() error {
+	unfused, err := i.timeCalls(func() error {
 		if err := i.dnn.ConvForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, o.algo, ws, wsCap, o.yd, o.y); err != nil {
 			return err
 		}
 		return i.drv.Launch(o.fn, o.grid, o.block, i.stream, o.args)
-	})
+	}, reps)
 	if err != nil {
 		return err
 	}
@@ -595,6 +581,63 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	m.mu.Unlock()
 	apply(best)
 	return nil
+}
+
+// timeCalls returns the device time of one call of run. The calls are
+// captured reps at a time in a CUDA graph and timed as one launch (the best
+// of two, after one that uploads the graph), as the plan will run them:
+// timed one by one from the host, a small convolution measures the host's
+// submission rather than the device, and batch 1's choices came out
+// differently from one process to the next. A first call outside the
+// capture checks that run works at all (and lets the library warm up).
+func (i *instance) timeCalls(run func() error, reps int) (float32, error) {
+	rt := i.d.rt
+	if err := run(); err != nil {
+		return 0, err
+	}
+	if err := rt.StreamBeginCapture(i.stream, cu.CaptureModeThreadLocal); err != nil {
+		return 0, err
+	}
+	var runErr error
+	for r := 0; r < reps && runErr == nil; r++ {
+		runErr = run()
+	}
+	g, endErr := rt.StreamEndCapture(i.stream)
+	if runErr != nil || endErr != nil {
+		if g != 0 {
+			rt.GraphDestroy(g)
+		}
+		return 0, errors.Join(runErr, endErr)
+	}
+	defer rt.GraphDestroy(g)
+	exec, err := rt.GraphInstantiate(g)
+	if err != nil {
+		return 0, err
+	}
+	defer rt.GraphExecDestroy(exec)
+	best := float32(-1)
+	for t := 0; t < 3; t++ {
+		if err := rt.EventRecord(i.tune[0], i.stream); err != nil {
+			return 0, err
+		}
+		if err := rt.GraphLaunch(exec, i.stream); err != nil {
+			return 0, err
+		}
+		if err := rt.EventRecord(i.tune[1], i.stream); err != nil {
+			return 0, err
+		}
+		if err := rt.EventSynchronize(i.tune[1]); err != nil {
+			return 0, err
+		}
+		ms, err := rt.EventElapsed(i.tune[0], i.tune[1])
+		if err != nil {
+			return 0, err
+		}
+		if t > 0 && (best < 0 || ms < best) {
+			best = ms
+		}
+	}
+	return best / float32(reps), nil
 }
 
 // isPooled reports whether v is global average pooling's float32 output,

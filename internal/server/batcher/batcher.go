@@ -26,7 +26,10 @@
 // caller's output. Otherwise images are copied (and converted, for FP16 or
 // UINT8 input) once into a pooled batch buffer, in parallel for large
 // batches. With AllocHost the batch buffers are page-locked and every batch
-// is copied there, which replaces the backend's staging copy.
+// is copied there, which replaces the backend's staging copy. Requests
+// received straight into page-locked memory (Input.Pinned) are not copied
+// at all: a batch made only of them goes to the backend as a list of parts,
+// which it copies to the device one after another.
 package batcher
 
 import (
@@ -126,6 +129,11 @@ type Input struct {
 	DType tensor.DType
 	N     int
 	Data  []byte
+	// Pinned says that Data lies in memory the backend copies to the
+	// device directly (page-locked on a GPU; see Config.AllocHost). Batches
+	// made only of such requests in the model's dtype are not assembled on
+	// the host: the backend copies each request's images into place.
+	Pinned bool
 }
 
 // Batcher is a dynamic batcher in front of one backend. It is safe for
@@ -278,11 +286,12 @@ type seg struct {
 // batch is one slot of work in flight, with its pooled buffers.
 type batch struct {
 	id        int
-	in        []byte            // MaxBatch images in Config.DType, allocated on first use
+	in        []byte            // MaxBatch images in Config.DType, allocated when first assembled
 	host      engine.HostBuffer // in's memory, when Config.AllocHost made it
-	out       []float32         // MaxBatch*Classes logits, allocated on first use
+	out       []float32         // MaxBatch*Classes logits, allocated when first needed
 	tensor    tensor.Tensor
 	segs      []seg
+	parts     [][]byte // the segments' bytes, when the backend gathers them
 	images    int
 	padded    int
 	inDirect  bool // the request's own bytes were submitted
@@ -610,16 +619,26 @@ func (b *Batcher) submit(bt *batch) {
 	s := bt.segs[0]
 	whole := len(bt.segs) == 1 && s.itemOff == 0 && s.n == s.it.in.N && bt.padded == s.n
 	bt.outDirect = whole
-	bt.inDirect = whole && s.it.in.DType == cfg.DType && cfg.AllocHost == nil
+	bt.inDirect = whole && s.it.in.DType == cfg.DType && (cfg.AllocHost == nil || s.it.in.Pinned)
 	if whole {
 		req.Output = s.it.out
 		// The one client's cancellation can still drop it from the
 		// backend's queue.
 		req.Ctx = s.it.ctx
 	}
-	if bt.inDirect {
+	switch {
+	case bt.inDirect:
 		bt.tensor.Data = s.it.in.Data
-	} else {
+		req.Pinned = s.it.in.Pinned
+	case b.gathers(bt):
+		for _, s := range bt.segs {
+			bt.parts = append(bt.parts, s.it.in.Data[s.itemOff*imgBytes:(s.itemOff+s.n)*imgBytes])
+		}
+		req.Parts, req.Pinned = bt.parts, true
+		if !whole {
+			req.Output = b.output(bt)
+		}
+	default:
 		if err := b.buffers(bt); err != nil {
 			b.finish(bt, backend.Response{ID: req.ID, Err: err})
 			return
@@ -627,7 +646,7 @@ func (b *Batcher) submit(bt *batch) {
 		bt.tensor.Data = bt.in[:bt.padded*imgBytes]
 		req.Pinned = bt.host != nil
 		if !whole {
-			req.Output = bt.out[:bt.padded*cfg.Classes]
+			req.Output = b.output(bt)
 		}
 		b.assemble(bt)
 	}
@@ -637,6 +656,17 @@ func (b *Batcher) submit(bt *batch) {
 	if err := b.sub.Submit(req); err != nil {
 		b.finish(bt, backend.Response{ID: req.ID, Err: err})
 	}
+}
+
+// gathers reports whether the backend can copy bt's images straight from
+// its requests: all pinned and in the model's dtype.
+func (b *Batcher) gathers(bt *batch) bool {
+	for _, s := range bt.segs {
+		if !s.it.in.Pinned || s.it.in.DType != b.cfg.DType {
+			return false
+		}
+	}
+	return true
 }
 
 // buffers allocates bt's batch buffers on first use.
@@ -659,8 +689,15 @@ func (b *Batcher) buffers(bt *batch) error {
 	} else {
 		bt.in = make([]byte, size)
 	}
-	bt.out = make([]float32, cfg.MaxBatch*cfg.Classes)
 	return nil
+}
+
+// output returns bt's pooled logits buffer for its padded batch.
+func (b *Batcher) output(bt *batch) []float32 {
+	if bt.out == nil {
+		bt.out = make([]float32, b.cfg.MaxBatch*b.cfg.Classes)
+	}
+	return bt.out[:bt.padded*b.cfg.Classes]
 }
 
 // minParallelBytes is the batch size below which one goroutine copies: a
@@ -764,6 +801,8 @@ func (b *Batcher) finish(bt *batch, resp backend.Response) {
 	b.mu.Unlock()
 	clear(bt.segs) // drop item pointers: items are pooled
 	bt.segs = bt.segs[:0]
+	clear(bt.parts) // and the requests' memory
+	bt.parts = bt.parts[:0]
 	bt.tensor.Data = nil
 	if b.cfg.Observe != nil {
 		b.cfg.Observe(stats)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,7 @@ type meanModel struct {
 	batches  []int // padded sizes, in order
 	images   int
 	inputs   []unsafe.Pointer // first byte of each batch's input
+	parts    [][][]byte       // each batch's Parts
 	pinned   []bool
 	failNext error
 }
@@ -80,7 +82,19 @@ func (m *meanModel) run(req backend.Request) {
 	time.Sleep(m.delay)
 	n := req.Input.Shape[0]
 	per := req.Input.Shape[1] * req.Input.Shape[2] * req.Input.Shape[3]
-	vals, err := req.Input.ToFloat32()
+	in := req.Input
+	if len(req.Parts) > 0 {
+		// Gathered: padding images are zero here (a device would hold
+		// whatever was there).
+		g := *req.Input
+		g.Data = make([]byte, n*per*g.DType.Size())
+		at := 0
+		for _, p := range req.Parts {
+			at += copy(g.Data[at:], p)
+		}
+		in = &g
+	}
+	vals, err := in.ToFloat32()
 	if err != nil {
 		req.Reply <- backend.Response{ID: req.ID, Err: err}
 		return
@@ -101,7 +115,13 @@ func (m *meanModel) run(req backend.Request) {
 	m.mu.Lock()
 	m.batches = append(m.batches, n)
 	m.images += n
-	m.inputs = append(m.inputs, unsafe.Pointer(&req.Input.Data[0]))
+	if len(req.Parts) > 0 {
+		m.inputs = append(m.inputs, unsafe.Pointer(&req.Parts[0][0]))
+		m.parts = append(m.parts, slices.Clone(req.Parts))
+	} else {
+		m.inputs = append(m.inputs, unsafe.Pointer(&req.Input.Data[0]))
+		m.parts = append(m.parts, nil)
+	}
 	m.pinned = append(m.pinned, req.Pinned)
 	err, m.failNext = m.failNext, nil
 	m.mu.Unlock()
@@ -434,6 +454,68 @@ func TestAllocHostBuffersArePinnedAndFreed(t *testing.T) {
 	}
 	if allocs.Load() != 1 || freed.Load() != 1 {
 		t.Errorf("%d host buffers allocated, %d freed; want 1 and 1", allocs.Load(), freed.Load())
+	}
+}
+
+// TestPinnedRequestsAreNotCopied checks that requests already in pinned
+// memory reach the backend without a host copy: a whole batch as its own
+// bytes, a merged (and padded) batch as parts pointing into each request.
+func TestPinnedRequestsAreNotCopied(t *testing.T) {
+	m := newMeanModel(t, testClasses, true)
+	var allocs atomic.Int64
+	b := newTestBatcher(t, m, func(c *Config) {
+		c.MaxBatch, c.MaxDelay, c.MaxInflight, c.PreferredSizes = 8, 0, 1, []int{8}
+		c.AllocHost = func(n int) (engine.HostBuffer, error) {
+			allocs.Add(1)
+			return &hostBuf{b: make([]byte, n), freed: new(atomic.Int64)}, nil
+		}
+	})
+	pinned := func(n int, base float32) Input {
+		in := images(n, base)
+		in.Pinned = true
+		return in
+	}
+	// The first batch holds the device; the next three queue and merge.
+	first := pinned(8, 1)
+	r0 := inferAsync(context.Background(), b, first)
+	waitReceived(t, m, 1)
+	ins := []Input{pinned(2, 10), pinned(1, 20), pinned(3, 30)}
+	var rs []<-chan result
+	for _, in := range ins {
+		rs = append(rs, inferAsync(context.Background(), b, in))
+	}
+	waitQueued(t, b, 6)
+	m.release(2)
+	if r := <-r0; r.err != nil {
+		t.Fatal(r.err)
+	} else {
+		checkLogits(t, r.out, 8, 1)
+	}
+	for k, r := range rs {
+		got := <-r
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		checkLogits(t, got.out, ins[k].N, []float32{10, 20, 30}[k])
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inputs[0] != unsafe.Pointer(&first.Data[0]) || !m.pinned[0] || m.parts[0] != nil {
+		t.Error("a pinned request that is a whole batch was not submitted as its own pinned bytes")
+	}
+	if len(m.batches) != 2 || m.batches[1] != 8 || !m.pinned[1] || len(m.parts[1]) != 3 {
+		t.Fatalf("batches %v, pinned %v, %d parts; want a second batch of 3 pinned parts padded to 8", m.batches, m.pinned, len(m.parts[1]))
+	}
+	// The three arrive in any order; each part must be one of them.
+	for k, p := range m.parts[1] {
+		if !slices.ContainsFunc(ins, func(in Input) bool {
+			return unsafe.Pointer(&p[0]) == unsafe.Pointer(&in.Data[0]) && len(p) == len(in.Data)
+		}) {
+			t.Errorf("part %d is not a request's own bytes", k)
+		}
+	}
+	if allocs.Load() != 0 {
+		t.Errorf("%d batch buffers allocated; pinned requests need none", allocs.Load())
 	}
 }
 

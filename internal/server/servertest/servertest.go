@@ -45,6 +45,11 @@ type Options struct {
 	// live and not ready until SetModel is called on Server.Srv with
 	// Model().
 	NoModel bool
+	// Pinned wires the backend's host allocator (ordinary memory on the cpu
+	// engine) as serve does on a GPU: into the batcher and into a pinned
+	// pool of 64 MiB that request tensors are received into, so that
+	// batches of them are gathered by the backend instead of copied.
+	Pinned bool
 }
 
 // Server is a running test server.
@@ -56,6 +61,8 @@ type Server struct {
 	Graph    *model.Graph
 	Gate     *Gate // nil unless Options.Gated
 	Opts     Options
+	// HostAllocs counts the host allocator's calls (Options.Pinned).
+	HostAllocs atomic.Int64
 
 	model   *server.Model
 	backend *backend.Backend
@@ -123,6 +130,14 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	cfg := server.Config{ModelName: opts.Name, MaxBatch: opts.MaxBatch, DrainTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var allocHost func(n int) (engine.HostBuffer, error)
+	if opts.Pinned {
+		cfg.PinnedPoolBytes = 64 << 20
+		allocHost = func(n int) (engine.HostBuffer, error) {
+			s.HostAllocs.Add(1)
+			return be.AllocHost(n)
+		}
+	}
 	if opts.Server != nil {
 		opts.Server(&cfg)
 	}
@@ -134,12 +149,13 @@ func Start(t testing.TB, opts Options) *Server {
 	bt, err := batcher.New(sub, batcher.Config{
 		Channels: info.InChannels, Height: opts.Size, Width: opts.Size, DType: info.InputDType,
 		Classes: info.Classes, MaxBatch: opts.MaxBatch, MaxDelay: opts.MaxDelay, MaxQueue: opts.MaxQueue,
-		MaxInflight: opts.Inflight, CopyWorkers: 1, Observe: srv.ObserveBatch,
+		MaxInflight: opts.Inflight, CopyWorkers: 1, Observe: srv.ObserveBatch, AllocHost: allocHost,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.model = &server.Model{Info: info, Labels: opts.Labels, Lanes: []server.Lane{{Height: opts.Size, Width: opts.Size, Batcher: bt}}}
+	s.model = &server.Model{Info: info, Labels: opts.Labels, Lanes: []server.Lane{{Height: opts.Size, Width: opts.Size, Batcher: bt}},
+		AllocHost: allocHost}
 	if !opts.NoModel {
 		if err := srv.SetModel(s.model); err != nil {
 			t.Fatal(err)
@@ -183,7 +199,7 @@ func (s *Server) Stop() error {
 		err := <-s.done
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s.stopErr = errors.Join(err, s.backend.Close(ctx))
+		s.stopErr = errors.Join(err, s.backend.Close(ctx), s.Srv.Close())
 	})
 	return s.stopErr
 }

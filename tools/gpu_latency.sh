@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Latency benchmarks on a GPU machine: batch-1 requests at concurrency 1,
+# in process (`goinfer bench`, several fresh processes, since each autotunes
+# anew) and through `goinfer serve` over loopback gRPC and HTTP, plus 64
+# concurrent clients; the server runs with --pprof and a CPU profile and an
+# execution trace of it are taken during the gRPC runs. With the test
+# binaries present it first runs the Go micro-benchmarks behind the design
+# (goroutine hand-offs, the server's own protocol cost).
+#
+# Usage (on the GPU machine, from the repo root, with prebuilt binaries):
+#   CGO_ENABLED=0 go build -o .bin/goinfer ./cmd/goinfer
+#   CGO_ENABLED=0 go test -c -o .bin/backend.test ./internal/backend   # optional
+#   CGO_ENABLED=0 go test -c -o .bin/server.test ./internal/server     # optional
+#   GOINFER=.bin/goinfer OUT=/tmp/out RUNS=5 tools/gpu_latency.sh [sections...]
+# Sections: micro inprocess serve (default: all). Rows go to $OUT/latency.csv.
+set -uo pipefail
+B=${GOINFER:-.bin/goinfer}
+OUT=${OUT:-/tmp/out}
+RUNS=${RUNS:-5}
+ITERS=${ITERS:-2000}
+CKPT=${CKPT:-/tmp/models/resnet18-tv.pth}
+mkdir -p "$OUT" "$(dirname "$CKPT")"
+sections=${*:-micro inprocess serve}
+has() { [[ " $sections " == *" $1 "* ]]; }
+log() { printf '\n### %s\n' "$*"; }
+[ -f "$CKPT" ] || python3 -c "
+import torch, torchvision; torch.manual_seed(0)
+torch.save(torchvision.models.resnet18().state_dict(), '$CKPT')"
+
+bench() { # experiment, then flags
+  local exp=$1; shift
+  echo "+ goinfer bench --experiment $exp $*"
+  $B bench --results_dir "$OUT" --output_file latency.csv --experiment "$exp" "$@" >"$OUT/last.log" 2>&1 || { echo "    FAILED"; tail -5 "$OUT/last.log"; }
+  grep -E "^(Average latency|p50|Throughput|Server|Refused|Errors)" "$OUT/last.log" | sed 's/^/    /'
+}
+
+if has micro; then
+  if [ -x .bin/backend.test ]; then
+    log "goroutine hand-offs through four stages and back (BenchmarkHandoff)"
+    .bin/backend.test -test.run '^$' -test.bench Handoff -test.benchtime 20000x | grep Benchmark
+  fi
+  if [ -x .bin/server.test ]; then
+    log "the server's own cost: 250x250 FP32 requests answered at once (BenchmarkProtocol)"
+    .bin/server.test -test.run '^$' -test.bench 'Protocol|GRPCBuffers' -test.benchtime 2000x | grep Benchmark
+  fi
+fi
+
+if has inprocess; then
+  log "in process: batch 1, concurrency 1, $RUNS fresh processes of $ITERS requests"
+  for r in $(seq "$RUNS"); do
+    bench "inprocess_c1_run$r" --checkpoint "$CKPT" --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  done
+  bench inprocess_c1_trace --checkpoint "$CKPT" --batch_size 1 --concurrency 1 --num_iters 1000 \
+    --profile --profile_file "$OUT/trace-bs1-c1.json"
+fi
+
+start_server() { # log file (without .log), then serve flags
+  local log=$1.log; shift
+  $B serve --checkpoint "$CKPT" "$@" >"$log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 300); do curl -sf localhost:8000/v2/health/ready >/dev/null && return 0; sleep 0.1; done
+  echo "server did not become ready"; tail -5 "$log"; return 1
+}
+stop_server() {
+  grep -E "VmHWM" /proc/$SERVER/status | sed 's/^/    server /'
+  kill -TERM $SERVER; wait $SERVER; echo "    server exit status: $?"
+}
+
+if has serve; then
+  log "goinfer serve over loopback (defaults), --pprof on 127.0.0.1:6060"
+  start_server "$OUT/serve" --pprof 127.0.0.1:6060
+  (sleep 1; curl -s -o "$OUT/serve-grpc-c1.trace" "localhost:6060/debug/pprof/trace?seconds=1") &
+  PROF=$!
+  bench grpc_c1 --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  wait $PROF
+  bench http_c1 --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  (sleep 1; curl -s -o "$OUT/serve-grpc-c64.pprof" "localhost:6060/debug/pprof/profile?seconds=2") &
+  PROF=$!
+  bench grpc_c64 --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
+  wait $PROF
+  bench http_c64 --url http://127.0.0.1:8000 --batch_size 1 --concurrency 64 --num_iters 40000
+  for k in 4 64; do
+    bench grpc_c64_conns$k --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000 --connections $k
+  done
+  stop_server
+  log "the same without the pinned request pool (--pinned_memory_pool_bytes 0)"
+  start_server "$OUT/serve_nopin" --pinned_memory_pool_bytes 0
+  bench grpc_c1_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  bench http_c1_nopin --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  bench grpc_c64_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
+  stop_server
+fi
+
+log "summary ($OUT/latency.csv)"
+python3 - "$OUT/latency.csv" <<'EOF'
+import csv, sys
+f = lambda r, k, s=1: ("%.4g" % (float(r[k]) * s)) if r.get(k) else "-"
+print("| experiment | bs | mode | img/s | min ms | p50 ms | p90 ms | p99 ms |")
+print("|---|---|---|---|---|---|---|---|")
+for r in csv.DictReader(open(sys.argv[1])):
+    print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (r["experiment"], r["batch_size"], r["mode"], f(r, "throughput"),
+          f(r, "min_latency", 1e3), f(r, "p50_latency", 1e3), f(r, "p90_latency", 1e3), f(r, "p99_latency", 1e3)))
+EOF
