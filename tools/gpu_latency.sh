@@ -12,7 +12,9 @@
 #   CGO_ENABLED=0 go test -c -o .bin/backend.test ./internal/backend   # optional
 #   CGO_ENABLED=0 go test -c -o .bin/server.test ./internal/server     # optional
 #   GOINFER=.bin/goinfer OUT=/tmp/out RUNS=5 tools/gpu_latency.sh [sections...]
-# Sections: micro inprocess serve (default: all). Rows go to $OUT/latency.csv.
+# Sections: micro inprocess serve (default: all), and overload (not by
+# default: 256 clients against a queue of 64 images for $OVERLOAD_SECONDS).
+# Rows go to $OUT/latency.csv.
 set -uo pipefail
 B=${GOINFER:-.bin/goinfer}
 OUT=${OUT:-/tmp/out}
@@ -20,6 +22,7 @@ RUNS=${RUNS:-5}
 ITERS=${ITERS:-2000}
 CKPT=${CKPT:-/tmp/models/resnet18-tv.pth}
 mkdir -p "$OUT" "$(dirname "$CKPT")"
+OVERLOAD_SECONDS=${OVERLOAD_SECONDS:-20}
 sections=${*:-micro inprocess serve}
 has() { [[ " $sections " == *" $1 "* ]]; }
 log() { printf '\n### %s\n' "$*"; }
@@ -74,6 +77,10 @@ if has serve; then
   bench grpc_c1 --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   wait $PROF
   bench http_c1 --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  for r in $(seq 2 "$RUNS"); do
+    bench "grpc_c1_run$r" --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+    bench "http_c1_run$r" --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  done
   (sleep 1; curl -s -o "$OUT/serve-grpc-c64.pprof" "localhost:6060/debug/pprof/profile?seconds=2") &
   PROF=$!
   bench grpc_c64 --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
@@ -88,6 +95,15 @@ if has serve; then
   bench grpc_c1_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench http_c1_nopin --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench grpc_c64_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
+  stop_server
+fi
+
+if has overload; then
+  log "overload: queue of 64 images, 256 clients in flight for ~${OVERLOAD_SECONDS} s"
+  start_server "$OUT/serve_overload" --max_queue 64
+  t0=$(date +%s.%N)
+  bench overload --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 256 --num_iters $((OVERLOAD_SECONDS * 12000))
+  echo "    took $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
   stop_server
 fi
 

@@ -289,9 +289,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		lcfg.PinAfterWarmup = b.AllocHost
 	}
 	lcfg.KeepResponses = o.profile
-	probe, closeProbe := gpuProbe(eng.Name(), devices, stderr)
+	probe, window, closeProbe := gpuSource(eng.Name(), devices, stderr)
 	defer closeProbe()
-	lcfg.Probe = probe
+	lcfg.Probe, lcfg.UtilWindow = probe, window
 	return benchTarget(ctx, t, inputs, lcfg, &o, src, stdout, stderr, prog)
 }
 
@@ -472,18 +472,29 @@ func orNA(format string, v float64) string {
 
 func mibString(n int) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-// gpuProbe picks the GPU sampler's data source: none on the cpu engine;
-// else NVML (a library call per sample), else nvidia-smi (a process per
-// sample, as the reference). Devices are CUDA ordinals used as NVML and
-// nvidia-smi indices, as the reference's "nvidia-smi --id=0" does; they
-// agree unless CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER reorder the GPUs.
-// Without a source the figures are N/A. The returned func releases it.
+// gpuProbe is gpuSource without the window source.
 func gpuProbe(engineName string, devices []int, stderr io.Writer) (metrics.Probe, func()) {
+	p, _, release := gpuSource(engineName, devices, stderr)
+	return p, release
+}
+
+// gpuSource picks the GPU sampler's data sources: none on the cpu engine;
+// else NVML (a library call per sample), else nvidia-smi (a process per
+// sample, as the reference). On NVML the run's utilization comes from the
+// driver's sample buffer read after the run (window is nil otherwise):
+// polled, NVML reports its last sample period, up to a second, and a run
+// shorter than that would read mostly the idle time before it. Devices are
+// CUDA ordinals used as NVML and nvidia-smi indices, as the reference's
+// "nvidia-smi --id=0" does; they agree unless CUDA_VISIBLE_DEVICES or
+// CUDA_DEVICE_ORDER reorder the GPUs. Without a source the figures are N/A.
+// The returned func releases it.
+func gpuSource(engineName string, devices []int, stderr io.Writer) (probe metrics.Probe, window metrics.WindowUtil, release func()) {
 	if engineName == "cpu" {
-		return nil, func() {}
+		return nil, nil, func() {}
 	}
 	if nv, err := cuda.OpenNVML(); err == nil {
 		probes := make([]metrics.Probe, len(devices))
+		histories := make([]metrics.UtilHistory, len(devices))
 		for i, d := range devices {
 			probes[i] = func(context.Context) (metrics.GPUSample, error) {
 				util, _, err := nv.Utilization(d)
@@ -496,15 +507,29 @@ func gpuProbe(engineName string, devices []int, stderr io.Writer) (metrics.Probe
 				}
 				return metrics.GPUSample{Util: float64(util), MemMiB: float64(used) / (1 << 20)}, nil
 			}
+			histories[i] = func(since time.Time) ([]metrics.UtilSample, error) {
+				s, err := nv.UtilizationSamples(d, since)
+				if err != nil {
+					return nil, err
+				}
+				out := make([]metrics.UtilSample, len(s))
+				for j, x := range s {
+					out[j] = metrics.UtilSample{At: x.At, Percent: x.Percent}
+				}
+				return out, nil
+			}
 		}
-		return metrics.MultiProbe(probes...), func() { nv.Close() }
+		// The reading holding the run's last moments comes at most a sample
+		// period later; a little more for the driver to publish it.
+		const settle = metrics.MaxSamplePeriod + 250*time.Millisecond
+		return metrics.MultiProbe(probes...), metrics.HistoryWindow(settle, histories...), func() { nv.Close() }
 	}
 	p, err := metrics.NvidiaSMIProbe(devices)
 	if err != nil {
 		fmt.Fprintf(stderr, "GPU utilization will be N/A: neither NVML nor %v\n", err)
-		return nil, func() {}
+		return nil, nil, func() {}
 	}
-	return p, func() {}
+	return p, nil, func() {}
 }
 
 // progress reports long phases on stderr: one line per phase, and on a

@@ -80,7 +80,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	inDType := fs.String("input_dtype", "fp32", "input dtype on the device: fp32, fp16 or uint8 (converted to the compute precision on the device)")
 	device := fs.Int("device", 0, "GPU ordinal")
 	threads := fs.Int("threads", 0, "cpu engine threads (0: all cores)")
-	profile := fs.Bool("profile", false, "also time each layer with CUDA events (cuda engine) and print the breakdown")
+	profile := fs.Bool("profile", false, "also time each layer on its own (cuda engine: as a CUDA graph of repeated calls) and print the breakdown")
 	output := fs.String("output", "", "also write the markdown report to `FILE`")
 	csvOut := fs.String("csv", "", "also write the rows as CSV to `FILE`")
 	if err := parseFlags(fs, args, false); err != nil {

@@ -1,8 +1,14 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
+	"time"
+
+	"github.com/ebitengine/purego"
 )
 
 // NVML is a session of the NVIDIA Management Library (libnvidia-ml.so.1,
@@ -25,6 +31,9 @@ type NVML struct {
 	deviceMemory      func(h uintptr, m *nvmlMemory) int32
 	driverVersion     func(buf *byte, n uint32) int32
 	nvmlVersion       func(buf *byte, n uint32) int32
+	// deviceSamples is nil when the driver lacks nvmlDeviceGetSamples:
+	// the rest of NVML stays usable.
+	deviceSamples func(h uintptr, typ uint32, lastSeen uint64, valType *uint32, count *uint32, samples *nvmlSample) int32
 }
 
 type nvmlUtilization struct{ gpu, memory uint32 }
@@ -72,6 +81,9 @@ func openNVML(l *library) (*NVML, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if sym := l.sym("nvmlDeviceGetSamples"); sym != 0 {
+		purego.RegisterFunc(&n.deviceSamples, sym)
 	}
 	if err := n.check("nvmlInit_v2", n.init_()); err != nil {
 		return nil, err
@@ -177,4 +189,135 @@ func (n *NVML) Version() (string, error) {
 // Close shuts the NVML session down.
 func (n *NVML) Close() error {
 	return n.check("nvmlShutdown", n.shutdown())
+}
+
+// NVML constants of nvmlDeviceGetSamples (nvml.h).
+const (
+	nvmlErrorNotFound         = 6 // no sample newer than lastSeenTimeStamp
+	nvmlErrorInsufficientSize = 7
+	nvmlGPUUtilizationSamples = 1 // NVML_GPU_UTILIZATION_SAMPLES
+
+	// nvmlValueType_t: which member of the nvmlValue_t union is set.
+	nvmlValueDouble           = 0
+	nvmlValueUnsignedInt      = 1
+	nvmlValueUnsignedLong     = 2
+	nvmlValueUnsignedLongLong = 3
+	nvmlValueSignedLongLong   = 4
+	nvmlValueSignedInt        = 5
+)
+
+// nvmlSample is nvmlSample_t: a CPU timestamp in microseconds since the Unix
+// epoch, then the 8-byte nvmlValue_t union, kept raw until its type is known.
+type nvmlSample struct {
+	timeStamp uint64
+	value     uint64
+}
+
+// UtilSample is one entry of the driver's GPU utilization sample buffer.
+type UtilSample struct {
+	// At is when the driver took the sample: the end of the sample period
+	// it describes.
+	At time.Time
+	// Percent is the part of that period (1/6 s to 1 s, by product) in
+	// which one or more kernels ran, 0 to 100.
+	Percent float64
+}
+
+// ErrNoSamples means the driver has no nvmlDeviceGetSamples (drivers older
+// than the Kepler-era R319 API).
+var ErrNoSamples = errors.New("nvml: nvmlDeviceGetSamples missing: the driver's NVML is too old to read its utilization sample buffer")
+
+// UtilizationSamples returns the GPU utilization samples the driver has
+// buffered for device dev that were taken after since (all it holds when
+// since is the zero time), oldest first. The buffer holds the last few
+// seconds; it is empty, without an error, when the driver recorded nothing
+// newer, which it also does while the GPU idles.
+//
+// Unlike Utilization, which reports the last sample period only, this
+// covers any window of the recent past, read after the fact: that is how a
+// run shorter than a second gets a utilization of its own.
+func (n *NVML) UtilizationSamples(dev int, since time.Time) ([]UtilSample, error) {
+	if n.deviceSamples == nil {
+		return nil, ErrNoSamples
+	}
+	h, err := n.handle(dev)
+	if err != nil {
+		return nil, err
+	}
+	var lastSeen uint64
+	if us := since.UnixMicro(); !since.IsZero() && us > 0 {
+		lastSeen = uint64(us)
+	}
+	const call = "nvmlDeviceGetSamples"
+	var valType, count uint32
+	// The first call, without a buffer, says how many entries to make room
+	// for. Samples arriving between the two calls can outgrow that, hence
+	// the room to spare and the retries.
+	code := n.deviceSamples(h, nvmlGPUUtilizationSamples, lastSeen, &valType, &count, nil)
+	switch code {
+	case nvmlSuccess:
+	case nvmlErrorNotFound:
+		return []UtilSample{}, nil
+	default:
+		return nil, fmt.Errorf("device %d: %w", dev, n.check(call, code))
+	}
+	for try := 0; count > 0; try++ {
+		buf := make([]nvmlSample, count+count/4+4)
+		got := uint32(len(buf))
+		code = n.deviceSamples(h, nvmlGPUUtilizationSamples, lastSeen, &valType, &got, &buf[0])
+		switch {
+		case code == nvmlSuccess:
+			if int(got) > len(buf) {
+				return nil, fmt.Errorf("device %d: %s reported %d samples for a buffer of %d", dev, call, got, len(buf))
+			}
+			return decodeUtilSamples(buf[:got], valType, lastSeen)
+		case code == nvmlErrorNotFound:
+			return []UtilSample{}, nil
+		case code == nvmlErrorInsufficientSize && try < 3:
+			count = uint32(len(buf)) * 2
+		default:
+			return nil, fmt.Errorf("device %d: %w", dev, n.check(call, code))
+		}
+	}
+	return []UtilSample{}, nil
+}
+
+// decodeUtilSamples converts the driver's entries, dropping unfilled ones
+// (timestamp 0) and any not newer than lastSeen, and sorts them by time:
+// the buffer is a ring, whose order the API does not promise.
+func decodeUtilSamples(raw []nvmlSample, valType uint32, lastSeen uint64) ([]UtilSample, error) {
+	out := make([]UtilSample, 0, len(raw))
+	for _, r := range raw {
+		if r.timeStamp == 0 || r.timeStamp <= lastSeen {
+			continue
+		}
+		v, err := nvmlValue(r.value, valType)
+		if err != nil {
+			return nil, err
+		}
+		if !(v >= 0 && v <= 100) {
+			return nil, fmt.Errorf("nvml: utilization sample of %v%% at %d µs is not a percentage", v, r.timeStamp)
+		}
+		out = append(out, UtilSample{At: time.UnixMicro(int64(r.timeStamp)), Percent: v})
+	}
+	slices.SortStableFunc(out, func(a, b UtilSample) int { return a.At.Compare(b.At) })
+	return out, nil
+}
+
+// nvmlValue reads the member of an nvmlValue_t union that typ names. The
+// union is little-endian, so 32-bit members are its low half.
+func nvmlValue(raw uint64, typ uint32) (float64, error) {
+	switch typ {
+	case nvmlValueDouble:
+		return math.Float64frombits(raw), nil
+	case nvmlValueUnsignedInt:
+		return float64(uint32(raw)), nil
+	case nvmlValueUnsignedLong, nvmlValueUnsignedLongLong:
+		return float64(raw), nil
+	case nvmlValueSignedLongLong:
+		return float64(int64(raw)), nil
+	case nvmlValueSignedInt:
+		return float64(int32(uint32(raw))), nil
+	}
+	return 0, fmt.Errorf("nvml: sample value type %d unknown", typ)
 }

@@ -62,6 +62,9 @@ type Config struct {
 	// Probe reads GPU utilization and memory; nil means unknown (NaN).
 	Probe          metrics.Probe
 	SampleInterval time.Duration // default metrics.DefaultSampleInterval
+	// UtilWindow, if set, gives the run's utilization from the readings
+	// the driver recorded over it (metrics.SamplerConfig.Window).
+	UtilWindow metrics.WindowUtil
 	// Warmed, if set, is called with the warmup latency once the warmup
 	// response has arrived, before the timed requests are sent.
 	Warmed func(latency time.Duration)
@@ -212,7 +215,8 @@ func Run(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config) (*R
 		pool <- make([]float32, outLen)
 	}
 
-	sampler := metrics.StartSampler(ctx, cfg.Probe, cfg.SampleInterval)
+	sampler := metrics.StartSamplerConfig(ctx, metrics.SamplerConfig{
+		Probe: cfg.Probe, Interval: cfg.SampleInterval, Window: cfg.UtilWindow})
 	defer sampler.Stop()
 	sendCtx, stopSending := context.WithCancel(ctx)
 	var tokens chan struct{}

@@ -1,31 +1,51 @@
 #!/usr/bin/env bash
-# Regenerates the PTX that the cuda engine embeds from tools/kernels/*.cu.
+# Regenerates the kernels the cuda engine embeds from tools/kernels/goinfer.cu:
 #
-#   tools/kernels/build.sh            # nvcc if found, else clang
-#   NVCC=/usr/local/cuda/bin/nvcc tools/kernels/build.sh
+#   goinfer.fatbin  nvcc: machine code for sm_80, 86, 89, 90, 100 and 120 and
+#                   compute_80 PTX for later GPUs; what the engine loads, so
+#                   that no process pays for a JIT compile (1.2 s on an H200)
+#   goinfer.ptx     clang's NVPTX back end (PTX ISA 7.0, no CUDA install
+#                   needed): the fallback for drivers older than the toolkit
+#                   that built the fatbin
+#   sources.sha256  the hash of goinfer.cu each was built from (a test checks
+#                   that they match the source)
 #
-# PTX for compute_80 is JIT-compiled by the driver for the GPU it runs on
-# (Ampere, Ada, Hopper, Blackwell), so one file serves them all. nvcc and
-# clang's NVPTX back end both produce it; clang needs no CUDA install, which
-# keeps the kernels rebuildable on machines without a GPU.
+#   tools/kernels/build.sh                     # both: nvcc and clang-14 (or clang)
+#   NVCC=/usr/local/cuda/bin/nvcc CLANG=clang-18 tools/kernels/build.sh
+#
+# With only one of the compilers, only its file (and its line of
+# sources.sha256) is rebuilt.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="$here/../../internal/engine/cuda/kernels"
+src="$here/goinfer.cu"
 mkdir -p "$out"
 nvcc="${NVCC:-$(command -v nvcc || true)}"
 if [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]]; then nvcc=/usr/local/cuda/bin/nvcc; fi
 clang="${CLANG:-$(command -v clang-14 || command -v clang || true)}"
-for src in "$here"/*.cu; do
-  name="$(basename "$src" .cu)"
-  if [[ -n "$nvcc" ]]; then
-    "$nvcc" -ptx -arch=compute_80 -O3 -o "$out/$name.ptx" "$src"
-    echo "nvcc: $src -> $out/$name.ptx"
-  elif [[ -n "$clang" ]]; then
-    "$clang" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -O3 -S \
-      -o "$out/$name.ptx" "$src"
-    echo "clang: $src -> $out/$name.ptx"
-  else
-    echo "build.sh: neither nvcc nor clang found; install the CUDA toolkit or clang" >&2
-    exit 1
-  fi
-done
+sum="$(sha256sum "$src" | cut -d' ' -f1)"
+record() { # artifact: replace its line in sources.sha256
+  touch "$out/sources.sha256"
+  { grep -v " $1\$" "$out/sources.sha256" || true; echo "$sum $1"; } | sort -k2 >"$out/sources.sha256.tmp"
+  mv "$out/sources.sha256.tmp" "$out/sources.sha256"
+}
+built=0
+if [[ -n "$nvcc" ]]; then
+  gencode=()
+  for a in 80 86 89 90 100 120; do gencode+=(-gencode "arch=compute_$a,code=sm_$a"); done
+  "$nvcc" -fatbin "${gencode[@]}" -gencode arch=compute_80,code=compute_80 -O3 -o "$out/goinfer.fatbin" "$src"
+  record goinfer.fatbin
+  echo "nvcc: $src -> $out/goinfer.fatbin"
+  built=1
+fi
+if [[ -n "$clang" ]]; then
+  "$clang" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -O3 -S \
+    -o "$out/goinfer.ptx" "$src"
+  record goinfer.ptx
+  echo "clang: $src -> $out/goinfer.ptx"
+  built=1
+fi
+if [[ $built == 0 ]]; then
+  echo "build.sh: neither nvcc nor clang found; install the CUDA toolkit or clang" >&2
+  exit 1
+fi

@@ -363,8 +363,17 @@ __device__ void avgpool(float* y, const T* x, int nb, int c, int hw, int nhwc) {
     int ch = i - b * c;
     float acc = 0.f;
     if (nhwc) {
+      // Eight loads in flight: at batch 1 there are only c threads, and one
+      // dependent load at a time made this 12 us of a 260 us forward.
       const T* p = x + (sz)b * hw * c + ch;
-      for (int j = 0; j < hw; j++) acc += load(p + (sz)j * c);
+      float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      int j = 0;
+      for (; j + 8 <= hw; j += 8) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) a[k] += load(p + (sz)(j + k) * c);
+      }
+      for (; j < hw; j++) a[0] += load(p + (sz)j * c);
+      acc = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
     } else {
       const T* p = x + (sz)i * hw;
       for (int j = 0; j < hw; j++) acc += load(p + j);

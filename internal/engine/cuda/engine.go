@@ -100,7 +100,7 @@ type cudaModel struct {
 	mu          sync.Mutex
 	info        engine.Info
 	algos       map[algoKey][]cu.ConvFwdPerf // cudnnFind results, shared by instances
-	fused       map[fusedKey]int             // fused-call algorithms (-1: unfused), shared by instances
+	fused       map[fusedKey]tuned           // tuning results, shared by instances
 	instances   int
 	fallbackLog map[string]bool
 }
@@ -134,7 +134,7 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 		return nil, err
 	}
 
-	m := &cudaModel{dev: dev, libs: libs, opts: opts, prec: prec, algos: map[algoKey][]cu.ConvFwdPerf{}, fused: map[fusedKey]int{}, fallbackLog: map[string]bool{}}
+	m := &cudaModel{dev: dev, libs: libs, opts: opts, prec: prec, algos: map[algoKey][]cu.ConvFwdPerf{}, fused: map[fusedKey]tuned{}, fallbackLog: map[string]bool{}}
 	var compile time.Duration
 	m.graph = g
 	if opts.Compile {

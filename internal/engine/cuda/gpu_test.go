@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"goinfer/internal/checkpoint"
 	cu "goinfer/internal/cuda"
@@ -345,5 +346,73 @@ func TestForwardAllocations(t *testing.T) {
 	t.Logf("host allocations per compiled Forward: %v", allocs)
 	if allocs > 4 {
 		t.Errorf("compiled Forward allocates %v times, want at most 4 (one per driver call)", allocs)
+	}
+}
+
+// TestProfileLayers checks the per-op breakdown of a compiled batch-1
+// forward: every op timed, and the ops adding up to about the whole
+// forward, which is what timing them as graphs is for (timed one call at a
+// time from the host, batch-1 ops measured the host instead).
+func TestProfileLayers(t *testing.T) {
+	needGPU(t)
+	g := loadGraph(t, goldenCases(t)[0].model)
+	m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: 1, Height: 64, Width: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	inst, err := m.NewInstance(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	layers, err := inst.(Profiler).ProfileLayers(1, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum time.Duration
+	for _, l := range layers {
+		if l.Time <= 0 {
+			t.Errorf("%s (%s): time %v", l.Name, l.Kind, l.Time)
+		}
+		sum += l.Time
+	}
+	if layers[0].Kind != "convert" || layers[len(layers)-1].Kind != "bias" {
+		t.Errorf("breakdown runs from %s to %s; want the input conversion first and the logits bias last", layers[0].Kind, layers[len(layers)-1].Kind)
+	}
+	// The whole forward: 20 back to back between two events (a compiled
+	// Forward is three launches, submitted faster than the device runs
+	// them).
+	dev := m.Device()
+	in, _ := dev.Alloc(m.Info().InputBytes())
+	defer in.Free()
+	out, _ := dev.Alloc(m.Info().OutputBytes())
+	defer out.Free()
+	ev0, _ := dev.NewEvent()
+	defer ev0.Close()
+	ev1, _ := dev.NewEvent()
+	defer ev1.Close()
+	s := inst.Stream()
+	if err := inst.Forward(in, out, 1); err != nil { // warm
+		t.Fatal(err)
+	}
+	s.Record(ev0)
+	for range 20 {
+		if err := inst.Forward(in, out, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Record(ev1)
+	if err := ev1.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ev1.Since(ev0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := d / 20
+	t.Logf("%d ops add up to %v; the forward takes %v", len(layers), sum, fwd)
+	if sum < fwd/2 || sum > 2*fwd {
+		t.Errorf("ops add up to %v, the forward takes %v: want within a factor of 2", sum, fwd)
 	}
 }

@@ -78,6 +78,7 @@ type planOp struct {
 	conv     cu.ConvDesc
 	algo     int   // algorithm of the unfused call
 	algoF    int   // algorithm of the fused call
+	math     int   // the convolution's math type, or -1 when left at its default
 	fused    bool  // cudnnConvolutionBiasActivationForward
 	ws       int64 // workspace the chosen algorithm needs
 	epilogue bool  // unfused conv followed by the epilogue kernel
@@ -466,9 +467,11 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 	if best < 0 {
 		return nil, key, fmt.Errorf("no cuDNN algorithm runs this convolution within a %s workspace", cu.FormatBytes(wsCap))
 	}
+	o.math = -1
 	if m.prec.p != engine.FP32 {
 		// Run with the math type the measurement (or heuristic) used.
-		if err := i.dnn.SetConvMath(o.conv, int(perf[best].MathType)); err != nil {
+		o.math = int(perf[best].MathType)
+		if err := i.dnn.SetConvMath(o.conv, o.math); err != nil {
 			return nil, key, err
 		}
 		// The workspace an algorithm needs depends on the math type: ask
@@ -497,16 +500,26 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 	return perf, key, nil
 }
 
-// tuneFused picks the fused call's algorithm by timing the call itself
-// (cudnnFind times plain convolutions; with the bias, residual and
-// activation fused the ranking can differ), and falls back to convolution +
-// epilogue kernel when that is faster or nothing fuses. Results are cached
+// tuned is what tuneFused chose for one problem.
+type tuned struct {
+	fused int // algorithm of the fused call, or -1: convolution + epilogue
+	plain int // algorithm of the convolution when not fused
+	math  int // math type of the plain convolution (-1: the default)
+}
+
+// tuneFused picks how a convolution with an epilogue runs, by timing the
+// calls themselves: the fused call with each algorithm (cudnnFind times
+// plain convolutions; with the bias, residual and activation fused the
+// ranking can differ), and the plain convolution with each algorithm and
+// math type Find offers followed by the epilogue kernel (Find's own ranking
+// of small problems is unreliable: at batch 1 it put a 59 us algorithm
+// first for a layer another runs in a fraction of that). Results are cached
 // per problem for the model's other instances.
 func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws cu.DevPtr, wsCap int64) error {
 	m, s := i.m, o.l.spec
 	fk := fusedKey{key, s.relu, s.residual}
 	m.mu.Lock()
-	a, ok := m.fused[fk]
+	choice, ok := m.fused[fk]
 	m.mu.Unlock()
 	wsOf := func(a int) int64 {
 		w, err := i.dnn.ConvForwardWorkspace(i.h, o.xd, i.filters[o.k], o.conv, o.yd, a)
@@ -515,17 +528,31 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 		}
 		return w
 	}
-	apply := func(a int) {
-		if a < 0 {
-			o.fused, o.epilogue = false, true
-			return
+	setMath := func(mt int) error {
+		if mt < 0 || mt == o.math {
+			return nil
 		}
-		o.fused, o.epilogue, o.algoF = true, false, a
-		o.ws = max(o.ws, wsOf(a))
+		if err := i.dnn.SetConvMath(o.conv, mt); err != nil {
+			return err
+		}
+		o.math = mt
+		return nil
+	}
+	apply := func(c tuned) error {
+		if c.fused >= 0 {
+			o.fused, o.epilogue, o.algoF = true, false, c.fused
+			o.ws = max(o.ws, wsOf(c.fused))
+			return nil
+		}
+		if err := setMath(c.math); err != nil {
+			return err
+		}
+		o.fused, o.epilogue, o.algo = false, true, c.plain
+		o.ws = max(o.ws, wsOf(c.plain))
+		return nil
 	}
 	if ok {
-		apply(a)
-		return nil
+		return apply(choice)
 	}
 	act, zd := i.relu, o.zd
 	if !s.relu {
@@ -535,6 +562,7 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 		zd = o.yd
 	}
 	reps := tuneRepsFor(findTime(perf, o.algo))
+	fusedMath := o.math
 	best, bestT := -1, float32(0)
 	tried := map[int]bool{}
 	var log []string
@@ -560,27 +588,61 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 			best, bestT = a, t
 		}
 	}
-	unfused, err := i.timeCalls(func() error {
-		if err := i.dnn.ConvForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, o.algo, ws, wsCap, o.yd, o.y); err != nil {
+	plain := tuned{fused: -1, plain: -1, math: -1}
+	var plainT float32
+	type variant struct{ algo, math int }
+	seen := map[variant]bool{}
+	// Find's ranking is kept where it can be trusted: beyond 3x its best
+	// time (and 0.05 ms) an algorithm is not worth timing, which keeps slow
+	// ones (FFT at large batches) out of the compile time.
+	limit := max(3*findTime(perf, o.algo), 0.05)
+	for _, pf := range perf {
+		v := variant{int(pf.Algo), -1}
+		if m.prec.p != engine.FP32 {
+			v.math = int(pf.MathType)
+		}
+		if pf.Status != 0 || seen[v] || (v.algo != o.algo && pf.Time > limit) {
+			continue
+		}
+		seen[v] = true
+		if err := setMath(v.math); err != nil {
 			return err
 		}
-		return i.drv.Launch(o.fn, o.grid, o.block, i.stream, o.args)
-	}, reps)
-	if err != nil {
-		return err
+		if w := wsOf(v.algo); w < 0 || w > wsCap {
+			continue
+		}
+		t, err := i.timeCalls(func() error {
+			if err := i.dnn.ConvForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, v.algo, ws, wsCap, o.yd, o.y); err != nil {
+				return err
+			}
+			return i.drv.Launch(o.fn, o.grid, o.block, i.stream, o.args)
+		}, reps)
+		if err != nil {
+			log = append(log, fmt.Sprintf("unfused %s: %v", cu.ConvFwdAlgoName(v.algo), err))
+			continue
+		}
+		log = append(log, fmt.Sprintf("unfused %s (math %d) + epilogue %.4f ms", cu.ConvFwdAlgoName(v.algo), v.math, t))
+		if plain.plain < 0 || t < plainT {
+			plain, plainT = tuned{fused: -1, plain: v.algo, math: v.math}, t
+		}
 	}
-	log = append(log, fmt.Sprintf("unfused %s + epilogue %.4f ms", cu.ConvFwdAlgoName(o.algo), unfused))
+	if plain.plain < 0 {
+		return fmt.Errorf("cuda engine: %s (batch %d): no cuDNN algorithm ran: %s", o.l.name, o.n, strings.Join(log, ", "))
+	}
 	// Fused wins ties: a separate epilogue pass costs memory traffic that
 	// short timings understate.
-	if best < 0 || unfused < 0.8*bestT {
-		best = -1
+	choice = plain
+	if best >= 0 && plainT >= 0.8*bestT {
+		choice = tuned{fused: best, plain: o.algo, math: fusedMath}
+		if err := setMath(fusedMath); err != nil {
+			return err
+		}
 	}
 	m.progress("cuda: tuning %s (batch %d): %s", o.l.name, o.n, strings.Join(log, ", "))
 	m.mu.Lock()
-	m.fused[fk] = best
+	m.fused[fk] = choice
 	m.mu.Unlock()
-	apply(best)
-	return nil
+	return apply(choice)
 }
 
 // timeCalls returns the device time of one call of run. The calls are

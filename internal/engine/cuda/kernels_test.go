@@ -1,0 +1,48 @@
+package cuda
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEmbeddedKernelsMatchSource checks that the embedded fatbin and PTX
+// were built from tools/kernels/goinfer.cu as it is (kernels/sources.sha256
+// records what tools/kernels/build.sh built them from): a kernel edited
+// without rebuilding would otherwise ship the old code.
+func TestEmbeddedKernelsMatchSource(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "tools", "kernels", "goinfer.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(src)
+	want := hex.EncodeToString(h[:])
+	f, err := os.Open(filepath.Join("kernels", "sources.sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if sum, name, ok := strings.Cut(sc.Text(), " "); ok {
+			got[name] = sum
+		}
+	}
+	for _, art := range []struct {
+		name string
+		data []byte
+	}{{"goinfer.fatbin", kernelFatbin}, {"goinfer.ptx", kernelPTX}} {
+		if len(art.data) == 0 {
+			t.Errorf("%s is not embedded", art.name)
+		}
+		if got[art.name] != want {
+			t.Errorf("kernels/%s was built from goinfer.cu %.12s, the source is now %.12s: run tools/kernels/build.sh (nvcc for the fatbin, clang for the PTX)",
+				art.name, got[art.name], want)
+		}
+	}
+}
