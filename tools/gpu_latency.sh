@@ -12,8 +12,10 @@
 #   CGO_ENABLED=0 go test -c -o .bin/backend.test ./internal/backend   # optional
 #   CGO_ENABLED=0 go test -c -o .bin/server.test ./internal/server     # optional
 #   GOINFER=.bin/goinfer OUT=/tmp/out RUNS=5 tools/gpu_latency.sh [sections...]
-# Sections: micro inprocess serve (default: all), and overload (not by
-# default: 256 clients against a queue of 64 images for $OVERLOAD_SECONDS).
+# Sections: micro inprocess serve (default: all), and not by default:
+# uint8 (the server's engine takes raw pixels, clients send UINT8: a quarter
+# of the bytes) and overload (256 clients against a queue of 64 images for
+# $OVERLOAD_SECONDS).
 # Rows go to $OUT/latency.csv.
 set -uo pipefail
 B=${GOINFER:-.bin/goinfer}
@@ -95,6 +97,17 @@ if has serve; then
   bench grpc_c1_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench http_c1_nopin --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench grpc_c64_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
+  stop_server
+fi
+
+if has uint8; then
+  log "UINT8 pixels: goinfer serve --input_dtype uint8, clients send UINT8 (188 KB per image)"
+  start_server "$OUT/serve_u8" --input_dtype uint8
+  for r in $(seq "$RUNS"); do
+    bench "grpc_c1_u8_run$r" --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS" --input_dtype uint8
+    bench "http_c1_u8_run$r" --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS" --input_dtype uint8
+  done
+  bench grpc_c64_u8 --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000 --input_dtype uint8
   stop_server
 fi
 
