@@ -472,12 +472,6 @@ func orNA(format string, v float64) string {
 
 func mibString(n int) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-// gpuProbe is gpuSource without the window source.
-func gpuProbe(engineName string, devices []int, stderr io.Writer) (metrics.Probe, func()) {
-	p, _, release := gpuSource(engineName, devices, stderr)
-	return p, release
-}
-
 // gpuSource picks the GPU sampler's data sources: none on the cpu engine;
 // else NVML (a library call per sample), else nvidia-smi (a process per
 // sample, as the reference). On NVML the run's utilization comes from the

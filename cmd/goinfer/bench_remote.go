@@ -92,9 +92,9 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 	t := &remoteTarget{c: c, md: md, url: o.url}
 	lcfg := o.loadConfig()
 	// The server usually runs on this host: sample its GPU as bench does.
-	probe, closeProbe := gpuProbe("cuda", []int{o.mf.device}, io.Discard)
+	probe, window, closeProbe := gpuSource("cuda", []int{o.mf.device}, io.Discard)
 	defer closeProbe()
-	lcfg.Probe = probe
+	lcfg.Probe, lcfg.UtilWindow = probe, window
 	defer printClientStats(stdout, c)
 	return benchTarget(ctx, t, inputs, lcfg, o, source{Path: o.url}, stdout, stderr, prog)
 }
