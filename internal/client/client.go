@@ -328,6 +328,9 @@ func (c *Client) Submit(req backend.Request) error {
 	if req.Input == nil {
 		return fmt.Errorf("client: request %d has no input", req.ID)
 	}
+	if len(req.Parts) > 0 {
+		return fmt.Errorf("client: request %d comes in Parts; a remote server takes the tensor whole, in Input.Data", req.ID)
+	}
 	ctx := req.Ctx
 	if ctx == nil {
 		ctx = context.Background()

@@ -238,3 +238,22 @@ func TestSubmitAfterClose(t *testing.T) {
 		t.Errorf("Submit after Close: %v, want ErrClosed", err)
 	}
 }
+
+func TestSubmitRejectsBadRequests(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{})
+	c := dial(t, "http://"+s.HTTPAddr, client.Options{})
+	reply := make(chan backend.Response, 1)
+	in := images(1, 16, 6)
+	for _, c2 := range []struct {
+		req  backend.Request
+		want string
+	}{
+		{backend.Request{Input: in}, "no Reply channel"},
+		{backend.Request{Reply: reply}, "no input"},
+		{backend.Request{Input: in, Reply: reply, Parts: [][]byte{in.Data}}, "Parts"},
+	} {
+		if err := c.Submit(c2.req); err == nil || !strings.Contains(err.Error(), c2.want) {
+			t.Errorf("Submit: error %v, want one saying %q", err, c2.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -64,5 +65,50 @@ func TestPinnedReceivePath(t *testing.T) {
 	}
 	if merged == 0 {
 		t.Error("no request shared a batch; the gathered path was not exercised")
+	}
+}
+
+// TestPinnedBuffersOutliveCancelledRequests cancels requests at random
+// moments while their pinned buffers may be parts of a batch on the
+// device. A buffer recycled before its batch finished would be written by
+// the next request's body while the backend still reads it: the race
+// detector (CI runs tests with -race) reports that, and the requests that
+// were not cancelled must still get their own logits.
+func TestPinnedBuffersOutliveCancelledRequests(t *testing.T) {
+	const size = 80
+	s := servertest.Start(t, servertest.Options{Size: size, MaxBatch: 4, MaxQueue: 64, MaxDelay: time.Millisecond, Pinned: true})
+	ctx := ctxT(t)
+	x := randImages(1, size, 7)
+	want := s.Expected(t, x, 1)
+	in, _ := tensor.FromFloat32(tensor.Shape{1, 3, size, size}, x)
+	for _, u := range []string{"http://" + s.HTTPAddr, "grpc://" + s.GRPCAddr} {
+		c, err := client.Dial(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 8 {
+					if (g+i)%2 == 0 {
+						cctx, cancel := context.WithTimeout(ctx, time.Duration(i%4)*time.Millisecond)
+						c.Infer(cctx, in, nil) // cancelled or not: either is fine
+						cancel()
+						continue
+					}
+					got, err := c.Infer(ctx, in, nil)
+					if err != nil {
+						t.Errorf("%s: %v", u, err)
+						return
+					}
+					checkLogits(t, got, want)
+				}
+			})
+		}
+		wg.Wait()
+		c.Close()
+	}
+	if s.HostAllocs.Load() == 0 {
+		t.Error("no request was received into the pinned pool")
 	}
 }
