@@ -13,6 +13,8 @@
 #   CGO_ENABLED=0 go test -c -o .bin/server.test ./internal/server     # optional
 #   GOINFER=.bin/goinfer OUT=/tmp/out RUNS=5 tools/gpu_latency.sh [sections...]
 # Sections: micro inprocess serve (default: all), and not by default:
+# breakdown (the server's own time per request from its /metrics, against
+# what the client measures),
 # uint8 (the server's engine takes raw pixels, clients send UINT8: a quarter
 # of the bytes) and overload (256 clients against a queue of 64 images for
 # $OVERLOAD_SECONDS).
@@ -97,6 +99,32 @@ if has serve; then
   bench grpc_c1_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench http_c1_nopin --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench grpc_c64_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
+  stop_server
+fi
+
+server_ms() { # protocol: cumulative seconds and count of goinfer_request_duration_seconds
+  curl -s localhost:8000/metrics | awk -v p="protocol=\"$1\"" '
+    /^goinfer_request_duration_seconds_sum/ && index($1, p) {s=$2}
+    /^goinfer_request_duration_seconds_count/ && index($1, p) {c=$2}
+    END {print s+0, c+0}'
+}
+breakdown() { # experiment, protocol, then bench flags
+  local exp=$1 proto=$2; shift 2
+  read -r s0 c0 < <(server_ms "$proto")
+  bench "$exp" "$@"
+  read -r s1 c1 < <(server_ms "$proto")
+  python3 -c "
+s0, c0, s1, c1 = $s0, $c0, $s1, $c1
+print('    server time per request (handler entry to answer, mean): %.3f ms over %d requests' % ((s1 - s0) / max(c1 - c0, 1) * 1e3, c1 - c0))"
+}
+
+if has breakdown; then
+  log "where the time goes: the server's own time per request (/metrics) against the client's"
+  start_server "$OUT/serve_breakdown"
+  breakdown grpc_c1_bd grpc --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  breakdown http_c1_bd http --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  breakdown grpc_c64_bd grpc --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
+  breakdown http_c64_bd http --url http://127.0.0.1:8000 --batch_size 1 --concurrency 64 --num_iters 40000
   stop_server
 fi
 
