@@ -34,6 +34,16 @@ func loadNarrowCPU(t *testing.T, size, maxBatch int) LoadFunc {
 	}
 }
 
+// randImages returns n random 3 x size x size float32 images.
+func randImages(rng *rand.Rand, n, size int) *tensor.Tensor {
+	v := make([]float32, n*3*size*size)
+	for j := range v {
+		v[j] = float32(rng.NormFloat64())
+	}
+	t, _ := tensor.FromFloat32(tensor.Shape{n, 3, size, size}, v)
+	return t
+}
+
 // runAll sends every input through a fresh backend and returns the logits
 // by request index.
 func runAll(t *testing.T, cfg Config, load LoadFunc, inputs []*tensor.Tensor) [][]float32 {
@@ -77,12 +87,7 @@ func TestCPUEngineResponsesMatchSingleWorker(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	inputs := make([]*tensor.Tensor, 24)
 	for i := range inputs {
-		n := 1 + rng.IntN(maxBatch)
-		v := make([]float32, n*3*size*size)
-		for j := range v {
-			v[j] = float32(rng.NormFloat64())
-		}
-		inputs[i], _ = tensor.FromFloat32(tensor.Shape{n, 3, size, size}, v)
+		inputs[i] = randImages(rng, 1+rng.IntN(maxBatch), size)
 	}
 	want := runAll(t, Config{NumWorkers: 1, Slots: 1}, load, inputs)
 	for _, cfg := range []Config{
@@ -113,12 +118,7 @@ func TestPartsGatherImages(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	inputs := make([]*tensor.Tensor, 12)
 	for i := range inputs {
-		n := 1 + rng.IntN(maxBatch)
-		v := make([]float32, n*3*size*size)
-		for j := range v {
-			v[j] = float32(rng.NormFloat64())
-		}
-		inputs[i], _ = tensor.FromFloat32(tensor.Shape{n, 3, size, size}, v)
+		inputs[i] = randImages(rng, 1+rng.IntN(maxBatch), size)
 	}
 	want := runAll(t, Config{NumWorkers: 1, Slots: 1}, load, inputs)
 

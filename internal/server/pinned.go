@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"sync"
@@ -117,15 +118,7 @@ func (p *pinnedPool) get(n int) *[]byte {
 	b := hb.Bytes()[:n:size]
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	s := span{start, start + uintptr(size)}
-	i, _ := slices.BinarySearchFunc(p.spans, s, func(a, b span) int {
-		switch {
-		case a.start < b.start:
-			return -1
-		case a.start > b.start:
-			return 1
-		}
-		return 0
-	})
+	i, _ := p.spanAt(start)
 	p.spans = slices.Insert(p.spans, i, s)
 	bp := &b
 	p.owned[bp] = hb
@@ -160,19 +153,17 @@ func (p *pinnedPool) contains(b []byte) bool {
 	hi := lo + uintptr(len(b))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	i, found := slices.BinarySearchFunc(p.spans, lo, func(s span, x uintptr) int {
-		switch {
-		case s.start < x:
-			return -1
-		case s.start > x:
-			return 1
-		}
-		return 0
-	})
+	i, found := p.spanAt(lo)
 	if !found {
 		i-- // the span starting before lo, if any
 	}
 	return i >= 0 && lo >= p.spans[i].start && hi <= p.spans[i].end
+}
+
+// spanAt finds where a span starting at start is, or would be inserted, in
+// p.spans. p.mu must be held.
+func (p *pinnedPool) spanAt(start uintptr) (int, bool) {
+	return slices.BinarySearchFunc(p.spans, start, func(s span, x uintptr) int { return cmp.Compare(s.start, x) })
 }
 
 // close frees the buffers not in use; those still out are freed when they

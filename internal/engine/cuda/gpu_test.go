@@ -276,20 +276,29 @@ func TestInputDTypes(t *testing.T) {
 	}
 }
 
-// TestForwardErrors checks that bad calls are errors, not crashes.
-func TestForwardErrors(t *testing.T) {
-	needGPU(t)
+// compiledFP16 loads the first golden model compiled in fp16 for batches up
+// to maxBatch of size x size images, with one instance; both are closed
+// when the test ends.
+func compiledFP16(t *testing.T, maxBatch, size int) (engine.Model, engine.Instance) {
+	t.Helper()
 	g := loadGraph(t, goldenCases(t)[0].model)
-	m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: 4, Height: 32, Width: 32})
+	m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: maxBatch, Height: size, Width: size})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	inst, err := m.NewInstance(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer inst.Close()
+	t.Cleanup(func() { inst.Close() })
+	return m, inst
+}
+
+// TestForwardErrors checks that bad calls are errors, not crashes.
+func TestForwardErrors(t *testing.T) {
+	needGPU(t)
+	m, inst := compiledFP16(t, 4, 32)
 	dev := m.Device()
 	small, _ := dev.Alloc(16)
 	defer small.Free()
@@ -309,7 +318,7 @@ func TestForwardErrors(t *testing.T) {
 			t.Errorf("Forward(n=%d): error %v, want %q", c.n, err, c.want)
 		}
 	}
-	_, err = dev.Alloc(1 << 50)
+	_, err := dev.Alloc(1 << 50)
 	if !errors.Is(err, cu.ErrOutOfMemory) || !strings.Contains(err.Error(), "free") {
 		t.Errorf("allocating 1 PiB: %v, want an out-of-memory error saying what is free", err)
 	}
@@ -322,17 +331,7 @@ func TestForwardErrors(t *testing.T) {
 // TestForwardAllocations measures host allocations per compiled Forward.
 func TestForwardAllocations(t *testing.T) {
 	needGPU(t)
-	g := loadGraph(t, goldenCases(t)[0].model)
-	m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: 2, Height: 32, Width: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	inst, err := m.NewInstance(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Close()
+	m, inst := compiledFP16(t, 2, 32)
 	in, _ := m.Device().Alloc(2 * m.Info().InputBytes())
 	defer in.Free()
 	out, _ := m.Device().Alloc(2 * m.Info().OutputBytes())
@@ -355,17 +354,7 @@ func TestForwardAllocations(t *testing.T) {
 // time from the host, batch-1 ops measured the host instead).
 func TestProfileLayers(t *testing.T) {
 	needGPU(t)
-	g := loadGraph(t, goldenCases(t)[0].model)
-	m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: 1, Height: 64, Width: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	inst, err := m.NewInstance(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Close()
+	m, inst := compiledFP16(t, 1, 64)
 	layers, err := inst.(Profiler).ProfileLayers(1, 20)
 	if err != nil {
 		t.Fatal(err)

@@ -625,6 +625,8 @@ func (b *Batcher) submit(bt *batch) {
 		// The one client's cancellation can still drop it from the
 		// backend's queue.
 		req.Ctx = s.it.ctx
+	} else {
+		req.Output = b.output(bt)
 	}
 	switch {
 	case bt.inDirect:
@@ -635,9 +637,6 @@ func (b *Batcher) submit(bt *batch) {
 			bt.parts = append(bt.parts, s.it.in.Data[s.itemOff*imgBytes:(s.itemOff+s.n)*imgBytes])
 		}
 		req.Parts, req.Pinned = bt.parts, true
-		if !whole {
-			req.Output = b.output(bt)
-		}
 	default:
 		if err := b.buffers(bt); err != nil {
 			b.finish(bt, backend.Response{ID: req.ID, Err: err})
@@ -645,9 +644,6 @@ func (b *Batcher) submit(bt *batch) {
 		}
 		bt.tensor.Data = bt.in[:bt.padded*imgBytes]
 		req.Pinned = bt.host != nil
-		if !whole {
-			req.Output = b.output(bt)
-		}
 		b.assemble(bt)
 	}
 	bt.tensor.Shape[0] = bt.padded
