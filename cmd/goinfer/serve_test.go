@@ -80,6 +80,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--batch_sizes", "128", "--max_batch_size", "64"},
 		{"--input_dtype", "int4"},
 		{"--drain_timeout", "0s"},
+		{"--pinned_memory_pool_bytes", "-1"},
 		{"--device", "1", "--devices", "0,1"},
 		{"stray"},
 	}
