@@ -16,7 +16,8 @@
 # breakdown (the server's own time per request from its /metrics, against
 # what the client measures),
 # uint8 (the server's engine takes raw pixels, clients send UINT8: a quarter
-# of the bytes) and overload (256 clients against a queue of 64 images for
+# of the bytes), shm (tensors through system shared memory: serve
+# --allow_shared_memory, bench --shared_memory system) and overload (256 clients against a queue of 64 images for
 # $OVERLOAD_SECONDS).
 # Rows go to $OUT/latency.csv.
 set -uo pipefail
@@ -136,6 +137,50 @@ if has uint8; then
     bench "http_c1_u8_run$r" --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS" --input_dtype uint8
   done
   bench grpc_c64_u8 --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000 --input_dtype uint8
+  stop_server
+fi
+
+if has shm; then
+  log "system shared memory: serve --allow_shared_memory, clients --shared_memory system (FP32 tensors)"
+  start_server "$OUT/serve_shm" --allow_shared_memory
+  # The same image through shared memory (the GPU DMAs from the client's
+  # page-locked region) and in the request body must give the same logits.
+  python3 - <<'PY'
+import json, os, struct, urllib.request, random
+n = 3 * 250 * 250 * 4
+random.seed(1)
+img = struct.pack("<%df" % (n // 4), *[random.gauss(0, 1) for _ in range(n // 4)])
+path = "/dev/shm/goinfer-gpucheck"
+with open(path, "wb") as f:
+    f.write(img + bytes(4000))
+def post(url, body, hdr=None):
+    req = urllib.request.Request("http://127.0.0.1:8000" + url, data=body, headers=hdr or {"Content-Type": "application/json"})
+    return urllib.request.urlopen(req).read()
+try:
+    post("/v2/systemsharedmemory/region/check/register", json.dumps({"key": "/goinfer-gpucheck", "byte_size": n + 4000}).encode())
+    shm = lambda off, size: {"shared_memory_region": "check", "shared_memory_offset": off, "shared_memory_byte_size": size}
+    for _ in range(2):  # the first request page-locks the region
+        post("/v2/models/resnet18/infer", json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 250, 250], "parameters": shm(0, n)}],
+            "outputs": [{"name": "logits", "parameters": shm(n, 4000)}]}).encode())
+    with open(path, "rb") as f:
+        f.seek(n); a = struct.unpack("<1000f", f.read(4000))
+    hdr = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 250, 250], "parameters": {"binary_data_size": n}}]})
+    r = json.loads(post("/v2/models/resnet18/infer", hdr.encode() + img, {"Inference-Header-Content-Length": str(len(hdr)), "Content-Type": "application/octet-stream"}))
+    b = r["outputs"][0]["data"]
+    print("    shared memory vs request body: max |diff| of 1000 logits = %.3g (logits ~%.3g)" % (max(abs(x - y) for x, y in zip(a, b)), max(abs(x) for x in b)))
+    post("/v2/systemsharedmemory/region/check/unregister", b"")
+finally:
+    os.remove(path)
+PY
+  for r in $(seq "$RUNS"); do
+    bench "grpc_c1_shm_run$r" --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS" --shared_memory system
+    bench "http_c1_shm_run$r" --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS" --shared_memory system
+    bench "grpc_c1_run$r" --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+    bench "http_c1_run$r" --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
+  done
+  bench grpc_c64_shm --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000 --shared_memory system
+  bench http_c64_shm --url http://127.0.0.1:8000 --batch_size 1 --concurrency 64 --num_iters 40000 --shared_memory system
+  echo "    objects left in /dev/shm: $(ls /dev/shm | grep -c '^goinfer-' || true)"
   stop_server
 fi
 

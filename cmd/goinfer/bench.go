@@ -106,6 +106,7 @@ type benchOptions struct {
 	pinInputs   bool
 	url         string
 	connections int
+	sharedMem   string
 	set         map[string]bool // flags given on the command line
 }
 
@@ -128,6 +129,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.experiment, "experiment", "", "`NAME` written in the CSV row's experiment column (sweeps set it)")
 	fs.StringVar(&o.resultsDir, "results_dir", "results", "`DIR` of the results CSV")
 	fs.StringVar(&o.url, "url", "", "benchmark a running server instead: http://HOST:PORT or grpc://HOST:PORT (KServe v2; model flags are then unused)")
+	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory, one object per request in flight (Triton's system shared memory extension; the server needs --allow_shared_memory)")
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
 
@@ -158,6 +160,10 @@ func (o *benchOptions) check() error {
 		return errors.New("--profile_file is empty")
 	case o.set["devices"] && o.set["device"]:
 		return errors.New("--device and --devices are mutually exclusive")
+	case o.sharedMem != "none" && o.sharedMem != "system":
+		return fmt.Errorf("--shared_memory %q: want none or system", o.sharedMem)
+	case o.sharedMem == "system" && o.url == "":
+		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
 	}
 	if _, err := o.deviceList(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -23,12 +24,20 @@ type remoteTarget struct {
 	c   *client.Client
 	md  client.Metadata
 	url string
+	shm bool // tensors through system shared memory
+	// inputs are the request tensors, in the client's shared memory
+	// when shm is set.
+	inputs *loadgen.Inputs
 }
 
 func (t *remoteTarget) Submit(r backend.Request) error { return t.c.Submit(r) }
 
 func (t *remoteTarget) describe() (engine.Info, time.Duration, time.Duration, int, int64) {
 	scheme, _, _ := strings.Cut(t.url, "://")
+	if t.shm {
+		// The engine column tells shared memory runs from socket ones.
+		scheme += "+shm"
+	}
 	info := engine.Info{
 		Engine: "remote-" + scheme, Device: t.url, Arch: t.md.Model,
 		Classes: t.md.Classes, InputDType: t.md.InputDType,
@@ -39,7 +48,13 @@ func (t *remoteTarget) describe() (engine.Info, time.Duration, time.Duration, in
 // addTrace has nothing to add: the server's stages are its own.
 func (t *remoteTarget) addTrace(*trace.Trace, []backend.Response) {}
 
-func (t *remoteTarget) close(context.Context) error { return t.c.Close() }
+// close waits for the requests in flight, then frees the client's shared
+// memory, the request tensors' included (Client.Close frees the buffers
+// from AllocShared, unregistering them while the connections are still
+// open); Inputs.Close then has nothing left to free.
+func (t *remoteTarget) close(context.Context) error {
+	return errors.Join(t.c.Close(), t.inputs.Close())
+}
 
 // runRemoteBench is `bench --url`: the load generator against a server.
 func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
@@ -56,7 +71,8 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 		}
 		conns = min(16, max(1, inflight/4))
 	}
-	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: max(256, o.concurrency), Conns: conns})
+	useSHM := o.sharedMem == "system"
+	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM})
 	if err != nil {
 		return err
 	}
@@ -80,29 +96,51 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 		}
 	}
 	dtype, _ := parseInputDType(o.inputDType)
-	fmt.Fprintf(stderr, "model %s (%d classes) at %s\n", md.Model, md.Classes, o.url)
+	via := ""
+	if useSHM {
+		via = ", tensors through system shared memory"
+	}
+	fmt.Fprintf(stderr, "model %s (%d classes) at %s%s\n", md.Model, md.Classes, o.url, via)
 	prog := newProgress(stderr)
 	shape := loadgen.Shape{BatchSize: o.batchSize, Channels: 3, Height: o.imageSize, Width: o.imageSize, DType: dtype, Seed: o.mf.seed}
-	prog.line("generating the request tensors: %d x %s[%d 3 %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, o.imageSize, o.imageSize, mibString(shape.Bytes()))
+	where := ""
+	if useSHM {
+		// The tensors are generated straight into shared memory that the
+		// server reads in place, so requests copy nothing on this side,
+		// as perf_analyzer's --shared-memory system. Each distinct tensor
+		// is an object in /dev/shm and a region registered with the
+		// server, so only a few: the server DMAs every request's bytes
+		// from its region whatever they hold, and cycling through a few
+		// changes no measurement (no cache is warm for them either way).
+		shape.Alloc = c.AllocShared
+		shape.Distinct = min(16, o.numIters+1)
+		where = fmt.Sprintf(", %d distinct in shared memory", shape.Distinct)
+	}
+	prog.line("generating the request tensors: %d x %s[%d 3 %d %d] (%s each%s)", o.numIters+1, dtype, o.batchSize, o.imageSize, o.imageSize, mibString(shape.Bytes()), where)
 	inputs, err := loadgen.Generate(ctx, shape, o.numIters+1)
 	if err != nil {
+		// Generate has freed what it allocated.
 		c.Close()
 		return err
 	}
-	t := &remoteTarget{c: c, md: md, url: o.url}
+	t := &remoteTarget{c: c, md: md, url: o.url, shm: useSHM, inputs: inputs}
 	lcfg := o.loadConfig()
 	// The server usually runs on this host: sample its GPU as bench does.
 	probe, window, closeProbe := gpuSource("cuda", []int{o.mf.device}, io.Discard)
 	defer closeProbe()
 	lcfg.Probe, lcfg.UtilWindow = probe, window
-	defer printClientStats(stdout, c)
+	defer printClientStats(stdout, c, useSHM)
 	return benchTarget(ctx, t, inputs, lcfg, o, source{Path: o.url}, stdout, stderr, prog)
 }
 
 // printClientStats adds what only a server can say: how it batched the
-// requests and how many it refused.
-func printClientStats(w io.Writer, c *client.Client) {
+// requests and how many it refused; and, with shared memory, whether the
+// inputs were read in place.
+func printClientStats(w io.Writer, c *client.Client, shm bool) {
 	s := c.Stats()
+	if shm {
+		fmt.Fprintf(w, "Inputs copied into shared memory by the client: %d of %d requests (the rest read in place)\n", s.InputCopies, s.Requests)
+	}
 	if len(s.ServerBatches) > 0 {
 		sizes := make([]int, 0, len(s.ServerBatches))
 		for b := range s.ServerBatches {

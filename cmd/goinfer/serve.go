@@ -89,6 +89,7 @@ type serveOptions struct {
 	logLevel         string
 	pprofAddr        string
 	pinnedPoolBytes  int64
+	allowShm         bool
 	set              map[string]bool
 }
 
@@ -117,6 +118,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxQueue, "max_queue", 256, "images that may wait for a batch; beyond it requests are refused with 503 / RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.maxInflight, "max_inflight_batches", 0, "batches submitted to the pipeline and not yet answered (0: enough to fill every device's pipeline)")
 	fs.Int64Var(&o.maxRequestBytes, "max_request_bytes", 256<<20, "largest request body or gRPC message in `BYTES`; larger ones get 413 / RESOURCE_EXHAUSTED")
+	fs.BoolVar(&o.allowShm, "allow_shared_memory", false, "let clients on this host register POSIX shared memory regions and pass tensors through them (Triton's system shared memory extension; Linux); off by default, since the server then maps any object the client names that its user can open")
 	fs.Int64Var(&o.pinnedPoolBytes, "pinned_memory_pool_bytes", 256<<20, "page-locked host memory in `BYTES` that request tensors are received into, so that they reach the GPU without a host copy (cuda engine; 0: none)")
 	fs.DurationVar(&o.requestTimeout, "request_timeout", 0, "bound on each inference request, queueing included (0: only the client's deadline)")
 	fs.DurationVar(&o.drainTimeout, "drain_timeout", 30*time.Second, "how long SIGTERM waits for the requests in flight")
@@ -316,7 +318,8 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 	cfg := server.Config{
 		ModelName: name, ServerVersion: versionString(), MaxRequestBytes: o.maxRequestBytes,
 		RequestTimeout: o.requestTimeout, DrainTimeout: o.drainTimeout, MaxBatch: o.maxBatch, Logger: log,
-		PinnedPoolBytes: o.pinnedPoolBytes,
+		PinnedPoolBytes:   o.pinnedPoolBytes,
+		AllowSharedMemory: o.allowShm,
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {
@@ -519,6 +522,8 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			bcfg.AllocHost = b.AllocHost
 			// Portable page-locked memory: any lane's device copies from it.
 			m.AllocHost = b.AllocHost
+			// Shared memory regions page-locked (portable) the same way.
+			m.RegisterHost = b.RegisterHost
 		}
 		bt, err := batcher.New(b, bcfg)
 		if err != nil {

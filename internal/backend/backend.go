@@ -304,6 +304,24 @@ func (b *Backend) AllocHost(n int) (engine.HostBuffer, error) {
 	return b.pipes[0].dev.AllocHost(n)
 }
 
+// RegisterHost page-locks b for the devices' copies when the engine can
+// (engine.HostRegisterer); errors.ErrUnsupported when it cannot.
+func (b *Backend) RegisterHost(p []byte) (engine.HostBuffer, error) {
+	select {
+	case <-b.ready:
+	default:
+		return nil, errors.New("RegisterHost: the model has not loaded yet")
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	r, ok := b.pipes[0].dev.(engine.HostRegisterer)
+	if !ok {
+		return nil, fmt.Errorf("RegisterHost: %w by the %s device", errors.ErrUnsupported, b.pipes[0].dev.Name())
+	}
+	return r.RegisterHost(p)
+}
+
 // Stats returns per-device counters (nil before Ready).
 func (b *Backend) Stats() []DeviceStats {
 	select {

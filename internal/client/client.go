@@ -8,6 +8,12 @@
 // logits back the same way); over gRPC, raw_input_contents and
 // raw_output_contents. Neither copies the input tensor before it reaches
 // the socket.
+//
+// With Options.SharedMemory, tensors skip the socket altogether: the client
+// and a server on the same host share POSIX shared memory objects (Triton's
+// system shared memory extension), and requests only name the regions the
+// input and the logits are in. An input generated in memory from
+// Client.AllocShared is not even copied: the server reads it in place.
 package client
 
 import (
@@ -24,6 +30,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"goinfer/internal/backend"
+	"goinfer/internal/shm"
 	"goinfer/internal/tensor"
 )
 
@@ -45,6 +52,14 @@ type Options struct {
 	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
 	// none, the framer reads and writes the socket directly.
 	GRPCReadBuffer, GRPCWriteBuffer int
+	// SharedMemory passes the input tensor and the logits through system
+	// shared memory (Linux only; the server must be on this host and
+	// allow it, as `goinfer serve --allow_shared_memory` does) instead of
+	// in the messages. Each request in flight holds one shared memory
+	// object, registered with the server as a region, reused by later
+	// requests; the input is copied into it unless it already lies in a
+	// buffer from AllocShared. Close unregisters and removes them all.
+	SharedMemory bool
 }
 
 // Metadata describes the served model, as its metadata endpoint says.
@@ -93,6 +108,10 @@ type Stats struct {
 	// ServerQueue and ServerCompute sum the server-side queue and device
 	// times of the answered requests.
 	ServerQueue, ServerCompute time.Duration
+	// InputCopies counts the requests (with Options.SharedMemory) whose
+	// input the client copied into a shared memory slot, not lying in a
+	// buffer from AllocShared.
+	InputCopies int64
 }
 
 // MeanServerBatch is the mean server batch size over requests that
@@ -115,6 +134,13 @@ type transport interface {
 	metadata(ctx context.Context, model string) (Metadata, error)
 	modelReady(ctx context.Context, model string) (bool, error)
 	infer(ctx context.Context, c *Client, in *tensor.Tensor, out []float32) (result, error)
+	// inferSHM runs a request whose input is in shared memory where place
+	// says and whose logits the server writes there; it returns the
+	// number of float32 values the response says were written.
+	inferSHM(ctx context.Context, c *Client, in *tensor.Tensor, place shmIO) (result, int, error)
+	registerSHM(ctx context.Context, r SharedMemoryRegion) error
+	unregisterSHM(ctx context.Context, name string) error
+	statusSHM(ctx context.Context) ([]SharedMemoryRegion, error)
 	close() error
 }
 
@@ -135,6 +161,7 @@ type Client struct {
 	t     transport
 	md    atomic.Pointer[Metadata]
 	wn    atomic.Pointer[wireNames]
+	shm   *shmPool // nil unless Options.SharedMemory
 
 	sem      chan struct{}
 	closed   chan struct{} // closed when Close begins: wakes blocked Submits
@@ -145,6 +172,7 @@ type Client struct {
 
 	requests, errs, refused, images atomic.Int64
 	queueNS, computeNS              atomic.Int64
+	inputCopies                     atomic.Int64
 	mu                              sync.Mutex
 	batches                         map[int]int64
 }
@@ -176,6 +204,9 @@ func DialOptions(ctx context.Context, rawURL string, opts Options) (*Client, err
 		model = u.Query().Get("model")
 	}
 	path := strings.Trim(u.Path, "/")
+	if opts.SharedMemory && !shm.Supported() {
+		return nil, fmt.Errorf("client: shared memory: %w", shm.ErrUnsupported)
+	}
 	c := &Client{opts: opts, url: rawURL, sem: make(chan struct{}, opts.MaxInflight), closed: make(chan struct{}), batches: map[int]int64{}}
 	switch u.Scheme {
 	case "http", "https":
@@ -200,6 +231,9 @@ func DialOptions(ctx context.Context, rawURL string, opts Options) (*Client, err
 		}
 	}
 	c.model = model
+	if opts.SharedMemory {
+		c.shm = newSHMPool(c.t)
+	}
 	return c, nil
 }
 
@@ -294,7 +328,13 @@ func (c *Client) infer(ctx context.Context, in *tensor.Tensor, out []float32) (r
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
 	}
-	r, err := c.t.infer(ctx, c, in, out)
+	var r result
+	var err error
+	if c.shm != nil {
+		r, err = c.inferSHM(ctx, in, out)
+	} else {
+		r, err = c.t.infer(ctx, c, in, out)
+	}
 	c.count(in.Shape[0], r, err)
 	return r, err
 }
@@ -372,7 +412,7 @@ func (c *Client) Stats() Stats {
 	s := Stats{
 		Requests: c.requests.Load(), Errors: c.errs.Load(), Refused: c.refused.Load(), Images: c.images.Load(),
 		ServerQueue: time.Duration(c.queueNS.Load()), ServerCompute: time.Duration(c.computeNS.Load()),
-		ServerBatches: map[int]int64{},
+		ServerBatches: map[int]int64{}, InputCopies: c.inputCopies.Load(),
 	}
 	c.mu.Lock()
 	for k, v := range c.batches {
@@ -383,7 +423,11 @@ func (c *Client) Stats() Stats {
 }
 
 // Close waits for the requests in flight to be answered and closes the
-// connections. Submit fails with backend.ErrClosed afterwards.
+// connections. With Options.SharedMemory it first unregisters the client's
+// regions (best effort, each call bounded by a short timeout) and removes
+// its shared memory objects, the buffers from AllocShared not yet freed
+// included. Submit fails with backend.ErrClosed
+// afterwards.
 func (c *Client) Close() error {
 	var err error
 	c.once.Do(func() {
@@ -392,7 +436,11 @@ func (c *Client) Close() error {
 		c.isClosed = true
 		c.closeMu.Unlock()
 		c.wg.Wait()
-		err = c.t.close()
+		var shmErr error
+		if c.shm != nil {
+			shmErr = c.shm.close()
+		}
+		err = errors.Join(shmErr, c.t.close())
 	})
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -136,15 +137,9 @@ func (t *grpcTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 	if err != nil {
 		return r, grpcErr(err)
 	}
-	if len(resp.Outputs) != 1 || resp.Outputs[0].Datatype != "FP32" {
-		return r, fmt.Errorf("response has %d outputs; want one FP32 tensor", len(resp.Outputs))
-	}
-	n := 1
-	for _, d := range resp.Outputs[0].Shape {
-		n *= int(d)
-	}
-	if n <= 0 || n > 1<<28 {
-		return r, fmt.Errorf("response output shape %v is not valid", resp.Outputs[0].Shape)
+	n, err := grpcOutputLen(resp)
+	if err != nil {
+		return r, err
 	}
 	var src []float32
 	switch {
@@ -165,7 +160,28 @@ func (t *grpcTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 	} else {
 		r.logits = src
 	}
-	r.queue, r.compute, r.batchSize = serverParams(func(k string) (int64, bool) {
+	r.queue, r.compute, r.batchSize = grpcServerParams(resp)
+	return r, nil
+}
+
+// grpcOutputLen checks that a response has the one FP32 output expected
+// and returns its number of values.
+func grpcOutputLen(resp *kservepb.ModelInferResponse) (int, error) {
+	if len(resp.Outputs) != 1 || resp.Outputs[0].Datatype != "FP32" {
+		return 0, fmt.Errorf("response has %d outputs; want one FP32 tensor", len(resp.Outputs))
+	}
+	n := 1
+	for _, d := range resp.Outputs[0].Shape {
+		n *= int(d)
+	}
+	if n <= 0 || n > 1<<28 {
+		return 0, fmt.Errorf("response output shape %v is not valid", resp.Outputs[0].Shape)
+	}
+	return n, nil
+}
+
+func grpcServerParams(resp *kservepb.ModelInferResponse) (queue, compute time.Duration, batch int) {
+	return serverParams(func(k string) (int64, bool) {
 		p, ok := resp.Parameters[k]
 		if !ok {
 			return 0, false
@@ -176,5 +192,91 @@ func (t *grpcTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 		}
 		return v.Int64Param, true
 	})
-	return r, nil
+}
+
+// grpcSHMParams caches the tensor parameters naming one place in shared
+// memory, so that a request to the same place as the last one builds no
+// map. Requests may share it concurrently: a cached set is never changed.
+type grpcSHMParams struct {
+	p atomic.Pointer[grpcSHMParamSet]
+}
+
+type grpcSHMParamSet struct {
+	region    string
+	off, size int64
+	m         map[string]*kservepb.InferParameter
+}
+
+// get returns the parameters for st, from the cache when they are there.
+func (c *grpcSHMParams) get(st shmTensor) map[string]*kservepb.InferParameter {
+	if ps := c.p.Load(); ps != nil && ps.region == st.region && ps.off == st.off && ps.size == st.size {
+		return ps.m
+	}
+	m := map[string]*kservepb.InferParameter{
+		paramSHMRegion:   {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: st.region}},
+		paramSHMByteSize: {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: st.size}},
+	}
+	if st.off != 0 {
+		m[paramSHMOffset] = &kservepb.InferParameter{ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: st.off}}
+	}
+	c.p.Store(&grpcSHMParamSet{region: st.region, off: st.off, size: st.size, m: m})
+	return m
+}
+
+func (t *grpcTransport) inferSHM(ctx context.Context, c *Client, in *tensor.Tensor, place shmIO) (result, int, error) {
+	var r result
+	dt, err := wireName(in.DType)
+	if err != nil {
+		return r, 0, err
+	}
+	names := c.names()
+	shape := make([]int64, len(in.Shape))
+	for i, d := range in.Shape {
+		shape[i] = int64(d)
+	}
+	req := &kservepb.ModelInferRequest{
+		ModelName: c.model,
+		Inputs:    []*kservepb.ModelInferRequest_InferInputTensor{{Name: names.in, Datatype: dt, Shape: shape, Parameters: place.in.grpc.get(place.in)}},
+		Outputs:   []*kservepb.ModelInferRequest_InferRequestedOutputTensor{{Name: names.out, Parameters: place.out.grpc.get(place.out)}},
+	}
+	resp, err := t.client().ModelInfer(ctx, req)
+	if err != nil {
+		return r, 0, grpcErr(err)
+	}
+	n, err := grpcOutputLen(resp)
+	if err != nil {
+		return r, 0, err
+	}
+	if len(resp.RawOutputContents) > 0 || resp.Outputs[0].Contents != nil {
+		return r, 0, fmt.Errorf("response carries the logits in the message; the server did not write them to shared memory region %q", place.out.region)
+	}
+	r.queue, r.compute, r.batchSize = grpcServerParams(resp)
+	return r, n, nil
+}
+
+func (t *grpcTransport) registerSHM(ctx context.Context, r SharedMemoryRegion) error {
+	_, err := t.client().SystemSharedMemoryRegister(ctx, &kservepb.SystemSharedMemoryRegisterRequest{
+		Name: r.Name, Key: r.Key, Offset: r.Offset, ByteSize: r.ByteSize,
+	})
+	return grpcErr(err)
+}
+
+func (t *grpcTransport) unregisterSHM(ctx context.Context, name string) error {
+	_, err := t.client().SystemSharedMemoryUnregister(ctx, &kservepb.SystemSharedMemoryUnregisterRequest{Name: name})
+	return grpcErr(err)
+}
+
+func (t *grpcTransport) statusSHM(ctx context.Context) ([]SharedMemoryRegion, error) {
+	resp, err := t.client().SystemSharedMemoryStatus(ctx, &kservepb.SystemSharedMemoryStatusRequest{})
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	rs := make([]SharedMemoryRegion, 0, len(resp.Regions))
+	for name, r := range resp.Regions {
+		if r.Name != "" {
+			name = r.Name
+		}
+		rs = append(rs, SharedMemoryRegion{Name: name, Key: r.Key, Offset: r.Offset, ByteSize: r.ByteSize})
+	}
+	return rs, nil
 }

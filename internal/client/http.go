@@ -21,7 +21,10 @@ import (
 // headerContentLength is the binary tensor data extension's header.
 const headerContentLength = "Inference-Header-Content-Length"
 
-var ctBinary = []string{"application/octet-stream"}
+var (
+	ctBinary = []string{"application/octet-stream"}
+	ctJSON   = []string{"application/json"}
+)
 
 // httpTransport speaks the REST protocol with binary tensors.
 type httpTransport struct {
@@ -50,11 +53,24 @@ func (t *httpTransport) close() error {
 	return nil
 }
 
-// get fetches a JSON document; a non-200 answer is a ServerError.
+// getJSON fetches a JSON document; a non-200 answer is a ServerError.
 func (t *httpTransport) getJSON(ctx context.Context, method, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, method, t.base+path, nil)
+	return t.doJSON(ctx, method, path, nil, v)
+}
+
+// doJSON sends body (none if nil) as JSON and decodes the answer into v
+// (discards it if v is nil); a non-200 answer is a ServerError.
+func (t *httpTransport) doJSON(ctx context.Context, method, path string, body []byte, v any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, t.base+path, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header["Content-Type"] = ctJSON
 	}
 	resp, err := t.hc.Do(req)
 	if err != nil {
@@ -63,6 +79,11 @@ func (t *httpTransport) getJSON(ctx context.Context, method, path string, v any)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return httpError(resp)
+	}
+	if v == nil {
+		// Drained, so that the connection is reused.
+		_, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 16<<20))
+		return err
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(v); err != nil {
 		return fmt.Errorf("%s %s: bad JSON: %w", method, path, err)
@@ -280,17 +301,11 @@ func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 	if err := json.NewDecoder(io.LimitReader(resp.Body, jsonLen)).Decode(&ir); err != nil {
 		return r, fmt.Errorf("response JSON: %w", err)
 	}
-	if len(ir.Outputs) != 1 || ir.Outputs[0].Datatype != "FP32" {
-		return r, fmt.Errorf("response has %d outputs; want one FP32 tensor", len(ir.Outputs))
+	n, err := ir.outputLen()
+	if err != nil {
+		return r, err
 	}
 	o := ir.Outputs[0]
-	n := 1
-	for _, d := range o.Shape {
-		n *= int(d)
-	}
-	if n <= 0 || n > 1<<28 {
-		return r, fmt.Errorf("response output shape %v is not valid", o.Shape)
-	}
 	logits := out
 	if len(logits) < n {
 		logits = make([]float32, n)
@@ -311,7 +326,28 @@ func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 		copy(logits, v)
 	}
 	r.logits = logits
-	r.queue, r.compute, r.batchSize = serverParams(func(k string) (int64, bool) {
+	r.queue, r.compute, r.batchSize = ir.serverParams()
+	return r, nil
+}
+
+// outputLen checks that the response has the one FP32 output expected and
+// returns its number of values.
+func (ir *inferResponse) outputLen() (int, error) {
+	if len(ir.Outputs) != 1 || ir.Outputs[0].Datatype != "FP32" {
+		return 0, fmt.Errorf("response has %d outputs; want one FP32 tensor", len(ir.Outputs))
+	}
+	n := 1
+	for _, d := range ir.Outputs[0].Shape {
+		n *= int(d)
+	}
+	if n <= 0 || n > 1<<28 {
+		return 0, fmt.Errorf("response output shape %v is not valid", ir.Outputs[0].Shape)
+	}
+	return n, nil
+}
+
+func (ir *inferResponse) serverParams() (queue, compute time.Duration, batch int) {
+	return serverParams(func(k string) (int64, bool) {
 		raw, ok := ir.Parameters[k]
 		if !ok {
 			return 0, false
@@ -319,7 +355,122 @@ func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 		v, err := strconv.ParseInt(string(raw), 10, 64)
 		return v, err == nil
 	})
-	return r, nil
+}
+
+// inferSHM sends a plain JSON request whose tensors' parameters name where
+// they are in shared memory; the answer is plain JSON too, the logits
+// being in shared memory.
+func (t *httpTransport) inferSHM(ctx context.Context, c *Client, in *tensor.Tensor, place shmIO) (result, int, error) {
+	var r result
+	dt, err := wireName(in.DType)
+	if err != nil {
+		return r, 0, err
+	}
+	names := c.names()
+	hp, _ := t.hdrs.Get().(*[]byte)
+	if hp == nil {
+		b := make([]byte, 0, 512)
+		hp = &b
+	}
+	defer t.hdrs.Put(hp)
+	h := (*hp)[:0]
+	h = append(h, `{"inputs":[{"name":`...)
+	h = append(h, names.inJSON...)
+	h = append(h, `,"datatype":"`...)
+	h = append(h, dt...)
+	h = append(h, `","shape":[`...)
+	for i, d := range in.Shape {
+		if i > 0 {
+			h = append(h, ',')
+		}
+		h = strconv.AppendInt(h, int64(d), 10)
+	}
+	h = append(h, `],"parameters":`...)
+	h = appendSHMParams(h, place.in)
+	h = append(h, `}],"outputs":[{"name":`...)
+	h = append(h, names.outJSON...)
+	h = append(h, `,"parameters":`...)
+	h = appendSHMParams(h, place.out)
+	h = append(h, `}]}`...)
+	*hp = h
+
+	req, err := http.NewRequestWithContext(ctx, "POST", t.base+"/v2/models/"+url.PathEscape(c.model)+"/infer", bytes.NewReader(h))
+	if err != nil {
+		return r, 0, err
+	}
+	req.Header["Content-Type"] = ctJSON
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return r, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r, 0, httpError(resp)
+	}
+	var ir inferResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&ir); err != nil {
+		return r, 0, fmt.Errorf("response JSON: %w", err)
+	}
+	n, err := ir.outputLen()
+	if err != nil {
+		return r, 0, err
+	}
+	if o := ir.Outputs[0]; o.Parameters.BinaryDataSize != nil || len(o.Data) > 0 && string(o.Data) != "null" {
+		return r, 0, fmt.Errorf("response carries the logits in the message; the server did not write them to shared memory region %q", place.out.region)
+	}
+	r.queue, r.compute, r.batchSize = ir.serverParams()
+	return r, n, nil
+}
+
+// appendSHMParams appends the JSON parameters object naming where st is.
+// Region names are goinfer_<pid>_<n>: nothing in them to escape.
+func appendSHMParams(h []byte, st shmTensor) []byte {
+	h = append(h, `{"`+paramSHMRegion+`":"`...)
+	h = append(h, st.region...)
+	h = append(h, '"')
+	if st.off != 0 {
+		h = append(h, `,"`+paramSHMOffset+`":`...)
+		h = strconv.AppendInt(h, st.off, 10)
+	}
+	h = append(h, `,"`+paramSHMByteSize+`":`...)
+	h = strconv.AppendInt(h, st.size, 10)
+	return append(h, '}')
+}
+
+// shmRegisterBody is the register request's JSON.
+type shmRegisterBody struct {
+	Key      string `json:"key"`
+	Offset   uint64 `json:"offset"`
+	ByteSize uint64 `json:"byte_size"`
+}
+
+func (t *httpTransport) registerSHM(ctx context.Context, r SharedMemoryRegion) error {
+	body, err := json.Marshal(shmRegisterBody{Key: r.Key, Offset: r.Offset, ByteSize: r.ByteSize})
+	if err != nil {
+		return err
+	}
+	return t.doJSON(ctx, "POST", "/v2/systemsharedmemory/region/"+url.PathEscape(r.Name)+"/register", body, nil)
+}
+
+func (t *httpTransport) unregisterSHM(ctx context.Context, name string) error {
+	return t.doJSON(ctx, "POST", "/v2/systemsharedmemory/region/"+url.PathEscape(name)+"/unregister", nil, nil)
+}
+
+func (t *httpTransport) statusSHM(ctx context.Context) ([]SharedMemoryRegion, error) {
+	var rs []struct {
+		Name     string `json:"name"`
+		Key      string `json:"key"`
+		Offset   uint64 `json:"offset"`
+		ByteSize uint64 `json:"byte_size"`
+	}
+	if err := t.getJSON(ctx, "GET", "/v2/systemsharedmemory/status", &rs); err != nil {
+		return nil, err
+	}
+	out := make([]SharedMemoryRegion, len(rs))
+	for i, r := range rs {
+		out[i] = SharedMemoryRegion(r)
+	}
+	return out, nil
 }
 
 // serverParams reads goinfer's response parameters.

@@ -56,6 +56,8 @@ type Runtime struct {
 	free               func(p uintptr) int32
 	hostAlloc          func(p *unsafe.Pointer, n uint64, flags uint32) int32
 	freeHost           func(p unsafe.Pointer) int32
+	hostRegister       func(p unsafe.Pointer, n uint64, flags uint32) int32
+	hostUnregister     func(p unsafe.Pointer) int32
 	memsetAsync        func(p uintptr, v int32, n uint64, s uintptr) int32
 	streamCreate       func(s *uintptr, flags uint32) int32
 	streamDestroy      func(s uintptr) int32
@@ -99,6 +101,8 @@ func newRuntime(l *library) (*Runtime, error) {
 		"cudaFree":                      &r.free,
 		"cudaHostAlloc":                 &r.hostAlloc,
 		"cudaFreeHost":                  &r.freeHost,
+		"cudaHostRegister":              &r.hostRegister,
+		"cudaHostUnregister":            &r.hostUnregister,
 		"cudaMemsetAsync":               &r.memsetAsync,
 		"cudaStreamCreateWithFlags":     &r.streamCreate,
 		"cudaStreamDestroy":             &r.streamDestroy,
@@ -241,6 +245,28 @@ func (r *Runtime) FreeHost(b []byte) error {
 		return nil
 	}
 	return r.check("cudaFreeHost", r.freeHost(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+// HostRegister page-locks memory this process allocated otherwise (a
+// mapping of a shared memory object, say), for every context (portable),
+// so that asynchronous copies read it directly.
+func (r *Runtime) HostRegister(b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("cudaHostRegister: empty range")
+	}
+	const portable = 1
+	if err := r.check("cudaHostRegister", r.hostRegister(unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b)), portable)); err != nil {
+		return fmt.Errorf("%w: page-locking %s of host memory", err, FormatBytes(int64(len(b))))
+	}
+	return nil
+}
+
+// HostUnregister undoes HostRegister.
+func (r *Runtime) HostUnregister(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return r.check("cudaHostUnregister", r.hostUnregister(unsafe.Pointer(unsafe.SliceData(b))))
 }
 
 // MemcpyHtoD copies host memory to the device synchronously.

@@ -176,6 +176,14 @@ type Device interface {
 	NewEvent() (Event, error)
 }
 
+// HostRegisterer is a Device that can page-lock host memory it did not
+// allocate (cudaHostRegister), so that asynchronous copies read it
+// directly, as they read AllocHost's. The HostBuffer's Bytes is the memory
+// given; Free unregisters it and leaves the memory itself alone.
+type HostRegisterer interface {
+	RegisterHost(b []byte) (HostBuffer, error)
+}
+
 // Buffer is device memory.
 type Buffer interface {
 	Size() int

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -13,8 +14,10 @@ import (
 	"goinfer/internal/backend"
 	"goinfer/internal/client"
 	"goinfer/internal/engine"
+	"goinfer/internal/kservepb"
 	"goinfer/internal/server"
 	"goinfer/internal/server/batcher"
+	"goinfer/internal/shm"
 	"goinfer/internal/tensor"
 )
 
@@ -59,15 +62,63 @@ func startInstant(b *testing.B, size int, cfg server.Config) (httpAddr, grpcAddr
 // BenchmarkProtocol measures the server's own cost per request of one
 // 250x250 FP32 image (750 KB) over loopback, with the client bench --url
 // uses: p50 latency at concurrency 1, throughput at concurrency 64.
+// The +shm variants pass the tensors through system shared memory (Linux).
 func BenchmarkProtocol(b *testing.B) {
-	httpAddr, grpcAddr := startInstant(b, 250, server.Config{})
+	httpAddr, grpcAddr := startInstant(b, 250, server.Config{AllowSharedMemory: true})
 	for _, proto := range []struct{ name, url string }{{"http", "http://" + httpAddr}, {"grpc", "grpc://" + grpcAddr}} {
-		for _, conc := range []int{1, 64} {
-			b.Run(proto.name+"/c"+itoa(conc), func(b *testing.B) {
-				benchInfer(b, proto.url, client.Options{MaxInflight: conc}, conc)
-			})
+		for _, useShm := range []bool{false, true} {
+			if useShm && !shm.Supported() {
+				continue
+			}
+			name := proto.name
+			if useShm {
+				name += "+shm"
+			}
+			for _, conc := range []int{1, 64} {
+				b.Run(name+"/c"+itoa(conc), func(b *testing.B) {
+					benchInfer(b, proto.url, client.Options{MaxInflight: conc, SharedMemory: useShm}, conc)
+				})
+			}
 		}
 	}
+}
+
+// BenchmarkRoundTripFloor times the smallest request of each protocol
+// (liveness) at concurrency 1: what a round trip over loopback costs on
+// this machine with nothing to carry or compute.
+func BenchmarkRoundTripFloor(b *testing.B) {
+	httpAddr, grpcAddr := startInstant(b, 250, server.Config{})
+	b.Run("grpc", func(b *testing.B) {
+		c := kservepb.NewGRPCInferenceServiceClient(dialGRPCTB(b, grpcAddr))
+		floor(b, func() error {
+			_, err := c.ServerLive(context.Background(), &kservepb.ServerLiveRequest{})
+			return err
+		})
+	})
+	b.Run("http", func(b *testing.B) {
+		hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+		floor(b, func() error {
+			resp, err := hc.Get("http://" + httpAddr + "/v2/health/live")
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close()
+		})
+	})
+}
+
+func floor(b *testing.B, call func() error) {
+	lat := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-us")
 }
 
 // BenchmarkGRPCBuffers compares sizes of the buffers between gRPC's framer

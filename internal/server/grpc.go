@@ -41,7 +41,7 @@ func (g *grpcService) ServerReady(context.Context, *kservepb.ServerReadyRequest)
 }
 
 func (g *grpcService) ServerMetadata(context.Context, *kservepb.ServerMetadataRequest) (*kservepb.ServerMetadataResponse, error) {
-	return &kservepb.ServerMetadataResponse{Name: g.s.cfg.ServerName, Version: g.s.cfg.ServerVersion, Extensions: Extensions()}, nil
+	return &kservepb.ServerMetadataResponse{Name: g.s.cfg.ServerName, Version: g.s.cfg.ServerVersion, Extensions: g.s.extensions()}, nil
 }
 
 // modelName resolves the name of a request: as a convenience for clients
@@ -138,19 +138,59 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	if err != nil {
 		return nil, res, err
 	}
-	data, free, err := g.inputData(req, p)
+	inRef, inShm, err := grpcShmParams(in.GetParameters(), "inputs[0]")
 	if err != nil {
 		return nil, res, err
 	}
-	if free != nil {
-		defer s.bufs.put(free)
+	var outRef shmRef
+	var outShm bool
+	if len(req.Outputs) == 1 {
+		if outRef, outShm, err = grpcShmParams(req.Outputs[0].GetParameters(), "outputs[0]"); err != nil {
+			return nil, res, err
+		}
 	}
 	classes := st.model.Info.Classes
+	use := shmUse{reg: &s.shm}
+	defer use.done()
+	if outShm {
+		if err := use.holdOutput(outRef, p.outBytes(classes)); err != nil {
+			return nil, res, err
+		}
+	}
+	var data []byte
+	var pinned bool
+	if inShm {
+		if len(req.RawInputContents) > 0 || in.GetContents() != nil {
+			return nil, res, errorf(kindInvalid, "inputs[0] is in shared memory (parameters.%s) but the request also carries its data", paramShmRegion)
+		}
+		var buf *[]byte
+		defer func() {
+			if buf != nil {
+				s.reqs.Put(buf)
+			}
+		}()
+		data, pinned, err = use.input(inRef, p.bytes, st.registerHost(p.dtype), func() []byte {
+			buf = s.reqs.Get(p.bytes)
+			return *buf
+		})
+		if err != nil {
+			return nil, res, err
+		}
+	} else {
+		var free *[]byte
+		if data, free, err = g.inputData(req, p); err != nil {
+			return nil, res, err
+		}
+		if free != nil {
+			defer s.bufs.put(free)
+		}
+		pinned = s.reqs.Pinned(data)
+	}
 	// The response is marshalled after this returns, so its bytes cannot
 	// come from a pool.
 	raw := make([]byte, p.n*classes*4)
 	logits := tensor.BytesF32(raw)
-	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: data, Pinned: s.reqs.Pinned(data)}, logits)
+	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: data, Pinned: pinned}, logits)
 	if err != nil {
 		return nil, res, err
 	}
@@ -161,14 +201,26 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		raw = b
 	}
-	return &kservepb.ModelInferResponse{
-		ModelName:         s.cfg.ModelName,
-		ModelVersion:      s.cfg.ModelVersion,
-		Id:                req.GetId(),
-		Parameters:        resultParams(res),
-		Outputs:           []*kservepb.ModelInferResponse_InferOutputTensor{out},
-		RawOutputContents: [][]byte{raw},
-	}, res, nil
+	resp := &kservepb.ModelInferResponse{
+		ModelName:    s.cfg.ModelName,
+		ModelVersion: s.cfg.ModelVersion,
+		Id:           req.GetId(),
+		Parameters:   resultParams(res),
+		Outputs:      []*kservepb.ModelInferResponse_InferOutputTensor{out},
+	}
+	if outShm {
+		n, err := use.writeOutput(raw)
+		if err != nil {
+			return nil, res, err
+		}
+		out.Parameters = map[string]*kservepb.InferParameter{
+			paramShmRegion: {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: outRef.region}},
+			paramShmSize:   {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: int64(n)}},
+		}
+		return resp, res, nil
+	}
+	resp.RawOutputContents = [][]byte{raw}
+	return resp, res, nil
 }
 
 // inputData returns the request's input bytes in p.dtype's wire layout,
@@ -238,4 +290,35 @@ func resultParams(res batcher.Result) map[string]*kservepb.InferParameter {
 		"compute_time_us": i64(res.Compute.Microseconds()),
 		"batch_size":      i64(int64(res.BatchSize)),
 	}
+}
+
+// SystemSharedMemoryStatus reports registered regions (Triton's system
+// shared memory extension).
+func (g *grpcService) SystemSharedMemoryStatus(ctx context.Context, req *kservepb.SystemSharedMemoryStatusRequest) (*kservepb.SystemSharedMemoryStatusResponse, error) {
+	st, err := g.s.shm.status(req.GetName())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	resp := &kservepb.SystemSharedMemoryStatusResponse{Regions: map[string]*kservepb.SystemSharedMemoryStatusResponse_RegionStatus{}}
+	for _, r := range st {
+		resp.Regions[r.Name] = &kservepb.SystemSharedMemoryStatusResponse_RegionStatus{Name: r.Name, Key: r.Key, Offset: r.Offset, ByteSize: r.ByteSize}
+	}
+	return resp, nil
+}
+
+// SystemSharedMemoryRegister maps a region of a client's shared memory
+// object under a name requests then use.
+func (g *grpcService) SystemSharedMemoryRegister(ctx context.Context, req *kservepb.SystemSharedMemoryRegisterRequest) (*kservepb.SystemSharedMemoryRegisterResponse, error) {
+	if err := g.s.shm.register(req.GetName(), req.GetKey(), req.GetOffset(), req.GetByteSize()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &kservepb.SystemSharedMemoryRegisterResponse{}, nil
+}
+
+// SystemSharedMemoryUnregister forgets a region, or all of them.
+func (g *grpcService) SystemSharedMemoryUnregister(ctx context.Context, req *kservepb.SystemSharedMemoryUnregisterRequest) (*kservepb.SystemSharedMemoryUnregisterResponse, error) {
+	if err := g.s.shm.unregister(req.GetName()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &kservepb.SystemSharedMemoryUnregisterResponse{}, nil
 }

@@ -43,6 +43,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v2/models/{name}/infer", s.handleInfer)
 	mux.HandleFunc("POST /v2/models/{name}/versions/{version}/infer", s.handleInfer)
 	mux.HandleFunc("POST /v2/repository/index", s.handleRepositoryIndex)
+	mux.HandleFunc("GET /v2/systemsharedmemory/status", s.handleShmStatus)
+	mux.HandleFunc("GET /v2/systemsharedmemory/region/{region}/status", s.handleShmStatus)
+	mux.HandleFunc("POST /v2/systemsharedmemory/region/{region}/register", s.handleShmRegister)
+	mux.HandleFunc("POST /v2/systemsharedmemory/unregister", s.handleShmUnregister)
+	mux.HandleFunc("POST /v2/systemsharedmemory/region/{region}/unregister", s.handleShmUnregister)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}))
@@ -78,10 +83,13 @@ func writeError(w http.ResponseWriter, err error) {
 		h["Retry-After"] = retry1s
 	}
 	w.WriteHeader(k.httpStatus())
-	body, _ := json.Marshal(struct {
+	// Not HTML-escaped: messages such as "want an offset >= 0" stay
+	// readable in curl's output.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
 		Error string `json:"error"`
 	}{msg})
-	w.Write(body)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -129,7 +137,7 @@ type ServerMetadata struct {
 }
 
 func (s *Server) handleServerMetadata(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, ServerMetadata{Name: s.cfg.ServerName, Version: s.cfg.ServerVersion, Extensions: Extensions()})
+	writeJSON(w, ServerMetadata{Name: s.cfg.ServerName, Version: s.cfg.ServerVersion, Extensions: s.extensions()})
 }
 
 // TensorMetadata describes a model input or output.
@@ -305,14 +313,60 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		p.out.binary = binaryOut
 	}
 
-	// The input data: JSON numbers, or the binary section.
+	inRef, inShm, err := httpShmParams(in.Parameters, "inputs[0]")
+	if err != nil {
+		return res, err
+	}
+	var outRef shmRef
+	var outShm bool
+	if len(req.Outputs) == 1 {
+		if outRef, outShm, err = httpShmParams(req.Outputs[0].Parameters, "outputs[0]"); err != nil {
+			return res, err
+		}
+	}
+	classes := st.model.Info.Classes
+	use := shmUse{reg: &s.shm}
+	defer use.done()
+	if outShm {
+		if err := use.holdOutput(outRef, p.outBytes(classes)); err != nil {
+			return res, err
+		}
+	}
+
+	// The input data: JSON numbers, the binary section, or shared memory.
 	binSize, hasBin, err := paramInt(in.Parameters, "binary_data_size", "inputs[0]")
 	if err != nil {
 		return res, err
 	}
 	hasJSON := len(in.Data) > 0 && string(in.Data) != "null"
 	var data *[]byte
+	inPinned := false
 	switch {
+	case inShm && (hasJSON || hasBin):
+		return res, errorf(kindInvalid, "inputs[0] is in shared memory (parameters.%s) but the request also carries its data", paramShmRegion)
+	case inShm:
+		if hdrLen >= 0 {
+			if err := expectEOF(body, 0); err != nil {
+				return res, err
+			}
+		}
+		if err := p.lane.Admit(p.n); err != nil {
+			return res, err
+		}
+		var buf *[]byte
+		defer func() {
+			if buf != nil {
+				s.reqs.Put(buf)
+			}
+		}()
+		view, pinned, err := use.input(inRef, p.bytes, st.registerHost(p.dtype), func() []byte {
+			buf = s.reqs.Get(p.bytes)
+			return *buf
+		})
+		if err != nil {
+			return res, err
+		}
+		data, inPinned = &view, pinned
 	case hasJSON && hasBin:
 		return res, errorf(kindInvalid, "inputs[0] has both data and parameters.binary_data_size; send one")
 	case hasJSON:
@@ -352,16 +406,99 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		return res, errorf(kindInvalid, "inputs[0] has no data: send \"data\" or parameters.binary_data_size with the binary tensor after the JSON header")
 	}
 
-	classes := st.model.Info.Classes
 	outBuf := s.bufs.get(p.n * classes * 4)
 	defer s.bufs.put(outBuf)
 	logits := tensor.BytesF32(*outBuf)
-	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: *data, Pinned: s.reqs.Pinned(*data)}, logits)
+	if !inShm {
+		inPinned = s.reqs.Pinned(*data)
+	}
+	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: *data, Pinned: inPinned}, logits)
 	if err != nil {
 		return res, err
 	}
+	if outShm {
+		return res, s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
+	}
 	s.writeInferResponse(w, st, req.ID, p, logits, res)
 	return res, nil
+}
+
+// writeShmResponse writes the output into its shared memory region and
+// answers with a JSON body that describes it.
+func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result, use *shmUse) error {
+	classes := st.model.Info.Classes
+	raw := tensor.F32Bytes(logits)
+	datatype, shape := "FP32", []int64{int64(p.n), int64(classes)}
+	if k := p.out.classification; k > 0 {
+		buf := s.bufs.get(0)
+		defer s.bufs.put(buf)
+		b := (*buf)[:0]
+		topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		*buf = b
+		raw, datatype, shape = b, "BYTES", []int64{int64(p.n), int64(k)}
+	}
+	n, err := use.writeOutput(raw)
+	if err != nil {
+		return err
+	}
+	hdr := s.bufs.get(0)
+	defer s.bufs.put(hdr)
+	j := jsonResponse{buf: (*hdr)[:0]}
+	j.begin(s.cfg.ModelName, s.cfg.ModelVersion, id, responseParams{
+		queueMicros: res.QueueWait.Microseconds(), computeMicros: res.Compute.Microseconds(), batchSize: res.BatchSize,
+	})
+	j.output(OutputName, datatype, shape)
+	j.shm(use.outRef.region, n)
+	j.end()
+	h := w.Header()
+	h["Content-Type"] = ctJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(j.buf))}
+	w.Write(j.buf)
+	*hdr = j.buf[:0]
+	return nil
+}
+
+// handleShmStatus lists registered shared memory regions as a JSON array.
+func (s *Server) handleShmStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.shm.status(r.PathValue("region"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, st)
+}
+
+// handleShmRegister registers a region: {"key": ..., "offset": ..., "byte_size": ...}.
+func (s *Server) handleShmRegister(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Key      *string `json:"key"`
+		Offset   uint64  `json:"offset"`
+		ByteSize *uint64 `json:"byte_size"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, errorf(kindInvalid, "shared memory register request: malformed JSON: %v (want {\"key\": \"/name\", \"offset\": 0, \"byte_size\": N})", err))
+		return
+	}
+	if req.Key == nil || req.ByteSize == nil {
+		writeError(w, errorf(kindInvalid, "shared memory register request needs \"key\" and \"byte_size\""))
+		return
+	}
+	if err := s.shm.register(r.PathValue("region"), *req.Key, req.Offset, *req.ByteSize); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, struct{}{})
+}
+
+// handleShmUnregister forgets one region, or all of them.
+func (s *Server) handleShmUnregister(w http.ResponseWriter, r *http.Request) {
+	if err := s.shm.unregister(r.PathValue("region")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, struct{}{})
 }
 
 // readJSONPart reads the first hdrLen bytes of body, or all of it when

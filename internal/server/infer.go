@@ -36,6 +36,16 @@ type plan struct {
 	out   outputSpec
 }
 
+// outBytes is the least room the output needs: the logits, or one byte
+// per class string for a classification, whose exact size is known only
+// once it is computed.
+func (p plan) outBytes(classes int) int {
+	if k := p.out.classification; k > 0 {
+		return p.n * k * 5
+	}
+	return p.n * classes * 4
+}
+
 // maxDim bounds each shape dimension a request may declare, far above any
 // real image, so that sizes computed from hostile shapes cannot overflow.
 const maxDim = 1 << 24

@@ -20,10 +20,12 @@ import (
 // FuzzHTTPInfer feeds arbitrary bodies and binary-header lengths to the
 // real infer handler (real batcher, backend and cpu engine behind it): it
 // must answer every one with a protocol status and an error body, never a
-// 500 (a recovered panic) or a hang.
+// 500 (a recovered panic) or a hang. A shared memory region "r" is
+// registered, so that tensors in shared memory are fuzzed too.
 func FuzzHTTPInfer(f *testing.F) {
-	s := servertest.Start(f, servertest.Options{Size: 8, Server: func(c *server.Config) { c.MaxRequestBytes = 1 << 16 }})
+	s := servertest.Start(f, servertest.Options{Size: 8, Server: func(c *server.Config) { c.MaxRequestBytes = 1 << 16; c.AllowSharedMemory = true }})
 	h := s.Srv.Handler()
+	registerFuzzRegion(f, s)
 	img := tensor.F32Bytes(randImages(1, 8, 1))
 	hdr, _ := json.Marshal(map[string]any{"inputs": []any{binaryInput("FP32", []int{1, 3, 8, 8}, len(img))},
 		"outputs": []any{map[string]any{"name": "logits", "parameters": map[string]any{"binary_data": true, "classification": 2}}}})
@@ -31,6 +33,8 @@ func FuzzHTTPInfer(f *testing.F) {
 	f.Add(hdr, len(hdr))
 	f.Add([]byte(`{"inputs":[{"name":"input","datatype":"UINT8","shape":[1,3,8,8],"data":[1,2,3]}]}`), -1)
 	f.Add([]byte(`{"inputs":[{"name":"input","datatype":"FP16","shape":[1,3,8,8],"parameters":{"binary_data_size":384}}]}`), 10)
+	f.Add([]byte(`{"inputs":[{"name":"input","datatype":"FP32","shape":[1,3,8,8],"parameters":{"shared_memory_region":"r","shared_memory_byte_size":768}}],`+
+		`"outputs":[{"name":"logits","parameters":{"shared_memory_region":"r","shared_memory_offset":768,"shared_memory_byte_size":40}}]}`), -1)
 	f.Fuzz(func(t *testing.T, body []byte, hlen int) {
 		req := httptest.NewRequest("POST", "/v2/models/tiny/infer", bytes.NewReader(body))
 		if hlen >= 0 {
@@ -54,7 +58,8 @@ func FuzzHTTPInfer(f *testing.F) {
 // FuzzGRPCInfer sends arbitrary ModelInferRequests over a real gRPC
 // connection: every answer must be OK or a client-side error code.
 func FuzzGRPCInfer(f *testing.F) {
-	s := servertest.Start(f, servertest.Options{Size: 8})
+	s := servertest.Start(f, servertest.Options{Size: 8, Server: allowShm})
+	registerFuzzRegion(f, s)
 	conn := dialGRPCTB(f, s.GRPCAddr)
 	c := kservepb.NewGRPCInferenceServiceClient(conn)
 	x := randImages(1, 8, 2)
@@ -64,6 +69,13 @@ func FuzzGRPCInfer(f *testing.F) {
 	f.Add(b)
 	seed.RawInputContents = nil
 	seed.Inputs[0].Contents = &kservepb.InferTensorContents{Fp32Contents: x[:5]}
+	b, _ = proto.Marshal(seed)
+	f.Add(b)
+	seed.Inputs[0].Contents = nil
+	seed.Inputs[0].Parameters = map[string]*kservepb.InferParameter{
+		"shared_memory_region":    {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: "r"}},
+		"shared_memory_byte_size": {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: 768}},
+	}
 	b, _ = proto.Marshal(seed)
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, msg []byte) {
@@ -78,4 +90,17 @@ func FuzzGRPCInfer(f *testing.F) {
 			t.Fatalf("ModelInfer: %v", err)
 		}
 	})
+}
+
+// registerFuzzRegion registers region "r": an 8x8 FP32 image, then room
+// for its logits.
+func registerFuzzRegion(f *testing.F, s *servertest.Server) {
+	_, key := shmObject(f, 768+4096)
+	body, _ := json.Marshal(map[string]any{"key": key, "byte_size": 768 + 4096})
+	req := httptest.NewRequest("POST", "/v2/systemsharedmemory/region/r/register", bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	s.Srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		f.Fatalf("registering the fuzz region: %d %s", rec.Code, rec.Body)
+	}
 }

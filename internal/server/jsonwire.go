@@ -225,6 +225,15 @@ func (j *jsonResponse) binary(size int) {
 	j.buf = append(j.buf, `}}`...)
 }
 
+// shm closes an output whose data went to a shared memory region.
+func (j *jsonResponse) shm(region string, size int) {
+	j.buf = append(j.buf, `,"parameters":{"shared_memory_region":`...)
+	j.str(region)
+	j.buf = append(j.buf, `,"shared_memory_byte_size":`...)
+	j.buf = strconv.AppendInt(j.buf, int64(size), 10)
+	j.buf = append(j.buf, `}}`...)
+}
+
 // strings closes an output with BYTES data given as JSON strings.
 func (j *jsonResponse) strings(emit func(add func(s []byte))) {
 	j.buf = append(j.buf, `,"data":[`...)

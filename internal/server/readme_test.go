@@ -17,8 +17,9 @@ import (
 // addresses changed.
 func TestREADMEExamples(t *testing.T) {
 	t.Run("server", func(t *testing.T) {
-		testREADME(t, "README.md", 5, []string{
-			`"extensions":["binary_tensor_data","classification","model_repository"]`,
+		testREADME(t, "README.md", 6, []string{
+			`"extensions":["binary_tensor_data","classification","model_repository","system_shared_memory"]`,
+			`"parameters":{"shared_memory_region":"example","shared_memory_byte_size":4000}`,
 			`"shape":[-1,3,250,250]`,
 			`"datatype":"BYTES","shape":[1,3]`,
 			"Inference-Header-Content-Length:",
@@ -56,7 +57,7 @@ func testREADME(t *testing.T, path string, minBlocks int, wants []string) {
 	if len(blocks) < minBlocks {
 		t.Fatalf("found %d sh blocks in %s, want at least %d", len(blocks), path, minBlocks)
 	}
-	s := servertest.Start(t, servertest.Options{Name: "resnet18", Size: 250, Classes: 1000})
+	s := servertest.Start(t, servertest.Options{Name: "resnet18", Size: 250, Classes: 1000, Server: allowShm})
 	dir := t.TempDir()
 	var all strings.Builder
 	for i, b := range blocks {

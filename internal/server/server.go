@@ -56,6 +56,16 @@ func Extensions() []string {
 	return []string{"binary_tensor_data", "classification", "model_repository"}
 }
 
+// extensions are the extensions this server reports: Extensions, and
+// system_shared_memory when it is allowed.
+func (s *Server) extensions() []string {
+	ext := Extensions()
+	if s.shm.enabled() == nil {
+		ext = append(ext, "system_shared_memory")
+	}
+	return ext
+}
+
 // Config configures a Server.
 type Config struct {
 	// ModelName is the name clients use in URLs and requests (required).
@@ -89,6 +99,11 @@ type Config struct {
 	// requests beyond it use ordinary memory and are copied once more.
 	// Zero: no pinned pool.
 	PinnedPoolBytes int64
+	// AllowSharedMemory lets clients on this host register POSIX shared
+	// memory regions and pass tensors through them (Triton's system
+	// shared memory extension). Off by default: a client can then make the
+	// server map any shared memory object its user can open.
+	AllowSharedMemory bool
 }
 
 // Lane is one image size the model serves: a batcher in front of a backend
@@ -114,6 +129,20 @@ type Model struct {
 	// received into a pool of it (Config.PinnedPoolBytes) and reach the
 	// device without a copy on the host.
 	AllocHost func(n int) (engine.HostBuffer, error)
+	// RegisterHost, if set, page-locks memory the server did not allocate
+	// (engine.HostRegisterer): shared memory regions are then read by the
+	// device directly instead of being copied.
+	RegisterHost func(b []byte) (engine.HostBuffer, error)
+}
+
+// registerHost is the model's RegisterHost for an input of dtype dt: nil
+// when the model cannot page-lock memory or converts dt on the host,
+// since then the host reads the tensor.
+func (st *modelState) registerHost(dt tensor.DType) func([]byte) (engine.HostBuffer, error) {
+	if dt != st.model.Info.InputDType {
+		return nil
+	}
+	return st.model.RegisterHost
 }
 
 // modelState is what the server knows about its model at one moment.
@@ -148,6 +177,7 @@ type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
 	codec  kservepb.Codec
+	shm    shmRegistry
 
 	drainOnce sync.Once
 	drainErr  error
@@ -180,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
+	s.shm.allowed, s.shm.log = cfg.AllowSharedMemory, cfg.Logger
 	s.reqs.bufs = &s.bufs
 	s.codec.Pool = &s.reqs
 	s.metrics = newMetrics(cfg.ModelName, cfg.MaxBatch, s.queueDepth, func() float64 {
@@ -268,9 +299,11 @@ func (s *Server) SetModel(m *Model) error {
 }
 
 // Close frees what the server holds beyond Serve: its pinned request
-// buffers. Call it once Serve has returned and the backends have stopped,
-// since the device may read those buffers until then.
+// buffers and shared memory mappings. Call it once Serve has returned and
+// the backends have stopped, since the device may read those buffers until
+// then.
 func (s *Server) Close() error {
+	s.shm.close()
 	if pp := s.reqs.pinned.Load(); pp != nil {
 		return pp.close()
 	}

@@ -137,9 +137,22 @@ func (b *buffer) Free() error {
 }
 
 // hostBuffer is page-locked host memory.
+// RegisterHost implements engine.HostRegisterer with cudaHostRegister.
+func (d *device) RegisterHost(b []byte) (engine.HostBuffer, error) {
+	defer runtime.UnlockOSThread()
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	if err := d.rt.HostRegister(b); err != nil {
+		return nil, fmt.Errorf("cuda engine: %w", err)
+	}
+	return &hostBuffer{d: d, b: b, registered: true}, nil
+}
+
 type hostBuffer struct {
-	d *device
-	b []byte
+	d          *device
+	b          []byte
+	registered bool // RegisterHost's: unregister rather than free
 }
 
 func (h *hostBuffer) Bytes() []byte { return h.b }
@@ -152,7 +165,12 @@ func (h *hostBuffer) Free() error {
 	if err := h.d.enter(); err != nil {
 		return err
 	}
-	err := h.d.rt.FreeHost(h.b)
+	var err error
+	if h.registered {
+		err = h.d.rt.HostUnregister(h.b)
+	} else {
+		err = h.d.rt.FreeHost(h.b)
+	}
 	h.b = nil
 	return err
 }

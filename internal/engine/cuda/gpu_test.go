@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -403,5 +404,58 @@ func TestProfileLayers(t *testing.T) {
 	t.Logf("%d ops add up to %v; the forward takes %v", len(layers), sum, fwd)
 	if sum < fwd/2 || sum > 2*fwd {
 		t.Errorf("ops add up to %v, the forward takes %v: want within a factor of 2", sum, fwd)
+	}
+}
+
+// TestRegisterHost page-locks memory the engine did not allocate (as a
+// shared memory region is) and copies through it asynchronously both ways.
+func TestRegisterHost(t *testing.T) {
+	needGPU(t)
+	m, _ := compiledFP16(t, 1, 16)
+	dev := m.Device()
+	reg, ok := dev.(engine.HostRegisterer)
+	if !ok {
+		t.Fatal("the cuda device does not implement engine.HostRegisterer")
+	}
+	const n = 1<<20 + 123
+	mem := make([]byte, n)
+	for i := range mem {
+		mem[i] = byte(i * 31)
+	}
+	hb, err := reg.RegisterHost(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &hb.Bytes()[0] != &mem[0] || len(hb.Bytes()) != n {
+		t.Fatal("RegisterHost's buffer is not the memory given")
+	}
+	buf, err := dev.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	back := make([]byte, n)
+	if err := s.CopyToDevice(buf, 0, mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CopyToHost(back, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, mem) {
+		t.Fatal("bytes copied through registered memory came back different")
+	}
+	if err := hb.Free(); err != nil {
+		t.Fatalf("unregistering: %v", err)
+	}
+	if want := byte(((n - 1) * 31) % 256); mem[n-1] != want {
+		t.Fatal("unregistering changed the memory")
 	}
 }

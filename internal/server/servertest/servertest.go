@@ -48,7 +48,10 @@ type Options struct {
 	// Pinned wires the backend's host allocator (ordinary memory on the cpu
 	// engine) as serve does on a GPU: into the batcher and into a pinned
 	// pool of 64 MiB that request tensors are received into, so that
-	// batches of them are gathered by the backend instead of copied.
+	// batches of them are gathered by the backend instead of copied. It
+	// also gives the model a RegisterHost that accepts any memory as
+	// page-locked (counted in HostRegisters), so that shared memory
+	// inputs take the GPU's zero-copy path.
 	Pinned bool
 }
 
@@ -63,6 +66,9 @@ type Server struct {
 	Opts     Options
 	// HostAllocs counts the host allocator's calls (Options.Pinned).
 	HostAllocs atomic.Int64
+	// HostRegisters counts RegisterHost calls and HostUnregisters their
+	// Frees (Options.Pinned).
+	HostRegisters, HostUnregisters atomic.Int64
 
 	model   *server.Model
 	backend *backend.Backend
@@ -156,6 +162,12 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	s.model = &server.Model{Info: info, Labels: opts.Labels, Lanes: []server.Lane{{Height: opts.Size, Width: opts.Size, Batcher: bt}},
 		AllocHost: allocHost}
+	if opts.Pinned {
+		s.model.RegisterHost = func(b []byte) (engine.HostBuffer, error) {
+			s.HostRegisters.Add(1)
+			return &registered{b: b, free: &s.HostUnregisters}, nil
+		}
+	}
 	if !opts.NoModel {
 		if err := srv.SetModel(s.model); err != nil {
 			t.Fatal(err)
@@ -296,4 +308,18 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// registered is memory "page-locked" by the test model's RegisterHost: the
+// cpu engine reads any memory, so it only counts its Free.
+type registered struct {
+	b    []byte
+	free *atomic.Int64
+}
+
+func (r *registered) Bytes() []byte { return r.b }
+
+func (r *registered) Free() error {
+	r.free.Add(1)
+	return nil
 }
