@@ -156,16 +156,17 @@ with open(path, "wb") as f:
 def post(url, body, hdr=None):
     req = urllib.request.Request("http://127.0.0.1:8000" + url, data=body, headers=hdr or {"Content-Type": "application/json"})
     return urllib.request.urlopen(req).read()
+model = json.loads(post("/v2/repository/index", b"{}"))[0]["name"]
 try:
     post("/v2/systemsharedmemory/region/check/register", json.dumps({"key": "/goinfer-gpucheck", "byte_size": n + 4000}).encode())
     shm = lambda off, size: {"shared_memory_region": "check", "shared_memory_offset": off, "shared_memory_byte_size": size}
     for _ in range(2):  # the first request page-locks the region
-        post("/v2/models/resnet18/infer", json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 250, 250], "parameters": shm(0, n)}],
+        post("/v2/models/%s/infer" % model, json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 250, 250], "parameters": shm(0, n)}],
             "outputs": [{"name": "logits", "parameters": shm(n, 4000)}]}).encode())
     with open(path, "rb") as f:
         f.seek(n); a = struct.unpack("<1000f", f.read(4000))
     hdr = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 250, 250], "parameters": {"binary_data_size": n}}]})
-    r = json.loads(post("/v2/models/resnet18/infer", hdr.encode() + img, {"Inference-Header-Content-Length": str(len(hdr)), "Content-Type": "application/octet-stream"}))
+    r = json.loads(post("/v2/models/%s/infer" % model, hdr.encode() + img, {"Inference-Header-Content-Length": str(len(hdr)), "Content-Type": "application/octet-stream"}))
     b = r["outputs"][0]["data"]
     print("    shared memory vs request body: max |diff| of 1000 logits = %.3g (logits ~%.3g)" % (max(abs(x - y) for x, y in zip(a, b)), max(abs(x) for x in b)))
     post("/v2/systemsharedmemory/region/check/unregister", b"")
