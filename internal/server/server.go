@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental"
@@ -219,6 +220,17 @@ func New(cfg Config) (*Server, error) {
 		}
 		return 0
 	}, cfg.GPUStats)
+	if cfg.AllowSharedMemory {
+		ml := prometheus.Labels{"model": cfg.ModelName}
+		s.metrics.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "goinfer_shared_memory_regions", Help: "System shared memory regions registered by clients.", ConstLabels: ml,
+			}, func() float64 { n, _ := s.shm.stats(); return float64(n) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "goinfer_shared_memory_pinned_bytes", Help: "Bytes of registered regions page-locked for the device to read inputs from directly.", ConstLabels: ml,
+			}, func() float64 { _, b := s.shm.stats(); return float64(b) }),
+		)
+	}
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

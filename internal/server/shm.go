@@ -140,6 +140,19 @@ func (r *shmRegistry) unregister(name string) error {
 	return nil
 }
 
+// stats counts the registered regions and the bytes of them page-locked,
+// for the goinfer_shared_memory_* gauges.
+func (r *shmRegistry) stats() (regions int, pinnedBytes int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, reg := range r.regions {
+		if reg.pinned != nil {
+			pinnedBytes += int64(len(reg.pinned.Bytes()))
+		}
+	}
+	return len(r.regions), pinnedBytes
+}
+
 // regionStatus is one region as the status endpoints report it.
 type regionStatus struct {
 	Name     string `json:"name"`

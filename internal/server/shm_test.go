@@ -371,6 +371,12 @@ func TestSharedMemoryZeroCopy(t *testing.T) {
 	if n := s.HostRegisters.Load(); n != 1 {
 		t.Fatalf("%d page-lockings after two requests; want 1", n)
 	}
+	if v, _ := metricValue(t, s, "goinfer_shared_memory_pinned_bytes"); v < shmInSize {
+		t.Fatalf("goinfer_shared_memory_pinned_bytes = %v; want the region's %d bytes or more", v, shmInSize)
+	}
+	if v, _ := metricValue(t, s, "goinfer_shared_memory_regions"); v != 1 {
+		t.Fatalf("goinfer_shared_memory_regions = %v; want 1", v)
+	}
 	// UINT8 pixels are converted on the host: copied, not viewed.
 	px := make([]float32, 3*16*16)
 	for i := range px {
