@@ -181,6 +181,7 @@ PY
   done
   bench grpc_c64_shm --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000 --shared_memory system
   bench http_c64_shm --url http://127.0.0.1:8000 --batch_size 1 --concurrency 64 --num_iters 40000 --shared_memory system
+  curl -s localhost:8000/metrics | grep -E '^goinfer_shared_memory_(regions|pinned_bytes)' | sed 's/^/    /'
   echo "    objects left in /dev/shm: $(ls /dev/shm | grep -c '^goinfer-' || true)"
   stop_server
 fi
