@@ -179,9 +179,13 @@ PY
     bench "grpc_c1_run$r" --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
     bench "http_c1_run$r" --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   done
+  # The gauges while the clients' regions are registered.
+  (sleep 1; curl -s localhost:8000/metrics | grep -E '^goinfer_shared_memory_(regions|pinned_bytes)' >"$OUT/shm_gauges.txt") &
+  GAUGES=$!
   bench grpc_c64_shm --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000 --shared_memory system
+  wait $GAUGES
+  sed 's/^/    during the run: /' "$OUT/shm_gauges.txt"
   bench http_c64_shm --url http://127.0.0.1:8000 --batch_size 1 --concurrency 64 --num_iters 40000 --shared_memory system
-  curl -s localhost:8000/metrics | grep -E '^goinfer_shared_memory_(regions|pinned_bytes)' | sed 's/^/    /'
   echo "    objects left in /dev/shm: $(ls /dev/shm | grep -c '^goinfer-' || true)"
   stop_server
 fi
