@@ -9,7 +9,10 @@
 #
 # Usage (on the GPU machine, from the repo root, with a prebuilt binary):
 #   GOINFER=.bin/goinfer OUT=/tmp/out tools/gpu_pipeline.sh [sections...]
-# Sections: checks goinfer pytorch (default: all). Rows go to $OUT/pipeline.csv.
+# Sections: checks goinfer pytorch (default: all), and not by default tuning
+# (cold start with and without --tuning_cache: bench at batch 256, 32 and 1,
+# then the time goinfer serve takes to report ready). Rows go to
+# $OUT/pipeline.csv.
 set -uo pipefail
 B=${GOINFER:-.bin/goinfer}
 OUT=${OUT:-/tmp/out}
@@ -91,6 +94,32 @@ if has pytorch; then
     python3 tools/pytorch_pipeline.py --variant fast --batch_size $bs --model_dir $M --csv "$OUT/pipeline.csv" 2>&1 | grep -v Warning
     python3 tools/pytorch_pipeline.py --variant fast --cuda_graph --batch_size $bs --model_dir $M --csv "$OUT/pipeline.csv" 2>&1 | grep -v Warning
   done
+fi
+
+if has tuning; then
+  log "cold start with a tuning cache (--tuning_cache; a fresh directory, then reused)"
+  TC=$(mktemp -d)
+  for bs in 256 32 1; do
+    bench nocache_bs$bs --batch_size $bs
+    for run in first second third; do bench cache_${run}_bs$bs --batch_size $bs --tuning_cache "$TC"; done
+    bench nocache2_bs$bs --batch_size $bs
+  done
+  ready() { # label, then serve flags: seconds until /v2/health/ready answers 200
+    local l=$1; shift
+    local t0 t1
+    t0=$(date +%s.%N)
+    $B serve $CK "$@" >"$OUT/serve_$l.log" 2>&1 &
+    local s=$!
+    for _ in $(seq 1500); do curl -sf localhost:8000/v2/health/ready >/dev/null && break; sleep 0.02; done
+    t1=$(date +%s.%N)
+    echo "    goinfer serve $*: ready after $(python3 -c "print(round($t1 - $t0, 2))") s"
+    kill -TERM $s; wait $s
+  }
+  rm -rf "$TC"; mkdir -p "$TC"
+  ready nocache
+  for run in first second third; do ready cache_$run --tuning_cache "$TC"; done
+  ready nocache2
+  rm -rf "$TC"
 fi
 
 log "summary ($OUT/pipeline.csv)"

@@ -31,6 +31,7 @@ type modelFlags struct {
 	compile    bool
 	threads    int
 	device     int
+	tuneCache  string
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
@@ -44,6 +45,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
 	fs.BoolVar(&m.compile, "compile", compileDefault, "fold batch norms, fuse epilogues, autotune and capture CUDA graphs (slower start, faster steady state); --no-compile runs eagerly")
 	fs.IntVar(&m.threads, "threads", 0, "cpu engine threads (0: all cores)")
 	fs.IntVar(&m.device, "device", 0, "GPU ordinal for the cuda engine")
+	fs.StringVar(&m.tuneCache, "tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (one file per GPU model, driver and cuDNN), so that --compile on the same machine skips the measurements and starts faster; empty: measure every time, as a cold start")
 }
 
 // selectEngine resolves --engine and --precision, printing auto's choice.

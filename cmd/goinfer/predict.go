@@ -91,14 +91,15 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	n, c, h, w := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
 	opts := engine.Options{
-		Compile:    mf.compile,
-		Precision:  prec,
-		MaxBatch:   min(*batch, n),
-		Height:     h,
-		Width:      w,
-		InputDType: tensor.Float32,
-		Device:     mf.device,
-		Threads:    mf.threads,
+		Compile:     mf.compile,
+		Precision:   prec,
+		MaxBatch:    min(*batch, n),
+		Height:      h,
+		Width:       w,
+		InputDType:  tensor.Float32,
+		Device:      mf.device,
+		Threads:     mf.threads,
+		TuningCache: mf.tuneCache,
 	}
 	m, times, err := loadModel(ctx, e, src, opts)
 	if err != nil {

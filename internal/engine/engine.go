@@ -85,6 +85,11 @@ type Options struct {
 	// Progress, when set, receives human-readable lines about long steps
 	// (autotuning, capture).
 	Progress func(format string, args ...any)
+	// TuningCache, when set, is a directory where the engine keeps its
+	// autotuning results between processes (one file per GPU model and
+	// library versions), so that a later Compile on the same machine skips
+	// the measurements: a faster cold start, as TensorRT's timing cache.
+	TuningCache string
 }
 
 // ImageNet normalization, applied on the device to uint8 input: the

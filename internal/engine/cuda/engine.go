@@ -101,6 +101,9 @@ type cudaModel struct {
 	info        engine.Info
 	algos       map[algoKey][]cu.ConvFwdPerf // cudnnFind results, shared by instances
 	fused       map[fusedKey]tuned           // tuning results, shared by instances
+	tuneDirty   bool                         // results added since the tuning cache was read or written
+	tuneDevice  string                       // what the tuning cache is keyed by (Options.TuningCache)
+	saveMu      sync.Mutex                   // orders writes of the tuning cache
 	instances   int
 	fallbackLog map[string]bool
 }
@@ -135,6 +138,9 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 	}
 
 	m := &cudaModel{dev: dev, libs: libs, opts: opts, prec: prec, algos: map[algoKey][]cu.ConvFwdPerf{}, fused: map[fusedKey]tuned{}, fallbackLog: map[string]bool{}}
+	if opts.Compile {
+		m.loadTuning()
+	}
 	var compile time.Duration
 	m.graph = g
 	if opts.Compile {

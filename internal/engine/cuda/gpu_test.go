@@ -459,3 +459,82 @@ func TestRegisterHost(t *testing.T) {
 		t.Fatal("unregistering changed the memory")
 	}
 }
+
+// TestTuningCache compiles a model twice with one tuning cache directory:
+// the first load measures and writes the cache, the second reads it,
+// measures nothing and computes the same logits; a corrupt cache is
+// reported, ignored and rewritten.
+func TestTuningCache(t *testing.T) {
+	needGPU(t)
+	gc := goldenCases(t)[0]
+	g := loadGraph(t, gc.model)
+	xt, x := loadF32(t, gc.input)
+	n, h, w := xt.Shape[0], xt.Shape[2], xt.Shape[3]
+	dir := t.TempDir()
+	load := func(t *testing.T) ([]float32, []string) {
+		t.Helper()
+		var lines []string
+		m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: n,
+			BatchSizes: []int{1, n}, Height: h, Width: w, InputDType: tensor.Float32, TuningCache: dir,
+			Progress: func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		inst, err := m.NewInstance(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inst.Close()
+		return runForward(t, m, inst, tensor.F32Bytes(x), n), lines
+	}
+	count := func(lines []string, prefix string) int {
+		k := 0
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				k++
+			}
+		}
+		return k
+	}
+	first, lines := load(t)
+	if count(lines, "cuda: tuning ") == 0 {
+		t.Fatalf("the first load tuned nothing: %q", lines)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "cuda-tuning-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("%d cache files after the first load; want 1", len(files))
+	}
+	second, lines := load(t)
+	if k := count(lines, "cuda: tuning ") - count(lines, "cuda: tuning cache"); k != 0 {
+		t.Fatalf("the second load tuned %d problems again: %q", k, lines)
+	}
+	if count(lines, "cuda: tuning cache") != 1 {
+		t.Fatalf("the second load did not report reading the cache: %q", lines)
+	}
+	if e := relErr(second, first); e > 0 {
+		t.Fatalf("logits with the cached choices differ from the first load's by %.2e", e)
+	}
+	if err := os.WriteFile(files[0], []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third, lines := load(t)
+	if count(lines, "cuda: tuning cache") != 1 || !strings.Contains(strings.Join(lines, "\n"), "ignored") {
+		t.Fatalf("a corrupt cache was not reported as ignored: %q", lines)
+	}
+	if e := relErr(third, first); e > tolerance[engine.FP16] {
+		t.Fatalf("logits after re-tuning differ by %.2e", e)
+	}
+	if f, err := readTuneFile(files[0], tuneDevice(mustLibs(t), 0)); err != nil || f == nil || len(f.Fused) == 0 {
+		t.Fatalf("the corrupt cache was not rewritten: %v, %v", f, err)
+	}
+}
+
+func mustLibs(t *testing.T) *cu.Libs {
+	t.Helper()
+	libs, err := cu.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return libs
+}

@@ -280,6 +280,7 @@ func (i *instance) init(ctx context.Context) error {
 		}
 		i.plans[n] = p
 	}
+	m.saveTuning()
 	var need int64 = 1
 	for _, p := range i.plans {
 		need = max(need, p.ws)
@@ -444,6 +445,7 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 			}
 			m.mu.Lock()
 			m.algos[key] = perf
+			m.tuneDirty = true
 			m.mu.Unlock()
 		}
 	} else {
@@ -552,7 +554,15 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 		return nil
 	}
 	if ok {
-		return apply(choice)
+		// A choice from the tuning cache was made under another process's
+		// workspace limit: re-tune if it does not fit this one.
+		a := choice.plain
+		if choice.fused >= 0 {
+			a = choice.fused
+		}
+		if w := wsOf(a); w >= 0 && w <= wsCap {
+			return apply(choice)
+		}
 	}
 	act, zd := i.relu, o.zd
 	if !s.relu {
@@ -641,6 +651,7 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	m.progress("cuda: tuning %s (batch %d): %s", o.l.name, o.n, strings.Join(log, ", "))
 	m.mu.Lock()
 	m.fused[fk] = choice
+	m.tuneDirty = true
 	m.mu.Unlock()
 	return apply(choice)
 }
