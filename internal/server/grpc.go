@@ -150,7 +150,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		}
 	}
 	classes := st.model.Info.Classes
-	use := shmUse{reg: &s.shm}
+	use := shmUse{reg: &s.shm, pool: &s.reqs}
 	defer use.done()
 	if outShm {
 		if err := use.holdOutput(outRef, p.outBytes(classes)); err != nil {
@@ -163,17 +163,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		if len(req.RawInputContents) > 0 || in.GetContents() != nil {
 			return nil, res, errorf(kindInvalid, "inputs[0] is in shared memory (parameters.%s) but the request also carries its data", paramShmRegion)
 		}
-		var buf *[]byte
-		defer func() {
-			if buf != nil {
-				s.reqs.Put(buf)
-			}
-		}()
-		data, pinned, err = use.input(inRef, p.bytes, st.registerHost(p.dtype), func() []byte {
-			buf = s.reqs.Get(p.bytes)
-			return *buf
-		})
-		if err != nil {
+		if data, pinned, err = use.input(inRef, p.bytes, st.registerHost(p.dtype)); err != nil {
 			return nil, res, err
 		}
 	} else {

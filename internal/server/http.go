@@ -325,7 +325,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 	}
 	classes := st.model.Info.Classes
-	use := shmUse{reg: &s.shm}
+	use := shmUse{reg: &s.shm, pool: &s.reqs}
 	defer use.done()
 	if outShm {
 		if err := use.holdOutput(outRef, p.outBytes(classes)); err != nil {
@@ -353,16 +353,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		if err := p.lane.Admit(p.n); err != nil {
 			return res, err
 		}
-		var buf *[]byte
-		defer func() {
-			if buf != nil {
-				s.reqs.Put(buf)
-			}
-		}()
-		view, pinned, err := use.input(inRef, p.bytes, st.registerHost(p.dtype), func() []byte {
-			buf = s.reqs.Get(p.bytes)
-			return *buf
-		})
+		view, pinned, err := use.input(inRef, p.bytes, st.registerHost(p.dtype))
 		if err != nil {
 			return res, err
 		}

@@ -344,8 +344,10 @@ func httpShmParams(params map[string]json.RawMessage, field string) (shmRef, boo
 // inference until the result is written to it.
 type shmUse struct {
 	reg      *shmRegistry
+	pool     *requestPool // where a copied input goes
 	in, out  *shmRegion
-	outBytes []byte // where the output goes
+	copied   *[]byte // the input's copy, from pool
+	outBytes []byte  // where the output goes
 	outRef   shmRef
 }
 
@@ -353,7 +355,10 @@ type shmUse struct {
 func (u *shmUse) done() {
 	u.reg.release(u.in)
 	u.reg.release(u.out)
-	u.in, u.out, u.outBytes = nil, nil, nil
+	if u.copied != nil {
+		u.pool.Put(u.copied)
+	}
+	u.in, u.out, u.copied, u.outBytes = nil, nil, nil, nil
 }
 
 // input returns the n bytes of the input tensor. When register is set
@@ -362,9 +367,9 @@ func (u *shmUse) done() {
 // it that the device copies from directly (pinned), held until done: the
 // client's bytes reach the GPU without a copy on the host, and the CPU
 // never reads them, so a client that shrinks its object cannot fault the
-// server. Otherwise the bytes are copied, under fault protection, into
-// the buffer dst returns.
-func (u *shmUse) input(ref shmRef, n int, register func([]byte) (engine.HostBuffer, error), dst func() []byte) (data []byte, pinned bool, err error) {
+// server. Otherwise the bytes are copied, under fault protection, into a
+// buffer of u.pool (page-locked when it can be) kept until done.
+func (u *shmUse) input(ref shmRef, n int, register func([]byte) (engine.HostBuffer, error)) (data []byte, pinned bool, err error) {
 	src, reg, err := u.reg.acquire(ref, n, true, "inputs[0]")
 	if err != nil {
 		return nil, false, err
@@ -374,11 +379,12 @@ func (u *shmUse) input(ref shmRef, n int, register func([]byte) (engine.HostBuff
 		return src, true, nil
 	}
 	defer u.reg.release(reg)
-	buf := dst()
+	u.copied = u.pool.Get(n)
+	buf := *u.copied
 	if _, err := shm.Copy(buf, src); err != nil {
 		return nil, false, errorf(kindInvalid, "inputs[0]: reading shared memory region %q: %v", ref.region, err)
 	}
-	return buf, false, nil
+	return buf, u.pool.Pinned(buf), nil
 }
 
 // holdOutput checks and holds the output's region; at least bytes must fit.
