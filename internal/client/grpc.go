@@ -116,23 +116,32 @@ func (t *grpcTransport) modelReady(ctx context.Context, model string) (bool, err
 	return r.Ready, nil
 }
 
-func (t *grpcTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor, out []float32) (result, error) {
-	var r result
+// newInferRequest is a ModelInferRequest for in, without its data: one
+// input named and shaped as in, one output.
+func newInferRequest(c *Client, in *tensor.Tensor) (*kservepb.ModelInferRequest, error) {
 	dt, err := wireName(in.DType)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	names := c.names()
 	shape := make([]int64, len(in.Shape))
 	for i, d := range in.Shape {
 		shape[i] = int64(d)
 	}
-	req := &kservepb.ModelInferRequest{
-		ModelName:        c.model,
-		Inputs:           []*kservepb.ModelInferRequest_InferInputTensor{{Name: names.in, Datatype: dt, Shape: shape}},
-		Outputs:          []*kservepb.ModelInferRequest_InferRequestedOutputTensor{{Name: names.out}},
-		RawInputContents: [][]byte{in.Data},
+	return &kservepb.ModelInferRequest{
+		ModelName: c.model,
+		Inputs:    []*kservepb.ModelInferRequest_InferInputTensor{{Name: names.in, Datatype: dt, Shape: shape}},
+		Outputs:   []*kservepb.ModelInferRequest_InferRequestedOutputTensor{{Name: names.out}},
+	}, nil
+}
+
+func (t *grpcTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor, out []float32) (result, error) {
+	var r result
+	req, err := newInferRequest(c, in)
+	if err != nil {
+		return r, err
 	}
+	req.RawInputContents = [][]byte{in.Data}
 	resp, err := t.client().ModelInfer(ctx, req)
 	if err != nil {
 		return r, grpcErr(err)
@@ -225,20 +234,12 @@ func (c *grpcSHMParams) get(st shmTensor) map[string]*kservepb.InferParameter {
 
 func (t *grpcTransport) inferSHM(ctx context.Context, c *Client, in *tensor.Tensor, place shmIO) (result, int, error) {
 	var r result
-	dt, err := wireName(in.DType)
+	req, err := newInferRequest(c, in)
 	if err != nil {
 		return r, 0, err
 	}
-	names := c.names()
-	shape := make([]int64, len(in.Shape))
-	for i, d := range in.Shape {
-		shape[i] = int64(d)
-	}
-	req := &kservepb.ModelInferRequest{
-		ModelName: c.model,
-		Inputs:    []*kservepb.ModelInferRequest_InferInputTensor{{Name: names.in, Datatype: dt, Shape: shape, Parameters: place.in.grpc.get(place.in)}},
-		Outputs:   []*kservepb.ModelInferRequest_InferRequestedOutputTensor{{Name: names.out, Parameters: place.out.grpc.get(place.out)}},
-	}
+	req.Inputs[0].Parameters = place.in.grpc.get(place.in)
+	req.Outputs[0].Parameters = place.out.grpc.get(place.out)
 	resp, err := t.client().ModelInfer(ctx, req)
 	if err != nil {
 		return r, 0, grpcErr(err)

@@ -224,6 +224,33 @@ func (r *twoPart) WriteTo(w io.Writer) (int64, error) {
 	return total, nil
 }
 
+// header returns a pooled buffer for a request's JSON header.
+func (t *httpTransport) header() *[]byte {
+	if hp, _ := t.hdrs.Get().(*[]byte); hp != nil {
+		return hp
+	}
+	b := make([]byte, 0, 512)
+	return &b
+}
+
+// appendInputHead appends the start of a request's JSON up to the opening
+// brace of the input's parameters: {"inputs":[{"name":..,"datatype":..,
+// "shape":[..],"parameters":{
+func appendInputHead(h []byte, names *wireNames, dt string, shape []int) []byte {
+	h = append(h, `{"inputs":[{"name":`...)
+	h = append(h, names.inJSON...)
+	h = append(h, `,"datatype":"`...)
+	h = append(h, dt...)
+	h = append(h, `","shape":[`...)
+	for i, d := range shape {
+		if i > 0 {
+			h = append(h, ',')
+		}
+		h = strconv.AppendInt(h, int64(d), 10)
+	}
+	return append(h, `],"parameters":{`...)
+}
+
 // inferResponse is the JSON part of a response.
 type inferResponse struct {
 	Parameters map[string]json.RawMessage `json:"parameters"`
@@ -245,25 +272,10 @@ func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 		return r, err
 	}
 	names := c.names()
-	hp, _ := t.hdrs.Get().(*[]byte)
-	if hp == nil {
-		b := make([]byte, 0, 512)
-		hp = &b
-	}
+	hp := t.header()
 	defer t.hdrs.Put(hp)
-	h := (*hp)[:0]
-	h = append(h, `{"inputs":[{"name":`...)
-	h = append(h, names.inJSON...)
-	h = append(h, `,"datatype":"`...)
-	h = append(h, dt...)
-	h = append(h, `","shape":[`...)
-	for i, d := range in.Shape {
-		if i > 0 {
-			h = append(h, ',')
-		}
-		h = strconv.AppendInt(h, int64(d), 10)
-	}
-	h = append(h, `],"parameters":{"binary_data_size":`...)
+	h := appendInputHead((*hp)[:0], names, dt, in.Shape)
+	h = append(h, `"binary_data_size":`...)
 	h = strconv.AppendInt(h, int64(len(in.Data)), 10)
 	h = append(h, `}}],"outputs":[{"name":`...)
 	h = append(h, names.outJSON...)
@@ -367,31 +379,15 @@ func (t *httpTransport) inferSHM(ctx context.Context, c *Client, in *tensor.Tens
 		return r, 0, err
 	}
 	names := c.names()
-	hp, _ := t.hdrs.Get().(*[]byte)
-	if hp == nil {
-		b := make([]byte, 0, 512)
-		hp = &b
-	}
+	hp := t.header()
 	defer t.hdrs.Put(hp)
-	h := (*hp)[:0]
-	h = append(h, `{"inputs":[{"name":`...)
-	h = append(h, names.inJSON...)
-	h = append(h, `,"datatype":"`...)
-	h = append(h, dt...)
-	h = append(h, `","shape":[`...)
-	for i, d := range in.Shape {
-		if i > 0 {
-			h = append(h, ',')
-		}
-		h = strconv.AppendInt(h, int64(d), 10)
-	}
-	h = append(h, `],"parameters":`...)
+	h := appendInputHead((*hp)[:0], names, dt, in.Shape)
 	h = appendSHMParams(h, place.in)
-	h = append(h, `}],"outputs":[{"name":`...)
+	h = append(h, `}}],"outputs":[{"name":`...)
 	h = append(h, names.outJSON...)
-	h = append(h, `,"parameters":`...)
+	h = append(h, `,"parameters":{`...)
 	h = appendSHMParams(h, place.out)
-	h = append(h, `}]}`...)
+	h = append(h, `}}]}`...)
 	*hp = h
 
 	req, err := http.NewRequestWithContext(ctx, "POST", t.base+"/v2/models/"+url.PathEscape(c.model)+"/infer", bytes.NewReader(h))
@@ -422,10 +418,11 @@ func (t *httpTransport) inferSHM(ctx context.Context, c *Client, in *tensor.Tens
 	return r, n, nil
 }
 
-// appendSHMParams appends the JSON parameters object naming where st is.
+// appendSHMParams appends the JSON parameters (the fields, without the
+// braces) naming where st is.
 // Region names are goinfer_<pid>_<n>: nothing in them to escape.
 func appendSHMParams(h []byte, st shmTensor) []byte {
-	h = append(h, `{"`+paramSHMRegion+`":"`...)
+	h = append(h, `"`+paramSHMRegion+`":"`...)
 	h = append(h, st.region...)
 	h = append(h, '"')
 	if st.off != 0 {
@@ -433,8 +430,7 @@ func appendSHMParams(h []byte, st shmTensor) []byte {
 		h = strconv.AppendInt(h, st.off, 10)
 	}
 	h = append(h, `,"`+paramSHMByteSize+`":`...)
-	h = strconv.AppendInt(h, st.size, 10)
-	return append(h, '}')
+	return strconv.AppendInt(h, st.size, 10)
 }
 
 // shmRegisterBody is the register request's JSON.
