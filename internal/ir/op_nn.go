@@ -1,0 +1,152 @@
+package ir
+
+// The neural-network ops' attributes. Spatial attributes are per spatial
+// dimension (2 for images); Pads hold the begin values of every spatial
+// dimension, then the end values, as ONNX does. Importers resolve auto_pad
+// into explicit Pads once input shapes are known, so AutoPad is kept only
+// for that.
+
+// Activation is the epilogue activation of a fused op.
+type Activation uint8
+
+// The activations an epilogue can apply.
+const (
+	ActNone Activation = iota
+	ActRelu
+	ActRelu6 // Clip(0, 6)
+	ActClip  // Clip(Lo, Hi) with the op's bounds
+	ActSigmoid
+	ActSiLU
+	ActHardSwish
+	ActHardSigmoid
+	ActGELU     // exact, with erf
+	ActGELUTanh // tanh approximation
+	ActLeakyRelu
+	ActTanh
+)
+
+// Epilogue is what a fused Conv or Gemm applies to its output, in order:
+// add the bias (the op's optional input), add the residual (an extra
+// input), then the activation.
+type Epilogue struct {
+	Act Activation
+	// Alpha, Beta parameterize LeakyRelu (Alpha), HardSigmoid (Alpha, Beta)
+	// and Clip (Lo, Hi).
+	Alpha, Beta float64
+	Lo, Hi      float64
+	// Residual: the node has one more input, added before the activation.
+	Residual bool
+}
+
+// Conv is an N-d convolution (ONNX Conv): inputs X [N,C,spatial...],
+// W [M, C/Group, k...], optional B [M]; with a fused Epilogue, an extra
+// residual input follows B (B may be absent).
+type Conv struct {
+	Kernel    []int // from W's shape when not given
+	Strides   []int
+	Pads      []int // begins then ends
+	Dilations []int
+	Group     int
+	AutoPad   string // "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"
+	Epilogue  Epilogue
+}
+
+// ConvTranspose is ONNX's ConvTranspose.
+type ConvTranspose struct {
+	Kernel        []int
+	Strides       []int
+	Pads          []int
+	Dilations     []int
+	OutputPadding []int
+	OutputShape   []int
+	Group         int
+	AutoPad       string
+}
+
+// Pool is MaxPool or AveragePool over the spatial dimensions.
+type Pool struct {
+	Max             bool
+	Kernel          []int
+	Strides         []int
+	Pads            []int
+	Dilations       []int
+	CeilMode        bool
+	CountIncludePad bool
+	AutoPad         string
+	StorageOrder    int  // MaxPool's second output layout (unused by goinfer)
+	WantIndices     bool // MaxPool with its Indices output
+}
+
+// GlobalPool averages (or takes the max of) every spatial dimension,
+// keeping them as size 1.
+type GlobalPool struct{ Max bool }
+
+// Gemm is ONNX's Gemm: Y = alpha * A' B' + beta * C, A' = A or A^T,
+// B' = B or B^T; with a fused Epilogue a residual input follows C.
+type Gemm struct {
+	Alpha, Beta    float64
+	TransA, TransB bool
+	Epilogue       Epilogue
+}
+
+// MatMul is NumPy's matmul with broadcast batch dimensions.
+type MatMul struct{}
+
+// BatchNorm is inference-mode BatchNormalization: inputs X, scale, B,
+// mean, var.
+type BatchNorm struct{ Epsilon float64 }
+
+// LayerNorm is LayerNormalization over the dimensions from Axis on:
+// inputs X, Scale, optional B.
+type LayerNorm struct {
+	Axis    int
+	Epsilon float64
+}
+
+// InstanceNorm is InstanceNormalization: inputs X, scale, B.
+type InstanceNorm struct{ Epsilon float64 }
+
+// LRN is local response normalization across channels.
+type LRN struct {
+	Alpha, Beta, Bias float64
+	Size              int
+}
+
+// Clip bounds values; Min and Max are optional inputs (absent: no bound).
+type Clip struct{}
+
+// LeakyRelu is max(x, Alpha*x) for Alpha < 1.
+type LeakyRelu struct{ Alpha float64 }
+
+// Elu is ONNX's Elu.
+type Elu struct{ Alpha float64 }
+
+// Selu is ONNX's Selu.
+type Selu struct{ Alpha, Gamma float64 }
+
+// Celu is ONNX's Celu.
+type Celu struct{ Alpha float64 }
+
+// HardSigmoid is max(0, min(1, Alpha*x + Beta)).
+type HardSigmoid struct{ Alpha, Beta float64 }
+
+// Gelu is ONNX's Gelu (opset 20): exact (erf) or the tanh approximation.
+type Gelu struct{ Tanh bool }
+
+// Softmax, LogSoftmax and Hardmax normalize along Axis (opset 13
+// semantics; importers of older opsets that flatten from Axis on rewrite
+// the node with Reshapes around it).
+type Softmax struct {
+	Axis int
+	Log  bool
+}
+
+// Resize is ONNX's Resize for the modes vision models use.
+type Resize struct {
+	Mode                    string // "nearest", "linear", "cubic"
+	CoordinateTransformMode string
+	NearestMode             string
+	CubicCoeffA             float64
+	ExcludeOutside          bool
+	Antialias               bool
+}
