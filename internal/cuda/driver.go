@@ -174,11 +174,16 @@ func (a *KernelArgs) Int64(v int64) *KernelArgs { return a.push(uint64(v)) }
 
 // Launch enqueues f on s over grid x block threads (1-D) with args.
 func (d *Driver) Launch(f Function, grid, block int, s Stream, a *KernelArgs) error {
+	return d.Launch2D(f, grid, 1, block, s, a)
+}
+
+// Launch2D enqueues f on s over a gridX x gridY grid of 1-D blocks.
+func (d *Driver) Launch2D(f Function, gridX, gridY, block int, s Stream, a *KernelArgs) error {
 	for i := 0; i < a.n; i++ {
 		a.ptrs[i] = unsafe.Pointer(&a.vals[i])
 	}
 	c, _, _ := purego.SyscallN(d.launchKernel, uintptr(f),
-		uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, uintptr(s),
+		uintptr(gridX), uintptr(gridY), 1, uintptr(block), 1, 1, 0, uintptr(s),
 		uintptr(unsafe.Pointer(&a.ptrs[0])), 0)
 	if int32(c) != cuSuccess {
 		return d.check("cuLaunchKernel", int32(c))

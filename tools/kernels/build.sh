@@ -10,6 +10,10 @@
 #   sources.sha256  the hash of goinfer.cu each was built from (a test checks
 #                   that they match the source)
 #
+# and tools/kernels/images.cu (the GPU image preprocessing) into
+# internal/imagegpu/kernels/images.ptx (clang) and images.fatbin (nvcc), with
+# their own sources.sha256.
+#
 #   tools/kernels/build.sh                     # both: nvcc and clang-14 (or clang)
 #   NVCC=/usr/local/cuda/bin/nvcc CLANG=clang-18 tools/kernels/build.sh
 #
@@ -37,6 +41,25 @@ if [[ -n "$nvcc" ]]; then
   record goinfer.fatbin
   echo "nvcc: $src -> $out/goinfer.fatbin"
   built=1
+fi
+iout="$here/../../internal/imagegpu/kernels"
+isum="$(sha256sum "$here/images.cu" | cut -d' ' -f1)"
+irecord() {
+  touch "$iout/sources.sha256"
+  { grep -v " $1\$" "$iout/sources.sha256" || true; echo "$isum $1"; } | sort -k2 >"$iout/sources.sha256.tmp"
+  mv "$iout/sources.sha256.tmp" "$iout/sources.sha256"
+}
+mkdir -p "$iout"
+if [[ -n "$nvcc" ]]; then
+  "$nvcc" -fatbin "${gencode[@]}" -gencode arch=compute_80,code=compute_80 -O3 -o "$iout/images.fatbin" "$here/images.cu"
+  irecord images.fatbin
+  echo "nvcc: $here/images.cu -> $iout/images.fatbin"
+fi
+if [[ -n "$clang" ]]; then
+  "$clang" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -O3 -S \
+    -o "$iout/images.ptx" "$here/images.cu"
+  irecord images.ptx
+  echo "clang: $here/images.cu -> $iout/images.ptx"
 fi
 if [[ -n "$clang" ]]; then
   "$clang" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -O3 -S \
