@@ -102,12 +102,11 @@ type Preprocessor struct {
 	args    cu.KernelArgs
 }
 
-// decoder is one nvJPEG backend's handle, state and parse stream.
+// decoder is one nvJPEG backend's handle and state.
 type decoder struct {
 	backend cu.JPEGBackend
 	h       cu.JPEGHandle
 	st      cu.JPEGState
-	js      cu.JPEGStream
 	ok      bool
 }
 
@@ -207,11 +206,6 @@ func newDecoder(j *cu.JPEG, b cu.JPEGBackend) (decoder, error) {
 		j.Destroy(d.h)
 		return d, err
 	}
-	if d.js, err = j.NewStream(d.h); err != nil {
-		j.DestroyState(d.st)
-		j.Destroy(d.h)
-		return d, err
-	}
 	d.ok = true
 	return d, nil
 }
@@ -242,7 +236,7 @@ func (p *Preprocessor) Close() error {
 	for i := range p.dec {
 		d := &p.dec[i]
 		if d.ok {
-			errs = append(errs, p.jpg.DestroyStream(d.js), p.jpg.DestroyState(d.st), p.jpg.Destroy(d.h))
+			errs = append(errs, p.jpg.DestroyState(d.st), p.jpg.Destroy(d.h))
 			d.ok = false
 		}
 	}
@@ -342,36 +336,24 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 }
 
 // plan reads an image's header and picks its route, refusing oversized
-// images before anything is allocated.
+// images before anything is allocated: the GPU JPEG engines for baseline
+// JPEGs they take, nvJPEG's GPU decoder for other JPEGs it can read
+// (progressive), Go for the rest (PNG, CMYK).
 func (p *Preprocessor) plan(img []byte) (plan, error) {
 	if len(img) == 0 {
 		return plan{}, errors.New("the image is empty")
 	}
-	if !bytes.HasPrefix(img, []byte("\xff\xd8")) {
-		return p.planCPU(img)
+	h, err := parseJPEGHeader(img)
+	if err != nil || h.components == 4 {
+		return p.planCPU(img) // not a JPEG nvJPEG reads; Go says why if it cannot either
 	}
-	gpu := &p.dec[1]
-	info, err := p.jpg.ImageInfo(gpu.h, img)
-	if err != nil {
-		return p.planCPU(img)
-	}
-	if err := p.checkSize(info.Width, info.Height); err != nil {
+	if err := p.checkSize(h.width, h.height); err != nil {
 		return plan{}, err
 	}
-	if info.Components != 1 && info.Components != 3 {
-		return p.planCPU(img) // CMYK and friends
+	pl := plan{route: routeGPU, w: h.width, h: h.height}
+	if p.dec[0].ok && h.hardwareOK() {
+		pl.route = routeHardware
 	}
-	pl := plan{w: info.Width, h: info.Height}
-	if hw := &p.dec[0]; hw.ok {
-		if ok, err := p.jpg.BatchedSupported(hw.h, hw.js, img); err == nil && ok {
-			pl.route = routeHardware
-			return pl, nil
-		}
-	}
-	if ok, err := p.jpg.BatchedSupported(gpu.h, gpu.js, img); err != nil || !ok {
-		return p.planCPU(img)
-	}
-	pl.route = routeGPU
 	return pl, nil
 }
 
@@ -449,14 +431,7 @@ func (p *Preprocessor) uploadCPU(plans []plan, s cu.Stream) error {
 		}
 		planeLen := pl.pitch * pl.h
 		buf := p.staging[at : at+3*planeLen]
-		for y := 0; y < pl.h; y++ {
-			row := pl.rgb.Pix[3*pl.w*y : 3*pl.w*(y+1)]
-			for x := 0; x < pl.w; x++ {
-				for c := 0; c < 3; c++ {
-					buf[c*planeLen+y*pl.pitch+x] = row[3*x+c]
-				}
-			}
-		}
+		toPlanes(buf, pl.rgb, pl.pitch)
 		if err := p.rt.MemcpyHtoDAsync(p.scratch+cu.DevPtr(pl.off), buf, s); err != nil {
 			return err
 		}
@@ -500,12 +475,51 @@ func (p *Preprocessor) decodeGPU(di int, r route, images [][]byte, plans []plan,
 		return err
 	}
 	for k, i := range idx {
-		if e := p.jpg.DecodeBatched(d.h, d.st, data[k:k+1], dst[k:k+1], cu.JPEGOutputRGB, s); e != nil {
-			errs[i] = fmt.Errorf("corrupt JPEG: %w", e)
+		e := p.jpg.DecodeBatched(d.h, d.st, data[k:k+1], dst[k:k+1], cu.JPEGOutputRGB, s)
+		if e == nil {
+			continue
+		}
+		// nvJPEG refused what its header promised: Go decodes it, or
+		// says why it is corrupt.
+		if err := p.decodeOnCPU(&plans[i], images[i], s); err != nil {
+			errs[i] = err
 			plans[i].route = routeFailed
 		}
 	}
 	return nil
+}
+
+// decodeOnCPU is the slow path for an image nvJPEG failed on: decoded by
+// Go and copied, synchronously, to its place in scratch.
+func (p *Preprocessor) decodeOnCPU(pl *plan, img []byte, s cu.Stream) error {
+	m, err := imageproc.Decode(bytes.NewReader(img))
+	if err != nil {
+		return err
+	}
+	if m.W != pl.w || m.H != pl.h {
+		return fmt.Errorf("corrupt JPEG: its header says %dx%d, its data %dx%d", pl.w, pl.h, m.W, m.H)
+	}
+	planeLen := pl.pitch * pl.h
+	planes := make([]byte, 3*planeLen)
+	toPlanes(planes, m, pl.pitch)
+	if err := p.rt.StreamSynchronize(s); err != nil {
+		return err
+	}
+	pl.route = routeCPU
+	return p.rt.MemcpyHtoD(p.scratch+cu.DevPtr(pl.off), planes)
+}
+
+// toPlanes writes m's interleaved pixels as three planes of the given
+// pitch into dst.
+func toPlanes(dst []byte, m *imageproc.RGB, pitch int) {
+	planeLen := pitch * m.H
+	for y := 0; y < m.H; y++ {
+		row := m.Pix[3*m.W*y : 3*m.W*(y+1)]
+		r, g, b := dst[y*pitch:], dst[planeLen+y*pitch:], dst[2*planeLen+y*pitch:]
+		for x := 0; x < m.W; x++ {
+			r[x], g[x], b[x] = row[3*x], row[3*x+1], row[3*x+2]
+		}
+	}
 }
 
 // launch writes the descriptors and runs the preprocessing kernel.

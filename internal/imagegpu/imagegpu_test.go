@@ -3,6 +3,7 @@ package imagegpu
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"image"
 	"image/jpeg"
@@ -11,7 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/imageproc"
@@ -227,25 +231,7 @@ func TestFloat16MatchesFloat32(t *testing.T) {
 // from -images DIR (tools/images/make_photos.py --bench) or the fixtures.
 func BenchmarkDecodePreprocess(b *testing.B) {
 	libs := gpu(b)
-	var files []string
-	if *benchImages != "" {
-		files, _ = filepath.Glob(filepath.Join(*benchImages, "*.jpg"))
-	}
-	var pool [][]byte
-	if len(files) == 0 {
-		for name, img := range readPhotos(b) {
-			if strings.HasSuffix(name, ".jpg") && !strings.Contains(name, "cmyk") {
-				pool = append(pool, img)
-			}
-		}
-	}
-	for _, f := range files {
-		img, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pool = append(pool, img)
-	}
+	pool := benchPool(b)
 	for _, batch := range []int{64, 256} {
 		for _, hw := range []bool{true, false} {
 			name := "batch" + strconv.Itoa(batch)
@@ -279,8 +265,11 @@ func BenchmarkDecodePreprocess(b *testing.B) {
 				defer rt.StreamDestroy(s)
 				b.SetBytes(int64(bytesIn))
 				b.ResetTimer()
+				var host time.Duration
 				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
 					errs, err := p.Run(images, dst, s)
+					host += time.Since(t0)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -294,7 +283,104 @@ func BenchmarkDecodePreprocess(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "img/s")
+				b.ReportMetric(host.Seconds()*1e3/float64(b.N), "host-ms/batch")
 			})
 		}
+	}
+}
+
+// benchPool reads the benchmark's JPEGs: -images DIR, or the fixtures
+// nvJPEG decodes.
+func benchPool(b *testing.B) [][]byte {
+	var files []string
+	if *benchImages != "" {
+		files, _ = filepath.Glob(filepath.Join(*benchImages, "*.jpg"))
+	}
+	var pool [][]byte
+	if len(files) == 0 {
+		for name, img := range readPhotos(b) {
+			if strings.HasSuffix(name, ".jpg") && !strings.Contains(name, "cmyk") {
+				pool = append(pool, img)
+			}
+		}
+	}
+	for _, f := range files {
+		img, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool = append(pool, img)
+	}
+	return pool
+}
+
+// BenchmarkConcurrent runs several Preprocessors at once, each on its own
+// goroutine and stream, as a pipeline's decode stage would: one batch's
+// host work (parsing, nvJPEG's submission) overlaps another's decode.
+func BenchmarkConcurrent(b *testing.B) {
+	libs := gpu(b)
+	pool := benchPool(b)
+	const batch = 256
+	images := make([][]byte, batch)
+	for i := range images {
+		images[i] = pool[i%len(pool)]
+	}
+	for _, workers := range []int{1, 2, 3, 4} {
+		b.Run("workers"+strconv.Itoa(workers), func(b *testing.B) {
+			type worker struct {
+				p   *Preprocessor
+				dst cu.DevPtr
+				s   cu.Stream
+			}
+			ws := make([]worker, workers)
+			rt := libs.Runtime
+			for i := range ws {
+				p, err := New(libs, Options{MaxBatch: batch, Spec: ImageNet, Out: tensor.Float16})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				dst, err := rt.Malloc(int64(batch * 3 * 224 * 224 * 2))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer rt.Free(dst)
+				s, err := rt.StreamCreate()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer rt.StreamDestroy(s)
+				ws[i] = worker{p, dst, s}
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errc := make(chan error, workers)
+			b.ResetTimer()
+			for i := range ws {
+				wg.Add(1)
+				go func(w worker) {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						errs, err := w.p.Run(images, w.dst, w.s)
+						if err == nil {
+							err = errors.Join(errs...)
+						}
+						if err == nil {
+							err = rt.StreamSynchronize(w.s)
+						}
+						if err != nil {
+							errc <- err
+							return
+						}
+					}
+				}(ws[i])
+			}
+			wg.Wait()
+			close(errc)
+			if err := <-errc; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "img/s")
+		})
 	}
 }
