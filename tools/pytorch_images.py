@@ -50,12 +50,17 @@ def main():
 
     def preprocess():
         imgs = decode()
-        out = torch.empty(len(imgs), 3, 224, 224, device="cuda", dtype=torch.float16)
-        for i, im in enumerate(imgs):
-            im = F.resize(im, [256], antialias=True)
-            im = F.center_crop(im, [224, 224])
-            out[i] = ((im.float() / 255 - mean[0]) / std[0]).half()
-        return out.contiguous(memory_format=torch.channels_last)
+        if all(im.shape == imgs[0].shape for im in imgs):
+            # Same-size images resize as one batch: PyTorch's fastest way.
+            x = F.resize(torch.stack(imgs), [256], antialias=True)
+            x = F.center_crop(x, [224, 224])
+            x = ((x.float() / 255 - mean) / std).half()
+        else:
+            x = torch.empty(len(imgs), 3, 224, 224, device="cuda", dtype=torch.float16)
+            for i, im in enumerate(imgs):
+                im = F.center_crop(F.resize(im, [256], antialias=True), [224, 224])
+                x[i] = ((im.float() / 255 - mean[0]) / std[0]).half()
+        return x.contiguous(memory_format=torch.channels_last)
 
     t = timed(decode, a.iters)
     print(f"decode only (nvJPEG via torchvision): {a.batch / t:,.0f} img/s")

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
 	"image"
 	"image/jpeg"
 	"math"
@@ -326,7 +327,7 @@ func BenchmarkConcurrent(b *testing.B) {
 		images[i] = pool[i%len(pool)]
 	}
 	for _, workers := range []int{1, 2, 3, 4} {
-		b.Run("workers"+strconv.Itoa(workers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("workers%d", workers), func(b *testing.B) {
 			type worker struct {
 				p   *Preprocessor
 				dst cu.DevPtr

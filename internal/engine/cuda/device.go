@@ -200,6 +200,10 @@ func asBuffer(b engine.Buffer, off, n int) (*buffer, error) {
 	return db, nil
 }
 
+// Handle is the CUDA stream, for code that talks to CUDA directly (the GPU
+// image decoder writes an instance's input on its stream).
+func (s *stream) Handle() cu.Stream { return s.s }
+
 func (s *stream) CopyToDevice(dst engine.Buffer, off int, src []byte) error {
 	db, err := asBuffer(dst, off, len(src))
 	if err != nil {
