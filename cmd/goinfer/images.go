@@ -43,7 +43,7 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	dir := fs.String("images", "", "`DIR` of JPEG/PNG files, read into memory before timing (tools/images/make_photos.py --bench writes a set)")
 	batch := fs.Int("batch_size", 256, "images per batch")
 	iters := fs.Int("iters", 50, "timed batches")
-	workers := fs.Int("workers", 2, "concurrent pipelines (each: a decoder, a model instance and a stream), so that one batch's decode overlaps another's forward")
+	workers := fs.Int("workers", 2, "decoders and model instances (each on its own stream): batches are decoded while others run the model")
 	topk := fs.Int("topk", 5, "classes returned per image")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
@@ -131,173 +131,266 @@ type imagesResult struct {
 	sample            []int
 }
 
-// imageWorker is one pipeline: a decoder writing into a model instance's
-// input on the instance's own stream, so a worker's batches are ordered
-// and different workers' overlap.
-type imageWorker struct {
+// The images pipeline, as a serving backend would run it: decoders (each a
+// Preprocessor on its own stream) fill input slots, model instances (each
+// on its stream) wait for a slot's decode on the GPU, run the forward and
+// bring back the logits, and the slot goes back to the decoders. Decode of
+// one batch overlaps the forward of another.
+
+// imageSlot is one batch's device input, with the event that marks its
+// decode done.
+type imageSlot struct {
+	in    engine.Buffer
+	ptr   cu.DevPtr
+	ready engine.Event
+}
+
+// imageDecoder is one decoding stage worker.
+type imageDecoder struct {
 	pre    *imagegpu.Preprocessor
+	stream engine.Stream
+	handle cu.Stream
+}
+
+// imageRunner is one model stage worker.
+type imageRunner struct {
 	inst   engine.Instance
-	stream cu.Stream
-	in     engine.Buffer
-	inPtr  cu.DevPtr
 	out    engine.Buffer
 	logits engine.HostBuffer
 	top    []int // top-k classes of every image of a batch
 }
 
-func runImages(ctx context.Context, m engine.Model, cfg imagesConfig, in tensor.DType, device int) (imagesResult, error) {
+type imagePipeline struct {
+	decs    []*imageDecoder
+	runs    []*imageRunner
+	slots   []*imageSlot
+	batch   [][]byte
+	classes int
+	topk    int
+}
+
+func newImagePipeline(ctx context.Context, m engine.Model, cfg imagesConfig, in tensor.DType, device int) (*imagePipeline, error) {
 	libs, err := cu.Load()
+	if err != nil {
+		return nil, err
+	}
+	info := m.Info()
+	dev := m.Device()
+	p := &imagePipeline{batch: make([][]byte, cfg.batch), classes: info.Classes, topk: cfg.topk}
+	for i := range p.batch {
+		p.batch[i] = cfg.files[i%len(cfg.files)]
+	}
+	fail := func(err error) (*imagePipeline, error) {
+		p.close()
+		return nil, err
+	}
+	for i := 0; i < cfg.workers; i++ {
+		d := &imageDecoder{}
+		p.decs = append(p.decs, d)
+		if d.pre, err = imagegpu.New(libs, imagegpu.Options{Device: device, MaxBatch: cfg.batch, Spec: imagegpu.ImageNet, Out: in}); err != nil {
+			return fail(err)
+		}
+		if d.stream, err = dev.NewStream(); err != nil {
+			return fail(err)
+		}
+		h, ok := d.stream.(interface{ Handle() cu.Stream })
+		if !ok {
+			return fail(errors.New("the engine's stream is not a CUDA stream"))
+		}
+		d.handle = h.Handle()
+		r := &imageRunner{top: make([]int, cfg.batch*cfg.topk)}
+		p.runs = append(p.runs, r)
+		if r.inst, err = m.NewInstance(ctx); err != nil {
+			return fail(err)
+		}
+		if r.out, err = dev.Alloc(cfg.batch * info.OutputBytes()); err != nil {
+			return fail(err)
+		}
+		if r.logits, err = dev.AllocHost(cfg.batch * info.OutputBytes()); err != nil {
+			return fail(err)
+		}
+	}
+	for i := 0; i < 2*cfg.workers+1; i++ {
+		sl := &imageSlot{}
+		p.slots = append(p.slots, sl)
+		if sl.in, err = dev.Alloc(cfg.batch * info.InputBytes()); err != nil {
+			return fail(err)
+		}
+		sl.ptr = sl.in.(interface{ Ptr() cu.DevPtr }).Ptr()
+		if sl.ready, err = dev.NewEvent(); err != nil {
+			return fail(err)
+		}
+	}
+	return p, nil
+}
+
+// decode fills sl with the batch on d's stream and marks it.
+func (d *imageDecoder) decode(batch [][]byte, sl *imageSlot) error {
+	errs, err := d.pre.Run(batch, sl.ptr, d.handle)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return d.stream.Record(sl.ready)
+}
+
+// run waits for sl's decode on the GPU, runs the model and returns the
+// top-k classes of every image once the logits are back.
+func (r *imageRunner) run(sl *imageSlot, n, classes, k int) ([]int, error) {
+	s := r.inst.Stream()
+	if err := s.Wait(sl.ready); err != nil {
+		return nil, err
+	}
+	if err := r.inst.Forward(sl.in, r.out, n); err != nil {
+		return nil, err
+	}
+	if err := s.CopyToHost(r.logits.Bytes(), r.out, 0); err != nil {
+		return nil, err
+	}
+	if err := s.Synchronize(); err != nil {
+		return nil, err
+	}
+	return topK(tensor.BytesF32(r.logits.Bytes()), n, classes, k, r.top), nil
+}
+
+// measure pushes iters batches through the pipeline: decode only, or the
+// whole path. It returns images per second and each batch's latency from
+// the start of its decode to its top-k.
+func (p *imagePipeline) measure(iters int, whole bool) (float64, []float64, []int, error) {
+	type filled struct {
+		sl    *imageSlot
+		start time.Time
+	}
+	free := make(chan *imageSlot, len(p.slots))
+	for _, sl := range p.slots {
+		free <- sl
+	}
+	full := make(chan filled, len(p.slots))
+	var next atomic.Int64
+	var mu sync.Mutex
+	var lat []float64
+	var sample []int
+	var firstErr error
+	setErr := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	var decWG, runWG sync.WaitGroup
+	t0 := time.Now()
+	for _, d := range p.decs {
+		decWG.Add(1)
+		go func() {
+			defer decWG.Done()
+			for next.Add(1) <= int64(iters) {
+				sl := <-free
+				start := time.Now()
+				if err := d.decode(p.batch, sl); err != nil {
+					setErr(err)
+					return
+				}
+				if !whole {
+					if err := sl.ready.Synchronize(); err != nil {
+						setErr(err)
+						return
+					}
+					free <- sl
+					continue
+				}
+				full <- filled{sl, start}
+			}
+		}()
+	}
+	for _, r := range p.runs {
+		runWG.Add(1)
+		go func() {
+			defer runWG.Done()
+			for f := range full {
+				top, err := r.run(f.sl, len(p.batch), p.classes, p.topk)
+				free <- f.sl
+				if err != nil {
+					setErr(err)
+					continue
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(f.start).Seconds())
+				if sample == nil {
+					sample = append([]int(nil), top[:p.topk]...)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	decWG.Wait()
+	close(full)
+	runWG.Wait()
+	el := time.Since(t0).Seconds()
+	if firstErr != nil {
+		return 0, nil, nil, firstErr
+	}
+	return float64(iters*len(p.batch)) / el, lat, sample, nil
+}
+
+func (p *imagePipeline) close() {
+	for _, d := range p.decs {
+		if d.stream != nil {
+			d.stream.Synchronize()
+			d.stream.Close()
+		}
+		if d.pre != nil {
+			d.pre.Close()
+		}
+	}
+	for _, r := range p.runs {
+		if r.inst != nil {
+			r.inst.Stream().Synchronize()
+		}
+		if r.out != nil {
+			r.out.Free()
+		}
+		if r.logits != nil {
+			r.logits.Free()
+		}
+		if r.inst != nil {
+			r.inst.Close()
+		}
+	}
+	for _, sl := range p.slots {
+		if sl.ready != nil {
+			sl.ready.Close()
+		}
+		if sl.in != nil {
+			sl.in.Free()
+		}
+	}
+}
+
+func runImages(ctx context.Context, m engine.Model, cfg imagesConfig, in tensor.DType, device int) (imagesResult, error) {
+	p, err := newImagePipeline(ctx, m, cfg, in, device)
 	if err != nil {
 		return imagesResult{}, err
 	}
-	info := m.Info()
-	batch := make([][]byte, cfg.batch)
-	for i := range batch {
-		batch[i] = cfg.files[i%len(cfg.files)]
-	}
-	ws := make([]*imageWorker, cfg.workers)
-	defer func() {
-		for _, w := range ws {
-			if w != nil {
-				w.close()
-			}
-		}
-	}()
-	for i := range ws {
-		w := &imageWorker{}
-		ws[i] = w
-		if w.pre, err = imagegpu.New(libs, imagegpu.Options{Device: device, MaxBatch: cfg.batch, Spec: imagegpu.ImageNet, Out: in}); err != nil {
-			return imagesResult{}, err
-		}
-		if w.inst, err = m.NewInstance(ctx); err != nil {
-			return imagesResult{}, err
-		}
-		h, ok := w.inst.Stream().(interface{ Handle() cu.Stream })
-		if !ok {
-			return imagesResult{}, errors.New("the engine's stream is not a CUDA stream")
-		}
-		w.stream = h.Handle()
-		if w.in, err = m.Device().Alloc(cfg.batch * info.InputBytes()); err != nil {
-			return imagesResult{}, err
-		}
-		w.inPtr = w.in.(interface{ Ptr() cu.DevPtr }).Ptr()
-		if w.out, err = m.Device().Alloc(cfg.batch * info.OutputBytes()); err != nil {
-			return imagesResult{}, err
-		}
-		if w.logits, err = m.Device().AllocHost(cfg.batch * info.OutputBytes()); err != nil {
-			return imagesResult{}, err
-		}
-		w.top = make([]int, cfg.batch*cfg.topk)
-	}
-	res := imagesResult{backends: ws[0].pre.Backends()}
-	// Warm up (first decode allocates scratch; first forward may tune).
-	for _, w := range ws {
-		if _, err := w.step(batch, cfg.batch, true); err != nil {
-			return res, err
-		}
-	}
-	if res.decodeOnly, err = timeWorkers(ws, cfg, func(w *imageWorker) error {
-		_, err := w.step(batch, cfg.batch, false)
-		return err
-	}); err != nil {
+	defer p.close()
+	res := imagesResult{backends: p.decs[0].pre.Backends()}
+	// Warm up: the first decode sizes the scratch, the first forward may
+	// tune or capture.
+	if _, _, _, err := p.measure(len(p.slots), true); err != nil {
 		return res, err
 	}
-	var mu sync.Mutex
+	if res.decodeOnly, _, _, err = p.measure(cfg.iters, false); err != nil {
+		return res, err
+	}
 	var lat []float64
-	if res.whole, err = timeWorkers(ws, cfg, func(w *imageWorker) error {
-		t0 := time.Now()
-		logits, err := w.step(batch, cfg.batch, true)
-		if err != nil {
-			return err
-		}
-		top := topK(logits, cfg.batch, info.Classes, cfg.topk, w.top)
-		d := time.Since(t0).Seconds()
-		mu.Lock()
-		lat = append(lat, d)
-		if res.sample == nil {
-			res.sample = append([]int(nil), top[:cfg.topk]...)
-		}
-		mu.Unlock()
-		return nil
-	}); err != nil {
+	if res.whole, lat, res.sample, err = p.measure(cfg.iters, true); err != nil {
 		return res, err
 	}
 	sort.Float64s(lat)
 	res.p50, res.p99 = quantile(lat, 0.5), quantile(lat, 0.99)
 	return res, nil
-}
-
-// timeWorkers runs cfg.iters steps spread over the workers and returns the
-// images per second.
-func timeWorkers(ws []*imageWorker, cfg imagesConfig, step func(*imageWorker) error) (float64, error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, len(ws))
-	t0 := time.Now()
-	for _, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(cfg.iters) {
-				if err := step(w); err != nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(t0).Seconds()
-	close(errc)
-	if err := <-errc; err != nil {
-		return 0, err
-	}
-	return float64(cfg.iters*cfg.batch) / el, nil
-}
-
-// step decodes one batch into the instance's input and, with forward,
-// runs the model and brings the logits back; it returns them.
-func (w *imageWorker) step(batch [][]byte, n int, forward bool) ([]float32, error) {
-	errs, err := w.pre.Run(batch, w.inPtr, w.stream)
-	if err != nil {
-		return nil, err
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	s := w.inst.Stream()
-	if forward {
-		if err := w.inst.Forward(w.in, w.out, n); err != nil {
-			return nil, err
-		}
-		if err := s.CopyToHost(w.logits.Bytes(), w.out, 0); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.Synchronize(); err != nil {
-		return nil, err
-	}
-	return tensor.BytesF32(w.logits.Bytes()), nil
-}
-
-func (w *imageWorker) close() {
-	if w.inst != nil {
-		w.inst.Stream().Synchronize()
-	}
-	if w.pre != nil {
-		w.pre.Close()
-	}
-	for _, b := range []engine.Buffer{w.in, w.out} {
-		if b != nil {
-			b.Free()
-		}
-	}
-	if w.logits != nil {
-		w.logits.Free()
-	}
-	if w.inst != nil {
-		w.inst.Close()
-	}
 }
 
 // topK writes the indices of the k largest logits of each of n images

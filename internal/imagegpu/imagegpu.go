@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/imageproc"
@@ -310,10 +311,22 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 	errs = make([]error, n)
 	plans := make([]plan, n)
 	var size int64
+	var cpu []int
 	for i, img := range images {
 		pl, err := p.plan(img)
 		if err != nil {
 			errs[i] = err
+			continue
+		}
+		plans[i] = pl
+		if pl.route == routeCPU {
+			cpu = append(cpu, i)
+		}
+	}
+	p.decodeCPU(images, plans, errs, cpu)
+	for i := range plans {
+		pl := plans[i]
+		if errs[i] != nil {
 			continue
 		}
 		pl.pitch = (pl.w + 3) &^ 3
@@ -345,7 +358,8 @@ func (p *Preprocessor) plan(img []byte) (plan, error) {
 	}
 	h, err := parseJPEGHeader(img)
 	if err != nil || h.components == 4 {
-		return p.planCPU(img) // not a JPEG nvJPEG reads; Go says why if it cannot either
+		// Not a JPEG nvJPEG reads: Go decodes it, or says why it cannot.
+		return plan{route: routeCPU}, nil
 	}
 	if err := p.checkSize(h.width, h.height); err != nil {
 		return plan{}, err
@@ -364,17 +378,29 @@ func (p *Preprocessor) checkSize(w, h int) error {
 	return nil
 }
 
-// planCPU decodes an image nvJPEG does not take with Go's decoders
-// (imageproc.Decode checks the size on the header first).
-func (p *Preprocessor) planCPU(img []byte) (plan, error) {
-	m, err := imageproc.Decode(bytes.NewReader(img))
-	if err != nil {
-		return plan{}, err
+// decodeCPU decodes the images routed to Go, in parallel (Go's decoders
+// are far slower than nvJPEG); imageproc.Decode checks the size on the
+// header before it allocates.
+func (p *Preprocessor) decodeCPU(images [][]byte, plans []plan, errs []error, idx []int) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, i := range idx {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m, err := imageproc.Decode(bytes.NewReader(images[i]))
+			if err == nil {
+				err = p.checkSize(m.W, m.H)
+			}
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			plans[i] = plan{route: routeCPU, w: m.W, h: m.H, rgb: m}
+		}()
 	}
-	if err := p.checkSize(m.W, m.H); err != nil {
-		return plan{}, err
-	}
-	return plan{route: routeCPU, w: m.W, h: m.H, rgb: m}, nil
+	wg.Wait()
 }
 
 func (p *Preprocessor) growScratch(size int64) error {
