@@ -59,6 +59,9 @@ type doctorReport struct {
 	CUDAProblem   string      `json:"cuda_engine_problem,omitempty"`
 	OverrideVar   string      `json:"override_variable"`
 	OverrideValue string      `json:"override_value,omitempty"`
+	// JPEGHardware says whether nvJPEG's hardware backend (the GPU's JPEG
+	// engines) initialises on GPU 0; empty when it could not be tried.
+	JPEGHardware string `json:"jpeg_hardware_decoder,omitempty"`
 }
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -113,10 +116,20 @@ func diagnose() doctorReport {
 			r.Driver = v
 		}
 	}
+	jpg, jpgInfo, jpgErr := cu.OpenJPEG()
+	r.Libraries = append(r.Libraries, libReport(jpgInfo))
 	if err := cu.Usable(); err != nil {
 		r.CUDAProblem = err.Error()
 	} else {
 		r.CUDAUsable = true
+		if jpgErr == nil {
+			r.JPEGHardware = "yes"
+			if h, err := jpg.Create(cu.JPEGBackendHardware); err != nil {
+				r.JPEGHardware = "no (" + err.Error() + ")"
+			} else {
+				jpg.Destroy(h)
+			}
+		}
 	}
 	if libs != nil && libs.Runtime != nil {
 		if v, err := libs.Runtime.DriverVersion(); err == nil {
@@ -171,7 +184,7 @@ func printDoctor(w io.Writer, r doctorReport, verbose bool) {
 	var driverMissing bool
 	var missing []string
 	for _, l := range r.Libraries {
-		if !l.Found {
+		if !l.Found && l.Name != cu.LibJPEG { // only image decoding needs nvJPEG
 			missing = append(missing, l.Name)
 			driverMissing = driverMissing || l.Name == cu.LibDriver
 		}
@@ -225,6 +238,9 @@ func printDoctor(w io.Writer, r doctorReport, verbose bool) {
 		fmt.Fprintf(w, "%s=%s (searched first)\n", r.OverrideVar, r.OverrideValue)
 	} else {
 		fmt.Fprintf(w, "Set %s=DIR[:DIR...] to search other directories first.\n", r.OverrideVar)
+	}
+	if r.JPEGHardware != "" {
+		fmt.Fprintf(w, "GPU JPEG decoding: nvJPEG found; hardware decoder: %s\n", r.JPEGHardware)
 	}
 	switch {
 	case r.CUDAUsable:
