@@ -12,8 +12,9 @@ import (
 // the 2- and 4-bit types).
 var ErrUnsupportedDType = errors.New("unsupported ONNX data type")
 
-// onnxTypeName is TensorProto.DataType's name of t, for errors.
-func onnxTypeName(t int32) string {
+// tensorProtoTypeName is TensorProto.DataType's name of t, for errors; "" for
+// numbers ONNX does not define.
+func tensorProtoTypeName(t int32) string {
 	switch t {
 	case 0:
 		return "UNDEFINED"
@@ -70,12 +71,13 @@ func onnxTypeName(t int32) string {
 	case 26:
 		return "INT2"
 	}
-	return "unknown"
+	return ""
 }
 
 // DType maps an ONNX TensorProto.DataType to goinfer's dtype. Types
 // goinfer cannot hold give an error wrapping ErrUnsupportedDType that
-// names the type.
+// names the type; 0 (UNDEFINED) and numbers ONNX does not define are
+// plain errors, the file being broken.
 func DType(onnxType int32) (tensor.DType, error) {
 	switch onnxType {
 	case 1:
@@ -96,11 +98,12 @@ func DType(onnxType int32) (tensor.DType, error) {
 		return tensor.Float64, nil
 	case 16:
 		return tensor.BFloat16, nil
-	case 0:
-		return tensor.Invalid, fmt.Errorf("%w: the data type is UNDEFINED (0)", ErrUnsupportedDType)
+	}
+	if name := tensorProtoTypeName(onnxType); onnxType == 0 || name == "" {
+		return tensor.Invalid, fmt.Errorf("invalid ONNX data type %d", onnxType)
 	}
 	return tensor.Invalid, fmt.Errorf("%w: %s (%d); goinfer handles float32, float16, bfloat16, float64, uint8, int8, int32, int64 and bool",
-		ErrUnsupportedDType, onnxTypeName(onnxType), onnxType)
+		ErrUnsupportedDType, tensorProtoTypeName(onnxType), onnxType)
 }
 
 // ONNXType is DType's inverse: the TensorProto.DataType of dt, 0

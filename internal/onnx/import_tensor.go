@@ -279,8 +279,8 @@ func importCast(a Attrs, opset int) (ir.Op, []ExtraInput, error) {
 	if a["to"].Type == AttrString {
 		// Cast-1 named the type ("FLOAT").
 		name := a["to"].String
-		for i := int32(0); i < 32; i++ {
-			if onnxTypeName(i) == name {
+		for i := int32(1); i < 32; i++ {
+			if tensorProtoTypeName(i) == name {
 				to = i
 				break
 			}
