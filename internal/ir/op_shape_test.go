@@ -3,6 +3,7 @@ package ir
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -372,6 +373,9 @@ func TestBindNamesNode(t *testing.T) {
 	_, err := Bind(g, 2)
 	if err == nil || !strings.Contains(err.Error(), `"reshape_by_input"`) || !strings.Contains(err.Error(), `shape input "s" is not known at load time`) {
 		t.Fatalf("Bind = %v, want an error naming the node and the shape input", err)
+	}
+	if !errors.Is(err, ErrNotConstant) {
+		t.Errorf("Bind = %v, want an error matching ErrNotConstant", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
@@ -10,6 +11,24 @@ import (
 
 // This file holds the data ops (Gather, Cast, Constant, Where, ...) and the
 // helpers the shape, data and reduction ops share.
+
+// ErrNotConstant is matched (errors.Is) by Infer's error when an input
+// that the op's output shape depends on (Reshape's shape, Slice's starts,
+// ...) is not a constant at load time. Callers holding such inputs as
+// data, ONNX's test cases for one, can make them constants and bind again.
+var ErrNotConstant = errors.New("input not known at load time")
+
+// notConstantError is a message matching ErrNotConstant.
+type notConstantError struct{ msg string }
+
+func (e *notConstantError) Error() string        { return e.msg }
+func (e *notConstantError) Is(target error) bool { return target == ErrNotConstant }
+
+// notConstant reports input name of the op, described by desc ("Reshape's
+// shape input"), as not known at load time.
+func notConstant(desc, name string) error {
+	return &notConstantError{msg: fmt.Sprintf("%s %q is not known at load time (it is computed from the graph's inputs)", desc, name)}
+}
 
 // axisOf resolves axis, negative from the back, against rank; what names
 // the attribute or input in the error.
@@ -66,7 +85,7 @@ func loadTimeInts(v *Value, desc string) ([]int, error) {
 		return nil, fmt.Errorf("%s %q is %s, want int64 or int32", desc, v.Name, v.Type)
 	}
 	if v.Const == nil {
-		return nil, fmt.Errorf("%s %q is not known at load time (it is computed from the graph's inputs)", desc, v.Name)
+		return nil, notConstant(desc, v.Name)
 	}
 	t := v.Const
 	if err := t.Validate(); err != nil {
@@ -505,7 +524,7 @@ func (*Dropout) Infer(in []*Value) ([]Type, error) {
 	if len(in) == 3 && in[2] != nil {
 		mode := in[2]
 		if !mode.IsConst() {
-			return nil, fmt.Errorf("Dropout's training_mode input %q is not known at load time", mode.Name)
+			return nil, notConstant("Dropout's training_mode input", mode.Name)
 		}
 		a, err := ArrayFromTensor(mode.Const)
 		if err != nil {
@@ -595,7 +614,7 @@ func (r *Range) Infer(in []*Value) ([]Type, error) {
 	for i, name := range []string{"start", "limit", "delta"} {
 		v := in[i]
 		if !v.IsConst() {
-			return nil, fmt.Errorf("Range's %s input %q is not known at load time", name, v.Name)
+			return nil, notConstant("Range's "+name+" input", v.Name)
 		}
 		a, err := ArrayFromTensor(v.Const)
 		if err != nil {
