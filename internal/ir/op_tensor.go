@@ -509,12 +509,28 @@ func (c *ConstantOfShape) Eval(in []*Array) ([]*Array, error) {
 }
 
 // Dropout at inference is the identity. Inputs: data, optional ratio,
-// optional training_mode (which must then be a false constant); outputs:
-// the data and an optional all-true bool mask.
+// optional training_mode; outputs: the data and an optional all-true bool
+// mask. Training mode is accepted only with a constant ratio of 0, where
+// it is the identity too: any other ratio drops at random.
 type Dropout struct{}
 
 // Kind implements Op.
 func (*Dropout) Kind() string { return "Dropout" }
+
+// constScalar returns the value of v, a one-element load-time input.
+func constScalar(v *Value, desc string) (float64, error) {
+	if !v.IsConst() {
+		return 0, notConstant(desc, v.Name)
+	}
+	a, err := ArrayFromTensor(v.Const)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", desc, v.Name, err)
+	}
+	if len(a.Data) != 1 {
+		return 0, fmt.Errorf("%s %q is %s, want a scalar", desc, v.Name, v.Type)
+	}
+	return a.Data[0], nil
+}
 
 // Infer implements Op.
 func (*Dropout) Infer(in []*Value) ([]Type, error) {
@@ -522,19 +538,20 @@ func (*Dropout) Infer(in []*Value) ([]Type, error) {
 		return nil, err
 	}
 	if len(in) == 3 && in[2] != nil {
-		mode := in[2]
-		if !mode.IsConst() {
-			return nil, notConstant("Dropout's training_mode input", mode.Name)
-		}
-		a, err := ArrayFromTensor(mode.Const)
+		training, err := constScalar(in[2], "Dropout's training_mode input")
 		if err != nil {
-			return nil, fmt.Errorf("Dropout's training_mode input %q: %w", mode.Name, err)
+			return nil, err
 		}
-		if len(a.Data) != 1 {
-			return nil, fmt.Errorf("Dropout's training_mode input %q is %s, want a scalar", mode.Name, mode.Type)
-		}
-		if a.Data[0] != 0 {
-			return nil, fmt.Errorf("Dropout's training_mode input %q is true: training-mode dropout is not supported", mode.Name)
+		if training != 0 {
+			ratio := 0.5 // ONNX's default
+			if in[1] != nil {
+				if ratio, err = constScalar(in[1], "Dropout's ratio input (in training mode)"); err != nil {
+					return nil, err
+				}
+			}
+			if ratio != 0 {
+				return nil, fmt.Errorf("Dropout's training_mode input %q is true with ratio %v: random training-mode dropout is not supported", in[2].Name, ratio)
+			}
 		}
 	}
 	t := Type{DType: in[0].Type.DType, Shape: in[0].Type.Shape.Clone()}

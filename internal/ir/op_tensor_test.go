@@ -234,7 +234,9 @@ func TestDropout(t *testing.T) {
 		{name: "identity", op: &Dropout{}, in: []*Array{x}, want: []*Array{x, mask}},
 		{name: "ratio_and_false_mode", op: &Dropout{}, in: []*Array{x, arrOf(f32T, tensor.Shape{}, 0.3), arrOf(boolT, tensor.Shape{}, 0)}, want: []*Array{x, mask}},
 		{name: "absent_ratio", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 0)}, want: []*Array{x, mask}},
-		{name: "training", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 1)}, err: "training-mode dropout is not supported"},
+		{name: "training", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 1)}, err: "true with ratio 0.5: random training-mode dropout is not supported"},
+		{name: "training_zero_ratio", op: &Dropout{}, in: []*Array{x, arrOf(f32T, tensor.Shape{}, 0), arrOf(boolT, tensor.Shape{}, 1)}, want: []*Array{x, mask}},
+		{name: "training_runtime_ratio", op: &Dropout{}, in: []*Array{x, arrOf(f32T, tensor.Shape{}, 0), arrOf(boolT, tensor.Shape{}, 1)}, nonConst: []int{1}, err: "ratio input (in training mode) \"in1\" is not known at load time"},
 		{name: "runtime_mode", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 0)}, nonConst: []int{2}, err: "not known at load time"},
 	})
 }
