@@ -1088,15 +1088,22 @@ func (d *DepthToSpace) Eval(in []*Array) ([]*Array, error) {
 	return []*Array{out}, nil
 }
 
-// SpaceToDepth is DepthToSpace's inverse in DCR order: BlockSize x
-// BlockSize spatial blocks of an [N,C,H,W] input become channels.
-type SpaceToDepth struct{ BlockSize int }
+// SpaceToDepth is DepthToSpace's inverse: BlockSize x BlockSize spatial
+// blocks of an [N,C,H,W] input become channels, ordered as Mode says
+// ("DCR", the default when empty, or "CRD", which the latest opset adds).
+type SpaceToDepth struct {
+	BlockSize int
+	Mode      string
+}
 
 // Kind implements Op.
 func (*SpaceToDepth) Kind() string { return "SpaceToDepth" }
 
 func (s *SpaceToDepth) shape(in tensor.Shape) (tensor.Shape, error) {
 	b := s.BlockSize
+	if s.Mode != "" && s.Mode != "DCR" && s.Mode != "CRD" {
+		return nil, fmt.Errorf("SpaceToDepth's mode %q is not DCR or CRD", s.Mode)
+	}
 	if b < 1 {
 		return nil, fmt.Errorf("SpaceToDepth's blocksize %d is not positive", b)
 	}
@@ -1133,6 +1140,9 @@ func (s *SpaceToDepth) Eval(in []*Array) ([]*Array, error) {
 	out := NewArray(x.DType, shape)
 	eachCoord(shape, func(k int, c []int) {
 		blk, ch := c[1]/ic, c[1]%ic
+		if s.Mode == "CRD" {
+			blk, ch = c[1]%(b*b), c[1]/(b*b)
+		}
 		i, j := blk/b, blk%b
 		out.Data[k] = x.Data[c[0]*str[0]+ch*str[1]+(c[2]*b+i)*str[2]+(c[3]*b+j)*str[3]]
 	})

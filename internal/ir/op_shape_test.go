@@ -285,6 +285,7 @@ func TestDepthToSpace(t *testing.T) {
 		{name: "mode", op: &DepthToSpace{BlockSize: 2, Mode: "RDC"}, in: []*Array{d2sInput()}, err: `mode "RDC"`},
 		{name: "rank", op: &DepthToSpace{BlockSize: 2}, in: []*Array{arrOf(f32T, tensor.Shape{4, 1, 1})}, err: "not 4-D"},
 		{name: "s2d_shape", op: &SpaceToDepth{BlockSize: 2}, in: []*Array{arrOf(f32T, tensor.Shape{1, 2, 3, 4})}, err: "not multiples of blocksize 2"},
+		{name: "s2d_mode", op: &SpaceToDepth{BlockSize: 2, Mode: "RDC"}, in: []*Array{arrOf(f32T, tensor.Shape{1, 2, 4, 4})}, err: `SpaceToDepth's mode "RDC"`},
 		{name: "s2d_blocksize", op: &SpaceToDepth{}, in: []*Array{arrOf(f32T, tensor.Shape{1, 2, 4, 4})}, err: "blocksize 0 is not positive"},
 	})
 	// SpaceToDepth undoes DepthToSpace in DCR order.
@@ -294,6 +295,11 @@ func TestDepthToSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	runOpCase(t, opCase{op: &SpaceToDepth{BlockSize: 2}, in: y, want: []*Array{x}})
+	y, err = (&DepthToSpace{BlockSize: 2, Mode: "CRD"}).Eval([]*Array{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOpCase(t, opCase{op: &SpaceToDepth{BlockSize: 2, Mode: "CRD"}, in: y, want: []*Array{x}})
 }
 
 // TestBindFoldsShapeChain builds the chain exports use to keep the batch

@@ -433,7 +433,7 @@ func importDepthToSpace(a Attrs, _ int) (ir.Op, []ExtraInput, error) {
 func importSpaceToDepth(a Attrs, _ int) (ir.Op, []ExtraInput, error) {
 	t := &tensorAttrs{a: a}
 	t.required("SpaceToDepth", "blocksize")
-	return &ir.SpaceToDepth{BlockSize: t.int("blocksize", 0)}, nil, t.err
+	return &ir.SpaceToDepth{BlockSize: t.int("blocksize", 0), Mode: t.string("mode", "DCR")}, nil, t.err
 }
 
 func importIsInf(a Attrs, _ int) (ir.Op, []ExtraInput, error) {

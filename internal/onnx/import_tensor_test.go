@@ -138,7 +138,8 @@ func TestImportTensorOps(t *testing.T) {
 		{name: "depth_to_space", op: "DepthToSpace", opset: 13, attrs: Attrs{"blocksize": i(2), "mode": s("CRD")}, want: &ir.DepthToSpace{BlockSize: 2, Mode: "CRD"}},
 		{name: "depth_to_space_default", op: "DepthToSpace", opset: 1, attrs: Attrs{"blocksize": i(3)}, want: &ir.DepthToSpace{BlockSize: 3, Mode: "DCR"}},
 		{name: "depth_to_space_no_blocksize", op: "DepthToSpace", opset: 13, err: "DepthToSpace needs its blocksize attribute"},
-		{name: "space_to_depth", op: "SpaceToDepth", opset: 13, attrs: Attrs{"blocksize": i(2)}, want: &ir.SpaceToDepth{BlockSize: 2}},
+		{name: "space_to_depth", op: "SpaceToDepth", opset: 13, attrs: Attrs{"blocksize": i(2)}, want: &ir.SpaceToDepth{BlockSize: 2, Mode: "DCR"}},
+		{name: "space_to_depth_crd", op: "SpaceToDepth", opset: 25, attrs: Attrs{"blocksize": i(2), "mode": s("CRD")}, want: &ir.SpaceToDepth{BlockSize: 2, Mode: "CRD"}},
 		{name: "isinf_both", op: "IsInf", opset: 10, want: &ir.Unary{Fn: ir.OpIsInf}},
 		{name: "isinf_positive", op: "IsInf", opset: 10, attrs: Attrs{"detect_negative": i(0)}, want: &ir.IsInf{DetectPositive: true}},
 	} {
