@@ -363,6 +363,9 @@ func (t *TopK) Infer(in []*Value) ([]Type, error) {
 	if err := wantInputs(in, 2, 2); err != nil {
 		return nil, err
 	}
+	if in[0].Type.DType == tensor.Bool {
+		return nil, fmt.Errorf("TopK of bool is not defined")
+	}
 	ks, err := loadTimeInts(in[1], "TopK's k input")
 	if err != nil {
 		return nil, err

@@ -97,6 +97,7 @@ func TestTopK(t *testing.T) {
 			want: []*Array{arrOf(f32T, tensor.Shape{0, 4}), arrOf(i64T, tensor.Shape{0, 4})}},
 		{name: "k_too_large", op: &TopK{Axis: -1}, in: []*Array{x, k(5)}, err: "TopK's k 5 is out of range for dimension 1 of [3 4]"},
 		{name: "k_not_constant", op: &TopK{}, in: []*Array{x, k(1)}, nonConst: []int{1}, err: `TopK's k input "in1" is not known at load time`},
+		{name: "bool", op: &TopK{}, in: []*Array{arrOf(boolT, tensor.Shape{2}), k(1)}, err: "TopK of bool is not defined"},
 		{name: "k_two_values", op: &TopK{}, in: []*Array{x, i64s(1, 2)}, err: "has 2 elements, want 1"},
 	})
 }

@@ -758,6 +758,9 @@ func (v *Variadic) Infer(in []*Value) ([]Type, error) {
 	if err := sameDTypes(in, string(v.Fn)); err != nil {
 		return nil, err
 	}
+	if in[0].Type.DType == tensor.Bool {
+		return nil, fmt.Errorf("%s of bool is not defined", v.Fn)
+	}
 	shape, err := BroadcastShape(shapes...)
 	if err != nil {
 		return nil, err

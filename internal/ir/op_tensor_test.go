@@ -290,6 +290,7 @@ func TestVariadic(t *testing.T) {
 		{name: "int_max", op: &Variadic{Fn: OpMax}, in: []*Array{i64s(1, 9), i64s(5, -2)}, want: []*Array{i64s(5, 9)}},
 		{name: "dtype_mismatch", op: &Variadic{Fn: OpSum}, in: []*Array{b, i64s(1)}, err: "input 1 is int64[1], input 0 is float32[2]"},
 		{name: "no_inputs", op: &Variadic{Fn: OpMax}, err: "at least one input"},
+		{name: "bool", op: &Variadic{Fn: OpMax}, in: []*Array{arrOf(boolT, tensor.Shape{1})}, err: "Max of bool is not defined"},
 		{name: "unknown", op: &Variadic{Fn: "Median"}, in: []*Array{b}, err: `unknown variadic op "Median"`},
 	})
 }
