@@ -18,6 +18,11 @@ import (
 // data, ONNX's test cases for one, can make them constants and bind again.
 var ErrNotConstant = errors.New("input not known at load time")
 
+// ErrUnsupported is matched by errors about valid ONNX semantics that the
+// IR does not implement (random training-mode Dropout), as opposed to
+// inputs that are wrong.
+var ErrUnsupported = errors.New("not supported by goinfer's IR")
+
 // notConstantError is a message matching ErrNotConstant.
 type notConstantError struct{ msg string }
 
@@ -550,7 +555,7 @@ func (*Dropout) Infer(in []*Value) ([]Type, error) {
 				}
 			}
 			if ratio != 0 {
-				return nil, fmt.Errorf("Dropout's training_mode input %q is true with ratio %v: random training-mode dropout is not supported", in[2].Name, ratio)
+				return nil, fmt.Errorf("Dropout's training_mode input %q is true with ratio %v: random training-mode dropout: %w", in[2].Name, ratio, ErrUnsupported)
 			}
 		}
 	}

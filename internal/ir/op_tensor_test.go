@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -234,11 +235,23 @@ func TestDropout(t *testing.T) {
 		{name: "identity", op: &Dropout{}, in: []*Array{x}, want: []*Array{x, mask}},
 		{name: "ratio_and_false_mode", op: &Dropout{}, in: []*Array{x, arrOf(f32T, tensor.Shape{}, 0.3), arrOf(boolT, tensor.Shape{}, 0)}, want: []*Array{x, mask}},
 		{name: "absent_ratio", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 0)}, want: []*Array{x, mask}},
-		{name: "training", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 1)}, err: "true with ratio 0.5: random training-mode dropout is not supported"},
+		{name: "training", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 1)}, err: "true with ratio 0.5: random training-mode dropout: not supported"},
 		{name: "training_zero_ratio", op: &Dropout{}, in: []*Array{x, arrOf(f32T, tensor.Shape{}, 0), arrOf(boolT, tensor.Shape{}, 1)}, want: []*Array{x, mask}},
 		{name: "training_runtime_ratio", op: &Dropout{}, in: []*Array{x, arrOf(f32T, tensor.Shape{}, 0), arrOf(boolT, tensor.Shape{}, 1)}, nonConst: []int{1}, err: "ratio input (in training mode) \"in1\" is not known at load time"},
 		{name: "runtime_mode", op: &Dropout{}, in: []*Array{x, nil, arrOf(boolT, tensor.Shape{}, 0)}, nonConst: []int{2}, err: "not known at load time"},
 	})
+}
+
+func TestDropoutTrainingUnsupported(t *testing.T) {
+	x := &Value{Name: "x", Type: Type{DType: f32T, Shape: tensor.Shape{2}}}
+	on, err := arrOf(boolT, tensor.Shape{}, 1).Tensor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := &Value{Name: "mode", Type: Type{DType: boolT, Shape: tensor.Shape{}}, Const: on}
+	if _, err := (&Dropout{}).Infer([]*Value{x, nil, mode}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Infer = %v, want an error matching ErrUnsupported", err)
+	}
 }
 
 func TestRange(t *testing.T) {
