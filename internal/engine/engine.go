@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"goinfer/internal/ir"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
@@ -140,6 +141,14 @@ const (
 	DefaultInputName  = "input"
 	DefaultOutputName = "logits"
 )
+
+// GraphLoader is an Engine that also runs general graphs (ONNX models,
+// torchvision architectures beyond the ResNets): g is bound to no batch
+// size yet; the engine binds it for opts.MaxBatch and the batch sizes it
+// prepares. Engines that run only the ResNet graphs do not implement it.
+type GraphLoader interface {
+	LoadGraph(ctx context.Context, g *ir.Graph, opts Options) (Model, error)
+}
 
 // Info describes a loaded model. A model is described by its named input
 // and output tensors, so that everything above the engine follows the
