@@ -215,6 +215,7 @@ func New(cfg Config) (*Server, error) {
 	s.shm.allowed, s.shm.log = cfg.AllowSharedMemory, cfg.Logger
 	s.reqs.bufs = &s.bufs
 	s.codec.Pool = &s.reqs
+	s.codec.DeferErrors = true // its interceptors answer INVALID_ARGUMENT
 	s.metrics = newMetrics(cfg.ModelName, cfg.MaxBatch, s.queueDepth, func() float64 {
 		if s.ready() {
 			return 1
@@ -241,7 +242,8 @@ func New(cfg Config) (*Server, error) {
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(int(min(cfg.MaxRequestBytes, 1<<31-1))),
 		grpc.MaxSendMsgSize(1<<31-1),
-		grpc.ChainUnaryInterceptor(s.recoverUnary),
+		grpc.ChainUnaryInterceptor(s.codec.UnaryServerInterceptor, s.recoverUnary),
+		grpc.ChainStreamInterceptor(s.codec.StreamServerInterceptor),
 		grpc.InTapHandle(s.tapInfer),
 		grpc.ForceServerCodecV2(&s.codec),
 		// Tensors are hundreds of kilobytes: large windows and buffers
