@@ -76,7 +76,10 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 		conns = min(16, max(1, inflight/4))
 	}
 	useSHM := o.sharedMem == "system"
-	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM})
+	c, err := client.DialOptions(dctx, o.url, client.Options{
+		MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM,
+		GRPCWindow: o.grpc.windowOption(), GRPCReadBuffer: o.grpc.readBufferOption(), GRPCWriteBuffer: o.grpc.writeBufferOption(),
+	})
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,7 @@ type serveOptions struct {
 	pprofAddr        string
 	pinnedPoolBytes  int64
 	allowShm         bool
+	grpc             grpcFlags
 	set              map[string]bool
 }
 
@@ -125,6 +126,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
+	o.grpc.register(fs, "server")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on `ADDR`, e.g. 127.0.0.1:6060 (empty: off); never expose it publicly")
 }
 
@@ -168,6 +170,9 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--log_format %q: want text or json", o.logFormat)
 	case o.set["devices"] && o.set["device"]:
 		return p, errors.New("--device and --devices are mutually exclusive")
+	}
+	if err := o.grpc.check(); err != nil {
+		return p, err
 	}
 	if _, err := parseLogLevel(o.logLevel); err != nil {
 		return p, err
@@ -320,6 +325,9 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		RequestTimeout: o.requestTimeout, DrainTimeout: o.drainTimeout, MaxBatch: o.maxBatch, Logger: log,
 		PinnedPoolBytes:   o.pinnedPoolBytes,
 		AllowSharedMemory: o.allowShm,
+		GRPCWindow:        o.grpc.windowOption(),
+		GRPCReadBuffer:    o.grpc.readBufferOption(),
+		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {

@@ -114,6 +114,10 @@ type Config struct {
 	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
 	// none, the framer reads and writes the socket directly.
 	GRPCReadBuffer, GRPCWriteBuffer int
+	// GRPCWindow is the HTTP/2 flow-control window, in bytes, the server
+	// grants each stream and each connection (default 16 MiB); negative:
+	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
+	GRPCWindow int32
 	// PinnedPoolBytes bounds the page-locked memory request tensors are
 	// received into when the model has a host allocator (Model.AllocHost);
 	// requests beyond it use ordinary memory and are copied once more.
@@ -293,7 +297,7 @@ func New(cfg Config) (*Server, error) {
 		ConnState:         s.fresh.track,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	s.grpc = grpc.NewServer(
+	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(min(cfg.MaxRequestBytes, 1<<31-1))),
 		grpc.MaxConcurrentStreams(cfg.GRPCMaxConcurrentStreams),
 		grpc.MaxSendMsgSize(1<<31-1),
@@ -301,16 +305,18 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainStreamInterceptor(s.codec.StreamServerInterceptor),
 		grpc.InTapHandle(s.tapInfer),
 		grpc.ForceServerCodecV2(&s.codec),
-		// Tensors are hundreds of kilobytes: large windows and buffers
-		// keep a request from waiting on flow-control round trips.
-		grpc.InitialWindowSize(grpcWindow),
-		grpc.InitialConnWindowSize(grpcWindow),
 		grpc.ReadBufferSize(bufferSize(cfg.GRPCReadBuffer)),
 		grpc.WriteBufferSize(bufferSize(cfg.GRPCWriteBuffer)),
 		// Frames are read into buffers of their exact size, so a pool that
 		// does not zero them is safe and saves a pass over every request.
 		experimental.BufferPool(&s.bufs),
-	)
+	}
+	if w := windowSize(cfg.GRPCWindow); w > 0 {
+		// Tensors are hundreds of kilobytes: large windows keep a
+		// request from waiting on flow-control round trips.
+		gopts = append(gopts, grpc.InitialWindowSize(w), grpc.InitialConnWindowSize(w))
+	}
+	s.grpc = grpc.NewServer(gopts...)
 	kservepb.RegisterGRPCInferenceServiceServer(s.grpc, &grpcService{s: s})
 	s.health = health.NewServer()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -662,6 +668,15 @@ const (
 	grpcWindow = 16 << 20
 	grpcBuffer = 1 << 20
 )
+
+// windowSize maps a configured gRPC window to gRPC's option: 0 is the
+// default, negative is none (gRPC-Go's dynamic window).
+func windowSize(n int32) int32 {
+	if n == 0 {
+		return grpcWindow
+	}
+	return n
+}
 
 // bufferSize maps a configured gRPC buffer size to gRPC's option: 0 is the
 // default, negative is none (gRPC's 0).
