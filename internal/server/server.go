@@ -300,7 +300,7 @@ func New(cfg Config) (*Server, error) {
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(min(cfg.MaxRequestBytes, 1<<31-1))),
 		grpc.MaxConcurrentStreams(cfg.GRPCMaxConcurrentStreams),
-		grpc.MaxSendMsgSize(1<<31-1),
+		grpc.MaxSendMsgSize(1<<31 - 1),
 		grpc.ChainUnaryInterceptor(s.codec.UnaryServerInterceptor, s.recoverUnary),
 		grpc.ChainStreamInterceptor(s.codec.StreamServerInterceptor),
 		grpc.InTapHandle(s.tapInfer),
