@@ -503,11 +503,11 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			load, compile = max(load, d.Load+d.Setup-d.Info.CompileTime), max(compile, d.Info.CompileTime)
 		}
 		l.log.Info("loaded", "image_size", plan.sizes[i], "arch", info.Arch, "engine", info.Engine, "device", info.Device,
-			"precision", info.Precision.String(), "compiled", info.Compiled, "classes", info.Classes,
+			"precision", info.Precision.String(), "compiled", info.Compiled, "input", info.Input().String(), "output", info.Output().String(),
 			"load_s", load.Seconds(), "compile_s", compile.Seconds())
 		bcfg := batcher.Config{
-			Channels: info.InChannels, Height: plan.sizes[i], Width: plan.sizes[i], DType: info.InputDType,
-			Classes: info.Classes, MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
+			Channels: info.Input().Shape[0], Height: plan.sizes[i], Width: plan.sizes[i], DType: info.Input().DType,
+			Classes: info.OutputElems(), MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
 			MaxQueue: o.maxQueue, MaxInflight: inflight, Observe: l.srv.ObserveBatch,
 		}
 		// Compiled sizes are faster than their neighbours only where the
@@ -533,8 +533,8 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		m.Info = info
 		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
 	}
-	if len(labels) > 0 && len(labels) != m.Info.Classes {
-		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.Classes)
+	if len(labels) > 0 && len(labels) != m.Info.OutputElems() {
+		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.OutputElems())
 		m.Labels = nil
 	}
 	l.log.Info("model loaded", "took_s", time.Since(start).Seconds())

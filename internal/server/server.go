@@ -45,12 +45,6 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// Tensor names of the served model.
-const (
-	InputName  = "input"
-	OutputName = "logits"
-)
-
 // Extensions lists the protocol extensions the server implements, as
 // GET /v2 and ServerMetadata report them.
 func Extensions() []string {
@@ -140,7 +134,7 @@ type Model struct {
 // when the model cannot page-lock memory or converts dt on the host,
 // since then the host reads the tensor.
 func (st *modelState) registerHost(dt tensor.DType) func([]byte) (engine.HostBuffer, error) {
-	if dt != st.model.Info.InputDType {
+	if dt != st.model.Info.Input().DType {
 		return nil
 	}
 	return st.model.RegisterHost
@@ -157,7 +151,14 @@ type modelState struct {
 type tensorMeta struct {
 	name     string
 	datatype string
-	shape    []int64
+	shape    []int64 // with -1 for the batch dimension
+}
+
+// batched is the tensor's shape for a batch of n.
+func (m tensorMeta) batched(n int) []int64 {
+	s := append([]int64(nil), m.shape...)
+	s[0] = int64(n)
+	return s
 }
 
 // Server answers KServe v2 requests over HTTP and gRPC. Create it with New,
@@ -269,12 +270,16 @@ func (s *Server) SetModel(m *Model) error {
 		return errors.New("server: model has no lanes")
 	}
 	info := m.Info
-	if info.Classes <= 0 || info.InChannels <= 0 {
-		return fmt.Errorf("server: model info has %d classes and %d input channels", info.Classes, info.InChannels)
+	if err := info.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	dt := wireName(info.InputDType)
+	c, _, _, ok := info.ImageInput()
+	if !ok {
+		return fmt.Errorf("server: model %s takes %s: the server serves image models, whose input is [N, C, H, W], so far", info.Arch, info.Input())
+	}
+	dt := wireName(info.Input().DType)
 	if dt == "" {
-		return fmt.Errorf("server: model input dtype %s has no KServe name", info.InputDType)
+		return fmt.Errorf("server: model input dtype %s has no KServe name", info.Input().DType)
 	}
 	st := &modelState{model: m, lanes: map[[2]int]*batcher.Batcher{}}
 	h, w := int64(m.Lanes[0].Height), int64(m.Lanes[0].Width)
@@ -294,8 +299,11 @@ func (s *Server) SetModel(m *Model) error {
 			w = -1
 		}
 	}
-	st.input = tensorMeta{name: InputName, datatype: dt, shape: []int64{-1, int64(info.InChannels), h, w}}
-	st.output = tensorMeta{name: OutputName, datatype: "FP32", shape: []int64{-1, int64(info.Classes)}}
+	st.input = tensorMeta{name: info.Input().Name, datatype: dt, shape: []int64{-1, int64(c), h, w}}
+	st.output = tensorMeta{name: info.Output().Name, datatype: "FP32", shape: []int64{-1}}
+	for _, d := range info.Output().Shape {
+		st.output.shape = append(st.output.shape, int64(d))
+	}
 	if m.Platform == "" {
 		m.Platform = "goinfer_" + info.Engine
 	}
