@@ -178,6 +178,9 @@ func buildConv(nc *nodeCtx) (step, error) {
 		if nc.inVal(3) == nil {
 			return nil, fmt.Errorf("the epilogue adds a residual but input 3 is absent")
 		}
+		if r := nc.inVal(3); r.dtype != tensor.Float32 || !r.shape.Equal(y.shape) {
+			return nil, unsupportedf("with a broadcast residual", "residual %s%v is not the output's shape %v", r.dtype, r.shape, y.shape)
+		}
 		res = nc.in[3]
 	}
 	wf, _, err := nc.constFloats(1)

@@ -36,10 +36,12 @@ type mmStep struct {
 }
 
 type mmAdd struct {
-	v        int
-	scale    float32
-	rs, cs   int
-	constant []float32
+	v      int
+	scale  float32
+	rs, cs int
+	// batched: the addend has the output's shape, so each product of the
+	// batch reads it at the output's offset.
+	batched bool
 }
 
 // mmScratch is the floats a worker needs to pack one task's operands.
@@ -169,11 +171,11 @@ func (s *mmStep) store(x *Exec, out, tile []float32, b, i0, j0, rows, cols int) 
 			}
 		}
 		for _, a := range s.adds {
-			src := a.constant
-			if src == nil {
-				src = x.f32(a.v)
-			}
+			src := x.f32(a.v)
 			o := (i0+i)*a.rs + j0*a.cs
+			if a.batched {
+				o += base
+			}
 			for j := range t {
 				t[j] += a.scale * src[o+j*a.cs]
 			}
@@ -296,6 +298,58 @@ func buildGemm(nc *nodeCtx) (step, error) {
 	return s, nil
 }
 
+// matMulEpilogue maps a fused MatMul's bias (input 2) and residual (input
+// 3) onto the step: addends broadcast along everything but the last
+// dimension, or of the output's own shape.
+func (s *mmStep) matMulEpilogue(nc *nodeCtx, e ir.Epilogue, y *value) error {
+	ac, ok := newAct(e)
+	if !ok {
+		return unsupportedf(fmt.Sprint("activation ", e.Act), "epilogue activation %d", e.Act)
+	}
+	s.act = ac
+	transposed := s.pl != nil
+	for in := 2; in <= 3; in++ {
+		v := nc.inVal(in)
+		if v == nil || in == 3 && !e.Residual {
+			continue
+		}
+		if v.dtype != tensor.Float32 {
+			return fmt.Errorf("input %d is %s, want float32", in, v.dtype)
+		}
+		n := y.shape[len(y.shape)-1]
+		str := broadcastStrides(v.shape, y.shape)
+		vector := true
+		for _, d := range str[:len(str)-1] {
+			vector = vector && d == 0
+		}
+		a := mmAdd{v: nc.in[in], scale: 1}
+		switch {
+		case vector && transposed && v.kind == kindConst && in == 2:
+			c, _, err := nc.constFloats(in)
+			if err != nil {
+				return err
+			}
+			s.rowBias = make([]float32, n)
+			for i := range s.rowBias {
+				s.rowBias[i] = c[i*str[len(str)-1]]
+			}
+			continue
+		case vector && transposed:
+			a.rs, a.cs = str[len(str)-1], 0
+		case vector:
+			a.rs, a.cs = 0, str[len(str)-1]
+		case v.shape.Equal(y.shape) && transposed:
+			a.rs, a.cs = 1, n
+		case v.shape.Equal(y.shape):
+			a.rs, a.cs, a.batched = n, 1, true
+		default:
+			return unsupportedf("with a broadcast addend", "input %d %v does not match the output %v", in, v.shape, y.shape)
+		}
+		s.adds = append(s.adds, a)
+	}
+	return nil
+}
+
 func buildMatMul(nc *nodeCtx) (step, error) {
 	a, b, y := nc.inVal(0), nc.inVal(1), nc.outVal(0)
 	if a.dtype != tensor.Float32 || b.dtype != tensor.Float32 {
@@ -349,6 +403,9 @@ func buildMatMul(nc *nodeCtx) (step, error) {
 			}
 			s.oOff[i] = i * m * n
 		}
+	}
+	if err := s.matMulEpilogue(nc, any(nc.n.Op).(*ir.MatMul).Epilogue, y); err != nil {
+		return nil, err
 	}
 	s.block(nc.c.p.threads)
 	nc.needScratch(s.scratchElems())

@@ -14,7 +14,7 @@ import (
 type softmaxStep struct {
 	src, dst        int
 	outer, d, inner int
-	log             bool
+	log, hard       bool
 }
 
 func buildSoftmax(nc *nodeCtx) (step, error) {
@@ -27,15 +27,19 @@ func buildSoftmax(nc *nodeCtx) (step, error) {
 	if axis < 0 {
 		axis += len(x.shape)
 	}
+	if len(x.shape) == 0 {
+		return nil, unsupportedf("of a scalar", "%s of a scalar", op.Kind())
+	}
 	if axis < 0 || axis >= len(x.shape) {
 		return nil, fmt.Errorf("axis %d out of range for %v", op.Axis, x.shape)
 	}
-	s := &softmaxStep{src: nc.in[0], dst: nc.out[0], d: x.shape[axis], log: op.Log, outer: 1, inner: 1}
-	for _, n := range x.shape[:axis] {
-		s.outer *= n
-	}
-	for _, n := range x.shape[axis+1:] {
-		s.inner *= n
+	s := &softmaxStep{src: nc.in[0], dst: nc.out[0], log: op.Log, hard: op.Hard}
+	s.outer = x.shape[:axis].NumElements()
+	if op.Coerce2D {
+		// Opset < 13: each row of the 2-D view is normalized as a whole.
+		s.d, s.inner = x.shape[axis:].NumElements(), 1
+	} else {
+		s.d, s.inner = x.shape[axis], x.shape[axis+1:].NumElements()
 	}
 	return s, nil
 }
@@ -53,6 +57,18 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 		m := math.Inf(-1)
 		for k := 0; k < s.d; k++ {
 			m = math.Max(m, float64(src[base+k*s.inner]))
+		}
+		if s.hard {
+			// One-hot of the first maximum.
+			first := true
+			for k := 0; k < s.d; k++ {
+				v := float64(src[base+k*s.inner])
+				dst[base+k*s.inner] = 0
+				if first && v == m {
+					dst[base+k*s.inner], first = 1, false
+				}
+			}
+			continue
 		}
 		var sum float64
 		for k := 0; k < s.d; k++ {
