@@ -11,12 +11,12 @@ import (
 
 func TestConv(t *testing.T) {
 	type cs struct {
-		name                   string
-		n, c, h, w, m, kh, kw  int
-		strides, dil, pads     []int
-		group                  int
-		autoPad                string
-		bias                   bool
+		name                  string
+		n, c, h, w, m, kh, kw int
+		strides, dil, pads    []int
+		group                 int
+		autoPad               string
+		bias                  bool
 	}
 	cases := []cs{
 		{"3x3 same", 2, 16, 9, 11, 32, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
