@@ -17,8 +17,8 @@ from functools import partial
 import numpy as np
 import torch
 import torchvision.models as M
-from torchvision.models import convnext, densenet, efficientnet, mobilenetv2, mobilenetv3, regnet, resnet
-from torchvision.models import shufflenetv2, squeezenet, vision_transformer
+from torchvision.models import (convnext, densenet, efficientnet, mobilenetv2, mobilenetv3, regnet, resnet,
+                                shufflenetv2, squeezenet, vision_transformer)
 
 OUT = "testdata/torchvision"
 
@@ -57,6 +57,7 @@ def fixtures():
     f["squeezenet1_1"] = (lambda: squeezenet.SqueezeNet("1_1", num_classes=10), 47, "hash")
     f["resnet18"] = (lambda: M.resnet18(num_classes=10), 40, "hash")
     f["resnext"] = (lambda: resnet.ResNet(resnet.Bottleneck, [1, 2, 1, 1], groups=4, width_per_group=4, num_classes=10), 40, "hash")
+    f["mnasnet0_5"] = (lambda: M.mnasnet0_5(num_classes=10), 32, "hash")
     return f
 
 
@@ -142,12 +143,14 @@ def main():
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
     manifest = {}
-    for i, (name, (ctor, size, fmt)) in enumerate(sorted(fixtures().items())):
-        gen = torch.Generator().manual_seed(1000 + i)
+    for name, (ctor, size, fmt) in sorted(fixtures().items()):
+        # Seeds follow the name, so adding a fixture leaves the others alone.
+        seed = fnv1a32(name) & 0xFFFF
+        gen = torch.Generator().manual_seed(seed)
         model = ctor().eval()
         entry = {"image_size": size}
         if fmt == "hash":
-            entry["seed"] = 7 + i
+            entry["seed"] = seed
             fill_hashed(model, entry["seed"])
         else:
             randomize(model, gen)

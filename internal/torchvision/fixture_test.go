@@ -38,6 +38,7 @@ var fixtureConfigs = map[string]Config{
 	"squeezenet1_0": SqueezeNetConfig{Version: "1_0", Classes: 10},
 	"squeezenet1_1": SqueezeNetConfig{Version: "1_1", Classes: 10},
 	"resnet18":      ResNetConfig{Layers: []int{2, 2, 2, 2}, Groups: 1, WidthPerGroup: 64, Base: 64, Classes: 10},
+	"mnasnet0_5":    MNASNetConfig{Alpha: 0.5, Classes: 10},
 	"resnext":       ResNetConfig{Bottleneck: true, Layers: []int{1, 2, 1, 1}, Groups: 4, WidthPerGroup: 4, Base: 64, Classes: 10},
 }
 
