@@ -107,6 +107,7 @@ type benchOptions struct {
 	url         string
 	connections int
 	sharedMem   string
+	grpc        grpcFlags
 	set         map[string]bool // flags given on the command line
 }
 
@@ -130,6 +131,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.resultsDir, "results_dir", "results", "`DIR` of the results CSV")
 	fs.StringVar(&o.url, "url", "", "benchmark a running server instead: http://HOST:PORT or grpc://HOST:PORT (KServe v2; model flags are then unused)")
 	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory: request tensors generated in registered objects, logits back through one per request in flight (Triton's system shared memory extension, as perf_analyzer --shared-memory system; the server needs --allow_shared_memory)")
+	o.grpc.register(fs, "client (with a grpc:// --url)")
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
 
@@ -164,6 +166,9 @@ func (o *benchOptions) check() error {
 		return fmt.Errorf("--shared_memory %q: want none or system", o.sharedMem)
 	case o.sharedMem == "system" && o.url == "":
 		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
+	}
+	if err := o.grpc.check(); err != nil {
+		return err
 	}
 	if _, err := o.deviceList(); err != nil {
 		return err

@@ -90,6 +90,7 @@ type serveOptions struct {
 	pprofAddr        string
 	pinnedPoolBytes  int64
 	allowShm         bool
+	grpc             grpcFlags
 	set              map[string]bool
 }
 
@@ -125,6 +126,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
+	o.grpc.register(fs, "server")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on `ADDR`, e.g. 127.0.0.1:6060 (empty: off); never expose it publicly")
 }
 
@@ -168,6 +170,9 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--log_format %q: want text or json", o.logFormat)
 	case o.set["devices"] && o.set["device"]:
 		return p, errors.New("--device and --devices are mutually exclusive")
+	}
+	if err := o.grpc.check(); err != nil {
+		return p, err
 	}
 	if _, err := parseLogLevel(o.logLevel); err != nil {
 		return p, err
@@ -320,6 +325,9 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		RequestTimeout: o.requestTimeout, DrainTimeout: o.drainTimeout, MaxBatch: o.maxBatch, Logger: log,
 		PinnedPoolBytes:   o.pinnedPoolBytes,
 		AllowSharedMemory: o.allowShm,
+		GRPCWindow:        o.grpc.windowOption(),
+		GRPCReadBuffer:    o.grpc.readBufferOption(),
+		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {
@@ -503,11 +511,11 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			load, compile = max(load, d.Load+d.Setup-d.Info.CompileTime), max(compile, d.Info.CompileTime)
 		}
 		l.log.Info("loaded", "image_size", plan.sizes[i], "arch", info.Arch, "engine", info.Engine, "device", info.Device,
-			"precision", info.Precision.String(), "compiled", info.Compiled, "classes", info.Classes,
+			"precision", info.Precision.String(), "compiled", info.Compiled, "input", info.Input().String(), "output", info.Output().String(),
 			"load_s", load.Seconds(), "compile_s", compile.Seconds())
 		bcfg := batcher.Config{
-			Channels: info.InChannels, Height: plan.sizes[i], Width: plan.sizes[i], DType: info.InputDType,
-			Classes: info.Classes, MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
+			Channels: info.Input().Shape[0], Height: plan.sizes[i], Width: plan.sizes[i], DType: info.Input().DType,
+			Classes: info.OutputElems(), MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
 			MaxQueue: o.maxQueue, MaxInflight: inflight, Observe: l.srv.ObserveBatch,
 		}
 		// Compiled sizes are faster than their neighbours only where the
@@ -533,8 +541,8 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		m.Info = info
 		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
 	}
-	if len(labels) > 0 && len(labels) != m.Info.Classes {
-		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.Classes)
+	if len(labels) > 0 && len(labels) != m.Info.OutputElems() {
+		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.OutputElems())
 		m.Labels = nil
 	}
 	l.log.Info("model loaded", "took_s", time.Since(start).Seconds())

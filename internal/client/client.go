@@ -52,6 +52,10 @@ type Options struct {
 	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
 	// none, the framer reads and writes the socket directly.
 	GRPCReadBuffer, GRPCWriteBuffer int
+	// GRPCWindow is the HTTP/2 flow-control window, in bytes, the client
+	// grants each stream and each connection (default 16 MiB); negative:
+	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
+	GRPCWindow int32
 	// SharedMemory passes the input tensor and the logits through system
 	// shared memory (Linux only; the server must be on this host and
 	// allow it, as `goinfer serve --allow_shared_memory` does) instead of

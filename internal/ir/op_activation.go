@@ -186,7 +186,9 @@ func (*Clip) Infer(in []*Value) ([]Type, error) {
 		if v == nil {
 			continue
 		}
-		if v.Type.DType != in[0].Type.DType {
+		// Clip before opset 11 held its bounds as float attributes, which
+		// importers turn into float32 inputs whatever X's float type.
+		if v.Type.DType != in[0].Type.DType && !(isFloatType(v.Type.DType) && isFloatType(in[0].Type.DType)) {
 			return nil, fmt.Errorf("%s is %s, X is %s", name, v.Type, in[0].Type)
 		}
 		if v.Type.Shape.NumElements() != 1 || len(v.Type.Shape) > 1 {
