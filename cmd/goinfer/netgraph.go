@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"goinfer/internal/engine"
@@ -26,9 +24,6 @@ type netGraph struct {
 	// read is how long reading took, part of the cold start.
 	read time.Duration
 }
-
-// isONNX reports whether path names an ONNX model.
-func isONNX(path string) bool { return strings.EqualFold(filepath.Ext(path), ".onnx") }
 
 // readNetGraph reads the model src names. size is the image size the
 // command was asked for (0: the model's own); a general graph whose height
