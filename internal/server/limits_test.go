@@ -341,3 +341,40 @@ func TestDrainGRPC(t *testing.T) {
 		t.Errorf("drain: %v", err)
 	}
 }
+
+func TestGRPCMemoryBudget(t *testing.T) {
+	const limit = 1 << 20
+	s := servertest.Start(t, servertest.Options{Server: func(c *server.Config) {
+		c.MaxRequestBytes = limit
+		c.MaxInflightBytes = 3 * limit / 2
+	}})
+	cl := kservepb.NewGRPCInferenceServiceClient(dialGRPC(t, s.GRPCAddr))
+	holder := rawRequest(t, s, limit, "", nil)
+	defer holder.Close()
+	waitMetric(t, s, budgetMetric, limit)
+
+	// 192 images (576 KiB): read by gRPC, then refused by the budget
+	// (1 MiB + 576 KiB > 1.5 MiB).
+	_, err := cl.ModelInfer(ctxT(t), rawInfer(randImages(192, 16, 24), 192))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max_inflight_bytes") {
+		t.Fatalf("a message beyond the budget: %v, want RESOURCE_EXHAUSTED naming --max_inflight_bytes", err)
+	}
+	// With less free than the tap's threshold, RPCs are refused before
+	// their message is read.
+	second := rawRequest(t, s, limit/4, "", nil)
+	defer second.Close()
+	waitMetric(t, s, budgetMetric, limit+limit/4)
+	_, err = cl.ModelInfer(ctxT(t), rawInfer(randImages(1, 16, 25), 1))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a small message with the budget spent: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	holder.Close()
+	second.Close()
+	waitMetric(t, s, budgetMetric, 0)
+	if _, err := cl.ModelInfer(ctxT(t), rawInfer(randImages(1, 16, 25), 1)); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if got, _ := metricValue(t, s, `goinfer_requests_total{protocol="grpc",status="memory_full"}`); got != 2 {
+		t.Errorf("memory_full gRPC requests counted %v, want 2", got)
+	}
+}
