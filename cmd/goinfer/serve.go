@@ -22,7 +22,6 @@ import (
 	"goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines serve can run
-	"goinfer/internal/model"
 	"goinfer/internal/server"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
@@ -105,6 +104,7 @@ type serveOptions struct {
 	pprofAddr        string
 	pinnedPoolBytes  int64
 	allowShm         bool
+	grpc             grpcFlags
 	set              map[string]bool
 }
 
@@ -147,6 +147,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
+	o.grpc.register(fs, "server")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on `ADDR`, e.g. 127.0.0.1:6060 (empty: off); never expose it publicly")
 }
 
@@ -202,6 +203,9 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--log_format %q: want text or json", o.logFormat)
 	case o.set["devices"] && o.set["device"]:
 		return p, errors.New("--device and --devices are mutually exclusive")
+	}
+	if err := o.grpc.check(); err != nil {
+		return p, err
 	}
 	if _, err := parseLogLevel(o.logLevel); err != nil {
 		return p, err
@@ -357,6 +361,9 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		MaxConnections: o.maxConns, GRPCMaxConcurrentStreams: uint32(o.grpcMaxStreams),
 		PinnedPoolBytes:   o.pinnedPoolBytes,
 		AllowSharedMemory: o.allowShm,
+		GRPCWindow:        o.grpc.windowOption(),
+		GRPCReadBuffer:    o.grpc.readBufferOption(),
+		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {
@@ -494,7 +501,31 @@ type serveLoader struct {
 func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, labels []string) (*server.Model, error) {
 	o, plan := l.o, l.plan
 	start := time.Now()
-	graph := sync.OnceValues(func() (*model.Graph, error) { return loadGraph(ctx, l.src) })
+	// The ResNet graph serves every size; a general graph is bound to its
+	// image size when read, so each size reads its own.
+	resnet := sync.OnceValues(func() (netGraph, error) { return readNetGraph(ctx, l.src, 0) })
+	var first netGraph
+	graphFor := func(size int) func() (netGraph, error) {
+		switch {
+		case !l.src.general():
+			return resnet
+		case size == plan.sizes[0]:
+			return func() (netGraph, error) { return first, nil }
+		}
+		return sync.OnceValues(func() (netGraph, error) { return readNetGraph(ctx, l.src, size) })
+	}
+	if l.src.general() {
+		var err error
+		if first, err = readNetGraph(ctx, l.src, plan.sizes[0]); err != nil {
+			return nil, err
+		}
+		if h, w := first.inputSize(plan.sizes[0], plan.sizes[0]); h != plan.sizes[0] || w != plan.sizes[0] {
+			if h != w || len(plan.sizes) > 1 || o.set["image_size"] {
+				return nil, fmt.Errorf("the model takes %dx%d images only; serve it with --image_size %d", h, w, h)
+			}
+			plan.sizes = []int{h}
+		}
+	}
 	inflight := o.maxInflight
 	if inflight == 0 {
 		// Enough to fill every slot of every device's pipeline, plus one
@@ -509,12 +540,13 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 				Progress: func(format string, args ...any) {
 					l.log.Info(fmt.Sprintf(format, args...), "device", d, "image_size", size)
 				}}
+			graph := graphFor(size)
 			loads[i] = func(ctx context.Context) (engine.Model, error) {
 				g, err := graph()
 				if err != nil {
 					return nil, err
 				}
-				return l.eng.Load(ctx, g, opts)
+				return g.load(ctx, l.eng, opts)
 			}
 		}
 		b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: inflight, CopyStreams: o.copyStreams, MaxBatch: o.maxBatch})
@@ -540,11 +572,11 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			load, compile = max(load, d.Load+d.Setup-d.Info.CompileTime), max(compile, d.Info.CompileTime)
 		}
 		l.log.Info("loaded", "image_size", plan.sizes[i], "arch", info.Arch, "engine", info.Engine, "device", info.Device,
-			"precision", info.Precision.String(), "compiled", info.Compiled, "classes", info.Classes,
+			"precision", info.Precision.String(), "compiled", info.Compiled, "input", info.Input().String(), "output", info.Output().String(),
 			"load_s", load.Seconds(), "compile_s", compile.Seconds())
 		bcfg := batcher.Config{
-			Channels: info.InChannels, Height: plan.sizes[i], Width: plan.sizes[i], DType: info.InputDType,
-			Classes: info.Classes, MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
+			Channels: info.Input().Shape[0], Height: plan.sizes[i], Width: plan.sizes[i], DType: info.Input().DType,
+			Classes: info.OutputElems(), MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
 			MaxQueue: o.maxQueue, MaxInflight: inflight, Observe: l.srv.ObserveBatch,
 		}
 		// Compiled sizes are faster than their neighbours only where the
@@ -570,8 +602,8 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		m.Info = info
 		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
 	}
-	if len(labels) > 0 && len(labels) != m.Info.Classes {
-		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.Classes)
+	if len(labels) > 0 && len(labels) != m.Info.OutputElems() {
+		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.OutputElems())
 		m.Labels = nil
 	}
 	l.log.Info("model loaded", "took_s", time.Since(start).Seconds())

@@ -132,7 +132,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		return nil, res, err
 	}
 	if len(req.Inputs) != 1 {
-		return nil, res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), InputName)
+		return nil, res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), st.input.name)
 	}
 	in := req.Inputs[0]
 	outs := make([]outputSpec, len(req.Outputs))
@@ -161,7 +161,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			return nil, res, err
 		}
 	}
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	use := shmUse{reg: &s.shm, pool: &s.reqs}
 	defer use.done()
 	if outShm {
@@ -196,7 +196,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	if err != nil {
 		return nil, res, err
 	}
-	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: OutputName, Datatype: "FP32", Shape: []int64{int64(p.n), int64(classes)}}
+	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: st.output.name, Datatype: "FP32", Shape: st.output.batched(p.n)}
 	if k := p.out.classification; k > 0 {
 		out.Datatype, out.Shape = "BYTES", []int64{int64(p.n), int64(k)}
 		var b []byte

@@ -305,7 +305,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		return res, err
 	}
 	if len(req.Inputs) != 1 {
-		return res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), InputName)
+		return res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), st.input.name)
 	}
 	in := req.Inputs[0]
 	binaryOut, err := paramBool(req.Parameters, "binary_data_output", "request")
@@ -350,7 +350,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 			return res, err
 		}
 	}
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	use := shmUse{reg: &s.shm, pool: &s.reqs}
 	defer use.done()
 	if outShm {
@@ -462,9 +462,9 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 // writeShmResponse writes the output into its shared memory region and
 // answers with a JSON body that describes it.
 func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result, use *shmUse) error {
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	raw := tensor.F32Bytes(logits)
-	datatype, shape := "FP32", []int64{int64(p.n), int64(classes)}
+	datatype, shape := "FP32", st.output.batched(p.n)
 	if k := p.out.classification; k > 0 {
 		buf := s.bufs.get(0)
 		defer s.bufs.put(buf)
@@ -483,7 +483,7 @@ func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id stri
 	j.begin(s.cfg.ModelName, s.cfg.ModelVersion, id, responseParams{
 		queueMicros: res.QueueWait.Microseconds(), computeMicros: res.Compute.Microseconds(), batchSize: res.BatchSize,
 	})
-	j.output(OutputName, datatype, shape)
+	j.output(st.output.name, datatype, shape)
 	j.shm(use.outRef.region, n)
 	j.end()
 	h := w.Header()
@@ -620,7 +620,7 @@ func expectEOF(body io.Reader, consumed int) error {
 // writeInferResponse answers a successful request: JSON, or a JSON header
 // followed by the binary output.
 func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result) {
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	hdr := s.bufs.get(0)
 	defer s.bufs.put(hdr)
 	j := jsonResponse{buf: (*hdr)[:0]}
@@ -630,7 +630,7 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id st
 	var bin []byte
 	var binBuf *[]byte
 	if k := p.out.classification; k > 0 {
-		j.output(OutputName, "BYTES", []int64{int64(p.n), int64(k)})
+		j.output(st.output.name, "BYTES", []int64{int64(p.n), int64(k)})
 		if p.out.binary {
 			binBuf = s.bufs.get(0)
 			b := (*binBuf)[:0]
@@ -641,7 +641,7 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id st
 			j.strings(func(add func([]byte)) { topK(logits, p.n, classes, k, st.model.Labels, add) })
 		}
 	} else {
-		j.output(OutputName, "FP32", []int64{int64(p.n), int64(classes)})
+		j.output(st.output.name, "FP32", st.output.batched(p.n))
 		if p.out.binary {
 			bin = tensor.F32Bytes(logits)
 			j.binary(len(bin))

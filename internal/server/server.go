@@ -45,12 +45,6 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// Tensor names of the served model.
-const (
-	InputName  = "input"
-	OutputName = "logits"
-)
-
 // Extensions lists the protocol extensions the server implements, as
 // GET /v2 and ServerMetadata report them.
 func Extensions() []string {
@@ -120,6 +114,10 @@ type Config struct {
 	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
 	// none, the framer reads and writes the socket directly.
 	GRPCReadBuffer, GRPCWriteBuffer int
+	// GRPCWindow is the HTTP/2 flow-control window, in bytes, the server
+	// grants each stream and each connection (default 16 MiB); negative:
+	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
+	GRPCWindow int32
 	// PinnedPoolBytes bounds the page-locked memory request tensors are
 	// received into when the model has a host allocator (Model.AllocHost);
 	// requests beyond it use ordinary memory and are copied once more.
@@ -165,7 +163,7 @@ type Model struct {
 // when the model cannot page-lock memory or converts dt on the host,
 // since then the host reads the tensor.
 func (st *modelState) registerHost(dt tensor.DType) func([]byte) (engine.HostBuffer, error) {
-	if dt != st.model.Info.InputDType {
+	if dt != st.model.Info.Input().DType {
 		return nil
 	}
 	return st.model.RegisterHost
@@ -182,7 +180,14 @@ type modelState struct {
 type tensorMeta struct {
 	name     string
 	datatype string
-	shape    []int64
+	shape    []int64 // with -1 for the batch dimension
+}
+
+// batched is the tensor's shape for a batch of n.
+func (m tensorMeta) batched(n int) []int64 {
+	s := append([]int64(nil), m.shape...)
+	s[0] = int64(n)
+	return s
 }
 
 // Server answers KServe v2 requests over HTTP and gRPC. Create it with New,
@@ -262,6 +267,7 @@ func New(cfg Config) (*Server, error) {
 	s.shm.allowed, s.shm.log = cfg.AllowSharedMemory, cfg.Logger
 	s.reqs.bufs = &s.bufs
 	s.codec.Pool = &s.reqs
+	s.codec.DeferErrors = true // its interceptors answer INVALID_ARGUMENT
 	s.metrics = newMetrics(cfg.ModelName, cfg.MaxBatch, s.queueDepth, func() float64 {
 		if s.ready() {
 			return 1
@@ -291,23 +297,26 @@ func New(cfg Config) (*Server, error) {
 		ConnState:         s.fresh.track,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	s.grpc = grpc.NewServer(
+	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(min(cfg.MaxRequestBytes, 1<<31-1))),
 		grpc.MaxConcurrentStreams(cfg.GRPCMaxConcurrentStreams),
-		grpc.MaxSendMsgSize(1<<31-1),
-		grpc.ChainUnaryInterceptor(s.recoverUnary),
+		grpc.MaxSendMsgSize(1<<31 - 1),
+		grpc.ChainUnaryInterceptor(s.codec.UnaryServerInterceptor, s.recoverUnary),
+		grpc.ChainStreamInterceptor(s.codec.StreamServerInterceptor),
 		grpc.InTapHandle(s.tapInfer),
 		grpc.ForceServerCodecV2(&s.codec),
-		// Tensors are hundreds of kilobytes: large windows and buffers
-		// keep a request from waiting on flow-control round trips.
-		grpc.InitialWindowSize(grpcWindow),
-		grpc.InitialConnWindowSize(grpcWindow),
 		grpc.ReadBufferSize(bufferSize(cfg.GRPCReadBuffer)),
 		grpc.WriteBufferSize(bufferSize(cfg.GRPCWriteBuffer)),
 		// Frames are read into buffers of their exact size, so a pool that
 		// does not zero them is safe and saves a pass over every request.
 		experimental.BufferPool(&s.bufs),
-	)
+	}
+	if w := windowSize(cfg.GRPCWindow); w > 0 {
+		// Tensors are hundreds of kilobytes: large windows keep a
+		// request from waiting on flow-control round trips.
+		gopts = append(gopts, grpc.InitialWindowSize(w), grpc.InitialConnWindowSize(w))
+	}
+	s.grpc = grpc.NewServer(gopts...)
 	kservepb.RegisterGRPCInferenceServiceServer(s.grpc, &grpcService{s: s})
 	s.health = health.NewServer()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -324,12 +333,16 @@ func (s *Server) SetModel(m *Model) error {
 		return errors.New("server: model has no lanes")
 	}
 	info := m.Info
-	if info.Classes <= 0 || info.InChannels <= 0 {
-		return fmt.Errorf("server: model info has %d classes and %d input channels", info.Classes, info.InChannels)
+	if err := info.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	dt := wireName(info.InputDType)
+	c, _, _, ok := info.ImageInput()
+	if !ok {
+		return fmt.Errorf("server: model %s takes %s: the server serves image models, whose input is [N, C, H, W], so far", info.Arch, info.Input())
+	}
+	dt := wireName(info.Input().DType)
 	if dt == "" {
-		return fmt.Errorf("server: model input dtype %s has no KServe name", info.InputDType)
+		return fmt.Errorf("server: model input dtype %s has no KServe name", info.Input().DType)
 	}
 	st := &modelState{model: m, lanes: map[[2]int]*batcher.Batcher{}}
 	h, w := int64(m.Lanes[0].Height), int64(m.Lanes[0].Width)
@@ -349,8 +362,11 @@ func (s *Server) SetModel(m *Model) error {
 			w = -1
 		}
 	}
-	st.input = tensorMeta{name: InputName, datatype: dt, shape: []int64{-1, int64(info.InChannels), h, w}}
-	st.output = tensorMeta{name: OutputName, datatype: "FP32", shape: []int64{-1, int64(info.Classes)}}
+	st.input = tensorMeta{name: info.Input().Name, datatype: dt, shape: []int64{-1, int64(c), h, w}}
+	st.output = tensorMeta{name: info.Output().Name, datatype: "FP32", shape: []int64{-1}}
+	for _, d := range info.Output().Shape {
+		st.output.shape = append(st.output.shape, int64(d))
+	}
 	if m.Platform == "" {
 		m.Platform = "goinfer_" + info.Engine
 	}
@@ -652,6 +668,15 @@ const (
 	grpcWindow = 16 << 20
 	grpcBuffer = 1 << 20
 )
+
+// windowSize maps a configured gRPC window to gRPC's option: 0 is the
+// default, negative is none (gRPC-Go's dynamic window).
+func windowSize(n int32) int32 {
+	if n == 0 {
+		return grpcWindow
+	}
+	return n
+}
 
 // bufferSize maps a configured gRPC buffer size to gRPC's option: 0 is the
 // default, negative is none (gRPC's 0).
