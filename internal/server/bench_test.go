@@ -53,7 +53,8 @@ func startInstantDType(b *testing.B, size int, dtype tensor.DType, cfg server.Co
 	if err != nil {
 		b.Fatal(err)
 	}
-	info := engine.Info{Engine: "none", Classes: 1000, InChannels: 3, Height: size, Width: size, InputDType: dtype}
+	info := engine.Info{Engine: "none", MaxBatch: 256}
+	info.Inputs, info.Outputs = engine.ClassifierSpecs(dtype, 3, size, size, 1000)
 	if err := srv.SetModel(&server.Model{Info: info, Lanes: []server.Lane{{Height: size, Width: size, Batcher: bt}}}); err != nil {
 		b.Fatal(err)
 	}
