@@ -60,7 +60,7 @@ func FuzzWindowOps(f *testing.F) {
 			in []*Array
 		}{
 			{&Conv{Strides: strides, Dilations: dil, Pads: pads, AutoPad: ap, Group: group},
-				[]*Array{xa, constArr(append(tensor.Shape{cout, cin / group}, k...), 1)}},
+				[]*Array{xa, iotaArr(f32T, append(tensor.Shape{cout, cin / group}, k...))}},
 			{&ConvTranspose{Strides: strides, Dilations: dil, Pads: pads, AutoPad: ap, Group: group},
 				[]*Array{xa, constArr(append(tensor.Shape{cin, cout / group}, k...), 1)}},
 			{&Pool{Max: true, Kernel: k, Strides: strides, Dilations: dil, Pads: pads, AutoPad: ap, CeilMode: ceil}, []*Array{xa}},
@@ -85,6 +85,40 @@ func FuzzWindowOps(f *testing.F) {
 			if !out[0].Shape.Equal(types[0].Shape) {
 				t.Fatalf("%s %+v on %v: Infer %v, Eval %v", o.op.Kind(), o.op, x, types[0].Shape, out[0].Shape)
 			}
+			if c, ok := o.op.(*Conv); ok {
+				closeRel(t, "conv vs taps", out[0], convByTaps(t, c, o.in[0], o.in[1]), 1e-12)
+			}
 		}
 	})
+}
+
+// convByTaps is a direct convolution over window.taps, the per-position
+// geometry pools use, to check Conv's run-based loops against.
+func convByTaps(t *testing.T, c *Conv, x, w *Array) *Array {
+	win, err := c.plan(x.Shape, w.Shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ch, m := x.Shape[0], x.Shape[1], w.Shape[0]
+	g := c.group()
+	cg, mg := ch/g, m/g
+	inSp, kSp := x.Shape[2:].NumElements(), w.Shape[2:].NumElements()
+	taps := win.taps()
+	out := NewArray(x.DType, append(tensor.Shape{n, m}, win.out...))
+	k := 0
+	for ni := 0; ni < n; ni++ {
+		for mi := 0; mi < m; mi++ {
+			for _, list := range taps {
+				s := 0.0
+				for ci := 0; ci < cg; ci++ {
+					for _, tp := range list {
+						s += x.Data[(ni*ch+(mi/mg)*cg+ci)*inSp+int(tp.i)] * w.Data[(mi*cg+ci)*kSp+int(tp.k)]
+					}
+				}
+				out.Data[k] = s
+				k++
+			}
+		}
+	}
+	return out
 }
