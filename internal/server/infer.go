@@ -87,18 +87,21 @@ func (st *modelState) plan(in inputSpec, outs []outputSpec) (plan, error) {
 	p = plan{lane: lane, dtype: dt, n: n, bytes: n * elems * dt.Size()}
 	switch len(outs) {
 	case 0:
-		p.out = outputSpec{name: OutputName}
+		p.out = outputSpec{name: st.output.name}
 	case 1:
-		if outs[0].name != OutputName {
-			return p, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its output is %q)", outs[0].name, OutputName)
+		if outs[0].name != st.output.name {
+			return p, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its output is %q)", outs[0].name, st.output.name)
 		}
 		if k := outs[0].classification; k < 0 {
 			return p, errorf(kindInvalid, "outputs[0].parameters.classification is %d; want a positive count", k)
 		}
+		if outs[0].classification > 0 && len(st.output.shape) != 2 {
+			return p, errorf(kindInvalid, "outputs[0].parameters.classification: the model's output %q of shape %v holds no class scores", st.output.name, st.output.shape)
+		}
 		p.out = outs[0]
-		p.out.classification = min(p.out.classification, st.model.Info.Classes)
+		p.out.classification = min(p.out.classification, st.model.Info.OutputElems())
 	default:
-		return p, errorf(kindInvalid, "%d outputs requested; the model has one, %q", len(outs), OutputName)
+		return p, errorf(kindInvalid, "%d outputs requested; the model has one, %q", len(outs), st.output.name)
 	}
 	return p, nil
 }

@@ -153,8 +153,8 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	s.Srv = srv
 	bt, err := batcher.New(sub, batcher.Config{
-		Channels: info.InChannels, Height: opts.Size, Width: opts.Size, DType: info.InputDType,
-		Classes: info.Classes, MaxBatch: opts.MaxBatch, MaxDelay: opts.MaxDelay, MaxQueue: opts.MaxQueue,
+		Channels: info.Input().Shape[0], Height: opts.Size, Width: opts.Size, DType: info.Input().DType,
+		Classes: info.OutputElems(), MaxBatch: opts.MaxBatch, MaxDelay: opts.MaxDelay, MaxQueue: opts.MaxQueue,
 		MaxInflight: opts.Inflight, CopyWorkers: 1, Observe: srv.ObserveBatch, AllocHost: allocHost,
 	})
 	if err != nil {
