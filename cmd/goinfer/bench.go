@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"goinfer/internal/backend"
+	"goinfer/internal/client"
 	"goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines bench can run
@@ -108,6 +109,7 @@ type benchOptions struct {
 	connections int
 	sharedMem   string
 	grpc        grpcFlags
+	httpClient  string
 	set         map[string]bool // flags given on the command line
 }
 
@@ -132,6 +134,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.url, "url", "", "benchmark a running server instead: http://HOST:PORT or grpc://HOST:PORT (KServe v2; model flags are then unused)")
 	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory: request tensors generated in registered objects, logits back through one per request in flight (Triton's system shared memory extension, as perf_analyzer --shared-memory system; the server needs --allow_shared_memory)")
 	o.grpc.register(fs, "client (with a grpc:// --url)")
+	fs.StringVar(&o.httpClient, "http_client", client.HTTPLean, "with an http:// --url, the `CLIENT` inference requests go through: lean (persistent HTTP/1.1 connections, each request written in one system call) or nethttp (Go's net/http)")
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
 
@@ -164,6 +167,8 @@ func (o *benchOptions) check() error {
 		return errors.New("--device and --devices are mutually exclusive")
 	case o.sharedMem != "none" && o.sharedMem != "system":
 		return fmt.Errorf("--shared_memory %q: want none or system", o.sharedMem)
+	case o.httpClient != client.HTTPLean && o.httpClient != client.HTTPNetHTTP:
+		return fmt.Errorf("--http_client %q: want %s or %s", o.httpClient, client.HTTPLean, client.HTTPNetHTTP)
 	case o.sharedMem == "system" && o.url == "":
 		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
 	}

@@ -70,6 +70,12 @@ func (b *builder) param(key string, shape ...int) *ir.Value {
 		b.problem("key %q has shape %v, the architecture needs %v", key, t.Shape, s)
 		return v
 	}
+	switch t.DType {
+	case tensor.Float32, tensor.Float16, tensor.BFloat16, tensor.Float64:
+	default:
+		b.problem("key %q is %s, want a float tensor", key, t.DType)
+		return v
+	}
 	f, err := t.ToFloat32()
 	if err != nil {
 		b.problem("key %q: %v", key, err)

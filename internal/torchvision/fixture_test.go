@@ -24,10 +24,29 @@ var fixtureConfigs = map[string]Config{
 		{16, 5, 32, 16, true, true, 1}, {16, 3, 48, 24, true, true, 1},
 	}, LastChannel: 32, Classes: 10},
 	"vit": ViTConfig{PatchSize: 8, Layers: 2, Heads: 2, Hidden: 32, MLP: 48, Classes: 10},
+	"efficientnet": EfficientNetConfig{Stages: []MBConv{
+		{false, 1, 3, 1, 16, 16, 1}, {false, 6, 5, 2, 16, 24, 3}, {false, 4, 3, 1, 24, 24, 2},
+	}, WidthMult: 0.5, DepthMult: 0.5, Classes: 10},
+	"efficientnet_v2": EfficientNetConfig{Stages: []MBConv{
+		{true, 1, 3, 1, 8, 8, 2}, {true, 4, 3, 2, 8, 16, 2}, {false, 4, 3, 2, 16, 24, 2},
+	}, WidthMult: 1, DepthMult: 1, LastChannel: 48, Eps: 1e-3, Classes: 10},
+	"regnet_y":      RegNetConfig{Depth: 4, W0: 8, WA: 8.5, WM: 2, GroupWidth: 4, SERatio: 0.25, StemWidth: 8, Classes: 10},
+	"regnet_x":      RegNetConfig{Depth: 5, W0: 8, WA: 6.3, WM: 2.2, GroupWidth: 8, StemWidth: 8, Classes: 10},
+	"convnext":      ConvNeXtConfig{Stages: []ConvNeXtStage{{8, 16, 1}, {16, 0, 2}}, Classes: 10},
+	"densenet":      DenseNetConfig{Growth: 4, Blocks: []int{2, 3}, InitFeat: 8, BNSize: 2, Classes: 10},
+	"shufflenet_v2": ShuffleNetV2Config{Repeats: []int{2, 1, 2}, Channels: []int{8, 16, 32, 64, 96}, Classes: 10},
+	"squeezenet1_0": SqueezeNetConfig{Version: "1_0", Classes: 10},
+	"squeezenet1_1": SqueezeNetConfig{Version: "1_1", Classes: 10},
+	"resnet18":      ResNetConfig{Layers: []int{2, 2, 2, 2}, Groups: 1, WidthPerGroup: 64, Base: 64, Classes: 10},
+	"mnasnet0_5":    MNASNetConfig{Alpha: 0.5, Classes: 10},
+	"resnext":       ResNetConfig{Bottleneck: true, Layers: []int{1, 2, 1, 1}, Groups: 4, WidthPerGroup: 4, Base: 64, Classes: 10},
 }
 
 type fixtureEntry struct {
+	// File is the saved state dict; without one, the weights are
+	// RandomStateDictFor's with Seed.
 	File      string `json:"file"`
+	Seed      uint32 `json:"seed"`
 	ImageSize int    `json:"image_size"`
 	Params    int64  `json:"params"`
 }
@@ -63,6 +82,9 @@ func TestFixtures(t *testing.T) {
 		}
 	}
 	for name, fx := range manifest {
+		if testing.Short() && fx.Params > 1e6 {
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			cfg, ok := fixtureConfigs[name]
 			if !ok {
@@ -75,7 +97,12 @@ func TestFixtures(t *testing.T) {
 			if n != fx.Params {
 				t.Errorf("%d parameters, torchvision's model has %d", n, fx.Params)
 			}
-			sd, err := checkpoint.Load(filepath.Join(fixtureDir, fx.File))
+			var sd *checkpoint.StateDict
+			if fx.File != "" {
+				sd, err = checkpoint.Load(filepath.Join(fixtureDir, fx.File))
+			} else {
+				sd, err = RandomStateDictFor(cfg, fx.ImageSize, fx.Seed)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

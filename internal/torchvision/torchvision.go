@@ -109,6 +109,7 @@ func Build(arch string, sd *checkpoint.StateDict, opts Options) (*ir.Graph, erro
 	if sd == nil {
 		return nil, fmt.Errorf("torchvision: %s: no state dict", arch)
 	}
+	sd = normalizeKeys(arch, sd)
 	classes := 1000
 	if t, ok := sd.Get(e.classifier); ok && len(t.Shape) >= 1 && t.Shape[0] > 0 {
 		classes = t.Shape[0]
@@ -121,6 +122,38 @@ func Build(arch string, sd *checkpoint.StateDict, opts Options) (*ir.Graph, erro
 		return nil, err
 	}
 	return g, nil
+}
+
+// normalizeKeys strips the "module." prefix DataParallel checkpoints put on
+// every key and renames the legacy keys of torchvision's published
+// DenseNet files as torchvision's loader does. sd itself is returned when
+// nothing changes.
+func normalizeKeys(arch string, sd *checkpoint.StateDict) *checkpoint.StateDict {
+	names := sd.Names()
+	strip := len(names) > 0
+	for _, n := range names {
+		if !strings.HasPrefix(n, "module.") {
+			strip = false
+			break
+		}
+	}
+	dense := strings.HasPrefix(arch, "densenet")
+	if !strip && !dense {
+		return sd
+	}
+	out := checkpoint.NewStateDict()
+	for _, n := range names {
+		t, _ := sd.Get(n)
+		k := n
+		if strip {
+			k = strings.TrimPrefix(k, "module.")
+		}
+		if dense {
+			k = denseKey(k)
+		}
+		out.Set(k, t)
+	}
+	return out
 }
 
 // impliedImageSize reads the image size off a ViT's position embedding
