@@ -140,18 +140,18 @@ func (s *poolStep) rng(x *Exec, w, lo, hi int) {
 					orow[ox] = m
 					continue
 				}
-				var sum float32
+				var sum float64
 				for ky := 0; ky < y.n; ky++ {
 					row := in[(y.first+ky*s.dh)*s.iw:]
 					for kx := 0; kx < xs.n; kx++ {
-						sum += row[xs.first+kx*s.dw]
+						sum += float64(row[xs.first+kx*s.dw])
 					}
 				}
 				cnt := y.n * xs.n
 				if s.includePad {
 					cnt = y.padded * xs.padded
 				}
-				orow[ox] = sum / float32(cnt)
+				orow[ox] = float32(sum / float64(cnt))
 			}
 		}
 	}
