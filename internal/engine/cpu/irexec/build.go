@@ -33,10 +33,7 @@ func build(nc *nodeCtx) (step, error) {
 	case *ir.Gather:
 		return buildGather(nc)
 	case *ir.GatherElements:
-		if nc.n.Input(1).Const == nil {
-			return nil, unsupportedf("with runtime indices", "indices computed at run time")
-		}
-		return buildRuns(nc)
+		return buildGatherElements(nc)
 	case *ir.Slice, *ir.Pad, *ir.Tile, *ir.Concat, *ir.Split, *ir.DepthToSpace, *ir.SpaceToDepth:
 		return buildRuns(nc)
 	default:
