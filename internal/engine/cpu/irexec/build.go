@@ -34,10 +34,14 @@ func build(nc *nodeCtx) (step, error) {
 		return buildGather(nc)
 	case *ir.GatherElements:
 		return buildGatherElements(nc)
+	case *ir.Resize:
+		if op.Mode != "nearest" || op.CoordinateTransformMode == "tf_crop_and_resize" {
+			return nil, unsupportedf(op.Mode, "%s resizing (the executor runs nearest-neighbour resizing)", op.Mode)
+		}
+		return buildRuns(nc) // a gather: each output copies one input element
 	case *ir.Slice, *ir.Pad, *ir.Tile, *ir.Concat, *ir.Split, *ir.DepthToSpace, *ir.SpaceToDepth:
 		return buildRuns(nc)
 	default:
-		_ = op
 		return buildNN(nc)
 	}
 }
