@@ -58,7 +58,23 @@ def fixtures():
     f["resnet18"] = (lambda: M.resnet18(num_classes=10), 40, "hash")
     f["resnext"] = (lambda: resnet.ResNet(resnet.Bottleneck, [1, 2, 1, 1], groups=4, width_per_group=4, num_classes=10), 40, "hash")
     f["mnasnet0_5"] = (lambda: M.mnasnet0_5(num_classes=10), 32, "hash")
+    f["mnasnet0_5_v1"] = (mnasnet_v1, 32, "hash")
     return f
+
+
+def mnasnet_v1():
+    """mnasnet0_5 as torchvision loads its published (version 1) weights:
+    loading a version-1 state dict swaps in the fixed 32/16 stem."""
+    m = M.mnasnet0_5(num_classes=10)
+    sd = m.state_dict()
+    meta = getattr(sd, "_metadata")
+    meta[""]["version"] = 1
+    v1 = M.mnasnet0_5(num_classes=10)
+    try:
+        v1.load_state_dict(sd)
+    except RuntimeError:
+        pass  # the shapes of the old stem differ; the modules are swapped now
+    return v1
 
 
 MASK = 0xFFFFFFFF

@@ -39,6 +39,7 @@ var fixtureConfigs = map[string]Config{
 	"squeezenet1_1": SqueezeNetConfig{Version: "1_1", Classes: 10},
 	"resnet18":      ResNetConfig{Layers: []int{2, 2, 2, 2}, Groups: 1, WidthPerGroup: 64, Base: 64, Classes: 10},
 	"mnasnet0_5":    MNASNetConfig{Alpha: 0.5, Classes: 10},
+	"mnasnet0_5_v1": MNASNetConfig{Alpha: 0.5, V1Stem: true, Classes: 10},
 	"resnext":       ResNetConfig{Bottleneck: true, Layers: []int{1, 2, 1, 1}, Groups: 4, WidthPerGroup: 4, Base: 64, Classes: 10},
 }
 

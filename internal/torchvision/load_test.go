@@ -191,3 +191,19 @@ func TestLoad(t *testing.T) {
 		t.Errorf("wrong arch: %v", err)
 	}
 }
+
+// TestMNASNetV1 builds the published mnasnet0_5 layout (torchvision's first
+// MNASNet version, with a fixed 32/16 stem) by name: Build tells it from
+// the stem's shape.
+func TestMNASNetV1(t *testing.T) {
+	sd, err := RandomStateDictFor(MNASNetConfig{Alpha: 0.5, V1Stem: true, Classes: 1000}, 224, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build("mnasnet0_5", sd, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := Detect(sd); err != nil || a != "mnasnet0_5" {
+		t.Errorf("Detect = %q, %v", a, err)
+	}
+}

@@ -117,11 +117,24 @@ func Build(arch string, sd *checkpoint.StateDict, opts Options) (*ir.Graph, erro
 	if opts.ImageSize == 0 && opts.Weights == nil {
 		opts.ImageSize = impliedImageSize(arch, sd)
 	}
-	g, err := BuildWith(e.config(classes), sd, opts)
+	g, err := BuildWith(adapt(e.config(classes), sd), sd, opts)
 	if err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// adapter is implemented by configurations with variants that only the
+// state dict tells apart (MNASNet's first-version stem).
+type adapter interface {
+	adapt(sd *checkpoint.StateDict) Config
+}
+
+func adapt(cfg Config, sd *checkpoint.StateDict) Config {
+	if a, ok := cfg.(adapter); ok {
+		return a.adapt(sd)
+	}
+	return cfg
 }
 
 // normalizeKeys strips the "module." prefix DataParallel checkpoints put on
