@@ -59,6 +59,8 @@ def fixtures():
     f["resnext"] = (lambda: resnet.ResNet(resnet.Bottleneck, [1, 2, 1, 1], groups=4, width_per_group=4, num_classes=10), 40, "hash")
     f["mnasnet0_5"] = (lambda: M.mnasnet0_5(num_classes=10), 32, "hash")
     f["mnasnet0_5_v1"] = (mnasnet_v1, 32, "hash")
+    f["inception_v3"] = (lambda: M.Inception3(num_classes=10, aux_logits=True, transform_input=True, init_weights=False), 75, "hash")
+    f["googlenet"] = (lambda: M.GoogLeNet(num_classes=10, aux_logits=False, transform_input=True, init_weights=False), 33, "hash")
     return f
 
 

@@ -21,6 +21,9 @@ type ParamSpec struct {
 	// Int marks integer buffers (num_batches_tracked), which are not
 	// parameters.
 	Int bool
+	// Ignored marks tensors inference does not read (auxiliary training
+	// classifiers that the published weights hold).
+	Ignored bool
 }
 
 // builder emits an architecture's graph while checking each state-dict

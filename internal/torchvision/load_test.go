@@ -50,6 +50,23 @@ func TestDetect(t *testing.T) {
 			t.Errorf("Detect(%s) = %q, %v", arch, got, err)
 		}
 	}
+	// The published GoogLeNet weights hold the auxiliary classifiers,
+	// inception_v3 checkpoints may lack them: both are recognised.
+	for arch, cfg := range map[string]Config{
+		"googlenet":    GoogLeNetConfig{TransformInput: true, AuxLogits: true, Classes: 1000},
+		"inception_v3": InceptionV3Config{TransformInput: true, Classes: 1000},
+	} {
+		sd, err := RandomStateDictFor(cfg, 299, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Detect(sd); err != nil || got != arch {
+			t.Errorf("Detect(%s variant) = %q, %v", arch, got, err)
+		}
+		if _, err := Build(arch, sd, Options{}); err != nil {
+			t.Errorf("Build(%s variant): %v", arch, err)
+		}
+	}
 	sd := shapeOnly(t, "resnet18", 1000, 224)
 	sd.Set("extra.weight", &tensor.Tensor{DType: tensor.Float32, Shape: tensor.Shape{3}})
 	if _, err := Detect(sd); err == nil || !strings.Contains(err.Error(), "closest is resnet18") || !strings.Contains(err.Error(), "unexpected extra.weight") {

@@ -264,8 +264,9 @@ func ParamSpecs(cfg Config, size int) ([]ParamSpec, error) {
 	return b.specs, nil
 }
 
-// ParamCount is the number of parameters of cfg (integer buffers
-// excluded), as torchvision counts model.parameters().
+// ParamCount is the number of parameters of cfg (integer buffers and
+// running statistics excluded), as torchvision counts model.parameters():
+// auxiliary classifiers that the configuration holds count too.
 func ParamCount(cfg Config, size int) (int64, error) {
 	specs, err := ParamSpecs(cfg, size)
 	if err != nil {
