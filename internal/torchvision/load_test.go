@@ -224,3 +224,45 @@ func TestMNASNetV1(t *testing.T) {
 		t.Errorf("Detect = %q, %v", a, err)
 	}
 }
+
+// TestHalfPrecisionWeights builds from fp16 and bf16 state dicts: the
+// weights widen to float32 exactly, so the graph equals the one built
+// from the float32 weights rounded the same way.
+func TestHalfPrecisionWeights(t *testing.T) {
+	cfg := ShuffleNetV2Config{Repeats: []int{1, 1, 1}, Channels: []int{8, 16, 32, 64, 32}, Classes: 3}
+	sd, err := RandomStateDictFor(cfg, 32, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := ir.NewArray(tensor.Float32, tensor.Shape{1, 3, 32, 32})
+	for i := range x.Data {
+		x.Data[i] = float64(i%11)/11 - 0.5
+	}
+	run := func(sd *checkpoint.StateDict) []float64 {
+		g, err := BuildWith(cfg, sd, Options{ImageSize: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ir.EvaluateBound(context.Background(), g, map[string]*ir.Array{InputName: x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0].Data
+	}
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+		half, err := checkpoint.CastFloats(sd, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := checkpoint.CastFloats(half, tensor.Float32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := run(half), run(back)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s weights: logits %v, want %v", dt, got, want)
+			}
+		}
+	}
+}
