@@ -24,6 +24,9 @@ type ParamSpec struct {
 	// Ignored marks tensors inference does not read (auxiliary training
 	// classifiers that the published weights hold).
 	Ignored bool
+	// IntValues is the content of an integer buffer the architecture
+	// fixes (Swin's relative position index).
+	IntValues []int64
 }
 
 // builder emits an architecture's graph while checking each state-dict
