@@ -79,6 +79,7 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 	c, err := client.DialOptions(dctx, o.url, client.Options{
 		MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM,
 		GRPCWindow: o.grpc.windowOption(), GRPCReadBuffer: o.grpc.readBufferOption(), GRPCWriteBuffer: o.grpc.writeBufferOption(),
+		HTTPClient: o.httpClient,
 	})
 	if err != nil {
 		return err

@@ -21,10 +21,14 @@ func TestGRPCFlagsRejectBadValues(t *testing.T) {
 		{[]string{"--grpc_window_bytes", "-1"}, "--grpc_window_bytes -1"},
 		{[]string{"--grpc_read_buffer_bytes", "-1"}, "--grpc_read_buffer_bytes -1: must not be negative"},
 		{[]string{"--grpc_write_buffer_bytes", "-5"}, "--grpc_write_buffer_bytes -5: must not be negative"},
+		{[]string{"--http_client", "curl"}, `--http_client "curl": want lean or nethttp`},
 	} {
 		r := runBenchArgs(context.Background(), tt.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("bench %v: exit %d, stderr:\n%s\nwant exit 2 and %q", tt.args, r.code, r.stderr, tt.want)
+		}
+		if strings.HasPrefix(tt.args[0], "--http") {
+			continue // bench only
 		}
 		var stderr bytes.Buffer
 		err := runServe(context.Background(), tt.args, &bytes.Buffer{}, &stderr)
@@ -70,6 +74,24 @@ func TestBenchRemoteGRPCTransportFlags(t *testing.T) {
 			args := append([]string{"--url", "grpc://" + s.GRPCAddr, "--num_iters", "4", "--batch_size", "2",
 				"--concurrency", "2", "--results_dir", t.TempDir()}, tc.args...)
 			r := runBenchArgs(context.Background(), args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout, "other errors") {
+				t.Errorf("requests failed:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestBenchRemoteHTTPClients runs bench --url http:// with each HTTP
+// client.
+func TestBenchRemoteHTTPClients(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{})
+	for _, hc := range []string{"lean", "nethttp"} {
+		t.Run(hc, func(t *testing.T) {
+			r := runBenchArgs(context.Background(), "--url", "http://"+s.HTTPAddr, "--http_client", hc, "--num_iters", "6",
+				"--batch_size", "2", "--concurrency", "2", "--results_dir", t.TempDir())
 			if r.code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}

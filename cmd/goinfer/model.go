@@ -28,7 +28,8 @@ const modelUsage = `Usage: goinfer model <subcommand> [flags]
 
 Subcommands:
   init     write seeded random weights for an architecture (.safetensors, .pth or .pt)
-  inspect  print a checkpoint's architecture, parameter count, dtypes and format
+  inspect  print a checkpoint's architecture, parameter count, dtypes and format;
+           for a .onnx model: inputs, outputs, opsets, producer, op counts, parameters, MACs
 
 Run 'goinfer model <subcommand> -h' for its flags.
 `
@@ -152,6 +153,9 @@ func runModelInspect(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	path := fs.Arg(0)
+	if isONNX(path) {
+		return inspectONNX(path, stdout)
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return err

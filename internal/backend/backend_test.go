@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/leakcheck"
 	"goinfer/internal/tensor"
 )
 
@@ -36,26 +36,10 @@ func randInput(rng *rand.Rand, n int) *tensor.Tensor {
 }
 
 // checkNoLeak fails the test if goroutines started during it are still
-// running shortly after it ends.
+// running after it ends.
 func checkNoLeak(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	leakcheck.Check(t)
 }
 
 func loaderOf(m engine.Model) LoadFunc {

@@ -56,6 +56,10 @@ type Options struct {
 	// grants each stream and each connection (default 16 MiB); negative:
 	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
 	GRPCWindow int32
+	// HTTPClient is the client inference requests go through over
+	// http://: HTTPLean (default) or HTTPNetHTTP. Other requests, and
+	// all of https://, use net/http.
+	HTTPClient string
 	// SharedMemory passes the input tensor and the logits through system
 	// shared memory (Linux only; the server must be on this host and
 	// allow it, as `goinfer serve --allow_shared_memory` does) instead of
@@ -195,6 +199,12 @@ func DialOptions(ctx context.Context, rawURL string, opts Options) (*Client, err
 	}
 	if opts.Conns <= 0 {
 		opts.Conns = 4
+	}
+	if opts.HTTPClient == "" {
+		opts.HTTPClient = HTTPLean
+	}
+	if opts.HTTPClient != HTTPLean && opts.HTTPClient != HTTPNetHTTP {
+		return nil, fmt.Errorf("client: HTTP client %q: want %s or %s", opts.HTTPClient, HTTPLean, HTTPNetHTTP)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -67,9 +67,18 @@ func (c *Conv) Infer(in []*Value) ([]Type, error) {
 	return []Type{out}, nil
 }
 
+// floorDiv is a/b rounded toward minus infinity.
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
 // in2 returns in[i], nil when absent.
 func in2(in []*Value, i int) *Value {
-	if i < len(in) {
+	if i >= 0 && i < len(in) {
 		return in[i]
 	}
 	return nil
@@ -77,7 +86,7 @@ func in2(in []*Value, i int) *Value {
 
 // arg returns in[i], nil when absent.
 func arg(in []*Array, i int) *Array {
-	if i < len(in) {
+	if i >= 0 && i < len(in) {
 		return in[i]
 	}
 	return nil
@@ -201,14 +210,17 @@ func (c *ConvTranspose) plan(x, w tensor.Shape) (*transposeGeometry, error) {
 			return nil, fmt.Errorf("output_shape %v does not give %d spatial sizes", c.OutputShape, nd)
 		}
 		for i := range target {
-			total := full(i) - target[i]
-			if total < 0 {
-				return nil, fmt.Errorf("output_shape %v is larger than the full transposed convolution (%d in dimension %d)", c.OutputShape, full(i), i)
+			if target[i] < 1 {
+				return nil, fmt.Errorf("output_shape %v must be positive", c.OutputShape)
 			}
+			// A negative total pads the end with zeros (as output_padding
+			// does); halves round toward minus infinity.
+			total := full(i) - target[i]
+			half := floorDiv(total, 2)
 			if c.AutoPad == "SAME_UPPER" {
-				geo.padBegin[i] = total / 2
+				geo.padBegin[i] = half
 			} else {
-				geo.padBegin[i] = total - total/2
+				geo.padBegin[i] = total - half
 			}
 			geo.out[i] = target[i]
 		}

@@ -205,7 +205,12 @@ func TestConvTransposeHand(t *testing.T) {
 			want: []*Array{arrOf(f32T, tensor.Shape{1, 1, 4}, 1, 10, 102, 20)}},
 		{name: "output_shape_same_lower", op: &ConvTranspose{Strides: []int{2}, AutoPad: "SAME_LOWER"}, in: []*Array{x, w},
 			want: []*Array{arrOf(f32T, tensor.Shape{1, 1, 4}, 10, 102, 20, 200)}},
-		{name: "too_big_output_shape", op: &ConvTranspose{OutputShape: []int{9}}, in: []*Array{x, w}, err: "larger than the full"},
+		// An output_shape beyond the full result makes the total padding
+		// negative (-2): begin gets total - floor(total/2) = -1, one zero
+		// before, and the end the other.
+		{name: "output_shape_beyond_full", op: &ConvTranspose{OutputShape: []int{6}}, in: []*Array{x, w},
+			want: []*Array{arrOf(f32T, tensor.Shape{1, 1, 6}, 0, 1, 12, 120, 200, 0)}},
+		{name: "bad_output_shape", op: &ConvTranspose{OutputShape: []int{0}}, in: []*Array{x, w}, err: "must be positive"},
 	})
 }
 

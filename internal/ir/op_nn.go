@@ -146,7 +146,10 @@ type Softmax struct {
 	Coerce2D bool
 }
 
-// Resize is ONNX's Resize for the modes vision models use.
+// Resize is ONNX's Resize (opset 19 semantics): inputs X, roi, scales,
+// sizes, each but X optional (scales or sizes must be given, as load-time
+// constants). With ScalesOnly the inputs are X and scales, as Upsample's
+// and Resize-10's are.
 type Resize struct {
 	Mode                    string // "nearest", "linear", "cubic"
 	CoordinateTransformMode string
@@ -154,4 +157,11 @@ type Resize struct {
 	CubicCoeffA             float64
 	ExcludeOutside          bool
 	Antialias               bool
+	// Axes are the dimensions roi, scales and sizes refer to; empty: all.
+	Axes []int
+	// ExtrapolationValue fills tf_crop_and_resize's samples outside X.
+	ExtrapolationValue float64
+	// KeepAspectRatioPolicy is "stretch", "not_larger" or "not_smaller".
+	KeepAspectRatioPolicy string
+	ScalesOnly            bool
 }

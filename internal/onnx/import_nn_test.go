@@ -135,3 +135,57 @@ func TestImportedClipV6Runs(t *testing.T) {
 		t.Fatalf("Clip-6 gave %v, want %v", out[0].Data, want)
 	}
 }
+
+func TestImportResize(t *testing.T) {
+	s := func(v string) Attr { return Attr{Type: AttrString, String: v} }
+	legacy := func(mode string) *ir.Resize {
+		return &ir.Resize{Mode: mode, CoordinateTransformMode: "asymmetric", NearestMode: "floor", CubicCoeffA: -0.75, KeepAspectRatioPolicy: "stretch", ScalesOnly: true}
+	}
+	for _, c := range []struct {
+		name  string
+		op    string
+		opset int
+		attrs Attrs
+		want  ir.Op
+		extra []wantExtra
+		err   string
+	}{
+		{name: "upsample_v7_scales_attr", op: "Upsample", opset: 7, attrs: Attrs{"scales": {Type: AttrFloats, Floats: []float32{1, 1, 2, 2}}},
+			want: legacy("nearest"), extra: []wantExtra{{index: 1, dt: tensor.Float32, shape: tensor.Shape{4}, v: []float64{1, 1, 2, 2}}}},
+		{name: "upsample_v7_no_scales", op: "Upsample", opset: 7, err: "Upsample needs its scales attribute"},
+		{name: "upsample_v9_bilinear", op: "Upsample", opset: 9, attrs: Attrs{"mode": s("bilinear")}, want: legacy("linear")},
+		{name: "upsample_bad_mode", op: "Upsample", opset: 9, attrs: Attrs{"mode": s("cubic")}, err: `mode "cubic"`},
+		{name: "resize_v10", op: "Resize", opset: 10, attrs: Attrs{"mode": s("linear")}, want: legacy("linear")},
+		{name: "resize_v11_defaults", op: "Resize", opset: 11,
+			want: &ir.Resize{Mode: "nearest", CoordinateTransformMode: "half_pixel", NearestMode: "round_prefer_floor", CubicCoeffA: -0.75, KeepAspectRatioPolicy: "stretch"}},
+		{name: "resize_v19_full", op: "Resize", opset: 19, attrs: Attrs{
+			"mode": s("cubic"), "coordinate_transformation_mode": s("half_pixel_symmetric"), "antialias": {Type: AttrInt, Int: 1},
+			"axes": {Type: AttrInts, Ints: []int64{2, 3}}, "keep_aspect_ratio_policy": s("not_smaller"), "exclude_outside": {Type: AttrInt, Int: 1},
+			"cubic_coeff_a": {Type: AttrFloat, Float: -0.5}, "extrapolation_value": {Type: AttrFloat, Float: 2}},
+			want: &ir.Resize{Mode: "cubic", CoordinateTransformMode: "half_pixel_symmetric", NearestMode: "round_prefer_floor", CubicCoeffA: -0.5,
+				ExcludeOutside: true, Antialias: true, Axes: []int{2, 3}, ExtrapolationValue: 2, KeepAspectRatioPolicy: "not_smaller"}},
+		{name: "resize_v13_antialias", op: "Resize", opset: 13, attrs: Attrs{"antialias": {Type: AttrInt, Int: 1}}, err: "opset 18"},
+		{name: "resize_v18_symmetric", op: "Resize", opset: 18, attrs: Attrs{"coordinate_transformation_mode": s("half_pixel_symmetric")}, err: "opset 19"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			attrs := c.attrs
+			if attrs == nil {
+				attrs = Attrs{}
+			}
+			op, extra, err := importers[c.op](attrs, c.opset)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(op, c.want) {
+				t.Errorf("op %#v, want %#v", op, c.want)
+			}
+			checkExtras(t, extra, c.extra)
+		})
+	}
+}

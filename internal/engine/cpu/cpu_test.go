@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"goinfer/internal/checkpoint"
 	"goinfer/internal/engine"
+	"goinfer/internal/leakcheck"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
@@ -448,10 +448,14 @@ func TestConcurrentInstances(t *testing.T) {
 	}
 }
 
+// TestNoGoroutineLeak checks that instances start their worker threads
+// and that closing them and the model stops every one.
 func TestNoGoroutineLeak(t *testing.T) {
+	leakcheck.Check(t)
 	ctx := context.Background()
 	g := narrowGraph(t, model.NewArch(model.Basic, []int{1, 1, 1, 1}, 4, 3, 1, 64), 1)
-	before := runtime.NumGoroutine()
+	const pkg = "goinfer/internal/engine/cpu."
+	before := leakcheck.Count(pkg)
 	m, err := Engine{}.Load(ctx, g, engine.Options{MaxBatch: 1, Height: 32, Width: 32, Threads: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -464,8 +468,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		insts = append(insts, inst)
 	}
-	if got := runtime.NumGoroutine(); got < before+3*7 {
-		t.Fatalf("%d goroutines with 3 instances of 8 threads, %d before", got, before)
+	if got := leakcheck.Count(pkg); got < before+3*7 {
+		t.Fatalf("%d goroutines of the cpu engine with 3 instances of 8 threads, %d before", got, before)
 	}
 	for _, inst := range insts {
 		if err := inst.Close(); err != nil {
@@ -473,9 +477,10 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 	}
 	m.Close()
-	// Close waits for its workers to exit, so the count is back at once.
-	if got := runtime.NumGoroutine(); got > before {
-		t.Fatalf("%d goroutines after Close, %d before", got, before)
+	// Close waits for its workers to exit, so none is left at once; the
+	// cleanup of leakcheck.Check covers the rest of the process.
+	if got := leakcheck.Count(pkg); got > before {
+		t.Fatalf("%d goroutines of the cpu engine after Close, %d before", got, before)
 	}
 }
 

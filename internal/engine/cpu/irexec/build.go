@@ -18,7 +18,7 @@ func build(nc *nodeCtx) (step, error) {
 		return buildVariadic(nc)
 	case *ir.IsInf:
 		return buildIsInf(nc)
-	case *ir.LeakyRelu, *ir.Elu, *ir.Selu, *ir.Celu, *ir.HardSigmoid, *ir.Gelu, *ir.Clip:
+	case *ir.LeakyRelu, *ir.Elu, *ir.Selu, *ir.Celu, *ir.HardSigmoid, *ir.Gelu, *ir.Clip, *ir.ThresholdedRelu, *ir.Shrink:
 		return buildParamUnary(nc)
 	case *ir.Where:
 		return buildWhere(nc)

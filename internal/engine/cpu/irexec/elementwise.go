@@ -193,6 +193,25 @@ func buildParamUnary(nc *nodeCtx) (step, error) {
 		} else {
 			s.f = f64fn(func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) })
 		}
+	case *ir.ThresholdedRelu:
+		a := op.Alpha
+		s.f = f64fn(func(x float64) float64 {
+			if x > a {
+				return x
+			}
+			return 0
+		})
+	case *ir.Shrink:
+		b, l := op.Bias, op.Lambd
+		s.f = f64fn(func(x float64) float64 {
+			switch {
+			case x < -l:
+				return x + b
+			case x > l:
+				return x - b
+			}
+			return 0
+		})
 	case *ir.Clip:
 		for i, p := range []*int{&s.lo, &s.hi} {
 			if v := nc.inVal(i + 1); v != nil {

@@ -21,7 +21,13 @@ type Exec struct {
 	shared  []float32
 	job     taskJob
 	rjob    rangeJob
-	closed  bool
+	// Convolution state: the job structs and their buffers.
+	conv     convJob
+	phaseJ   phaseJob
+	packJ    packJob
+	phaseBuf []float32
+	sharedB  []float32
+	closed   bool
 }
 
 // NewExec allocates an Exec for p, with p's thread count.
@@ -47,6 +53,14 @@ func (p *Plan) NewExec() *Exec {
 		x.scratch[w] = make([]float32, p.scratch)
 	}
 	x.shared = make([]float32, p.shared)
+	if p.maxKK > 0 {
+		x.conv.scratch = make([]convScratch, x.pool.Size())
+		for w := range x.conv.scratch {
+			x.conv.scratch[w] = newConvScratch(p.maxKK)
+		}
+		x.phaseBuf = make([]float32, p.phase)
+		x.sharedB = make([]float32, p.sharedB)
+	}
 	x.job.x, x.rjob.x = x, x
 	return x
 }
@@ -59,7 +73,11 @@ func (x *Exec) Plan() *Plan { return x.p }
 
 // MemoryBytes is the memory x holds: arena and scratch.
 func (x *Exec) MemoryBytes() int64 {
-	return x.p.ArenaBytes() + 4*int64(len(x.shared)+len(x.scratch)*x.p.scratch)
+	n := x.p.ArenaBytes() + 4*int64(len(x.shared)+len(x.scratch)*x.p.scratch+len(x.phaseBuf)+len(x.sharedB))
+	for i := range x.conv.scratch {
+		n += x.conv.scratch[i].bytes()
+	}
+	return n
 }
 
 // Close stops x's workers.
@@ -70,6 +88,7 @@ func (x *Exec) Close() error {
 	x.closed = true
 	x.pool.Close()
 	x.slots, x.views, x.scratch, x.shared = nil, nil, nil, nil
+	x.conv.scratch, x.phaseBuf, x.sharedB = nil, nil, nil
 	return nil
 }
 

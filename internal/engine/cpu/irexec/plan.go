@@ -49,8 +49,12 @@ type Plan struct {
 	// scratch is the float32s each worker needs for its kernels' private
 	// buffers; shared is the float32s one step needs for all workers.
 	scratch, shared int
-	threads         int
-	weights         *WeightCache
+	// maxKK is the largest kernel area of a GEMM convolution (its masks),
+	// phase the floats of a strided convolution's phase planes, sharedB
+	// the floats of B a convolution packs once for all its tasks.
+	maxKK, phase, sharedB int
+	threads               int
+	weights               *WeightCache
 }
 
 // planStep is a step and the node it came from, for errors.

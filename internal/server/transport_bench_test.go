@@ -23,3 +23,16 @@ func BenchmarkGRPCWindow(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHTTPClient compares the client's HTTP clients for inference
+// requests: its lean HTTP/1.1 one (BenchmarkProtocol's) and net/http.
+func BenchmarkHTTPClient(b *testing.B) {
+	httpAddr, _ := startInstant(b, 250, server.Config{})
+	for _, hc := range []string{client.HTTPLean, client.HTTPNetHTTP} {
+		for _, conc := range []int{1, 64} {
+			b.Run(hc+"/c"+itoa(conc), func(b *testing.B) {
+				benchInfer(b, "http://"+httpAddr, client.Options{MaxInflight: conc, HTTPClient: hc}, conc)
+			})
+		}
+	}
+}
