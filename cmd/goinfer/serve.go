@@ -22,6 +22,7 @@ import (
 	"goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines serve can run
+	classlabels "goinfer/internal/labels"
 	"goinfer/internal/model"
 	"goinfer/internal/server"
 	"goinfer/internal/server/batcher"
@@ -533,9 +534,10 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		m.Info = info
 		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
 	}
-	if len(labels) > 0 && len(labels) != m.Info.Classes {
-		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.Classes)
-		m.Labels = nil
+	if m.Labels == nil && m.Info.Classes == classlabels.ImageNetClasses {
+		m.Labels = classlabels.ImageNet() // ImageNet's names ship in the binary
+	} else if err := classlabels.Check(m.Labels, m.Info.Classes); m.Labels != nil && err != nil {
+		return nil, fmt.Errorf("--labels %s: %w", l.o.labels, err)
 	}
 	l.log.Info("model loaded", "took_s", time.Since(start).Seconds())
 	return m, nil
