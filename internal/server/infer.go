@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
 
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
@@ -89,8 +88,8 @@ func (st *modelState) plan(in inputSpec, outs []outputSpec) (plan, error) {
 	case 0:
 		p.out = outputSpec{name: OutputName}
 	case 1:
-		if outs[0].name != OutputName {
-			return p, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its output is %q)", outs[0].name, OutputName)
+		if outs[0].name != OutputName && outs[0].name != ProbabilitiesName {
+			return p, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its outputs are %q and %q)", outs[0].name, OutputName, ProbabilitiesName)
 		}
 		if k := outs[0].classification; k < 0 {
 			return p, errorf(kindInvalid, "outputs[0].parameters.classification is %d; want a positive count", k)
@@ -98,7 +97,7 @@ func (st *modelState) plan(in inputSpec, outs []outputSpec) (plan, error) {
 		p.out = outs[0]
 		p.out.classification = min(p.out.classification, st.model.Info.Classes)
 	default:
-		return p, errorf(kindInvalid, "%d outputs requested; the model has one, %q", len(outs), OutputName)
+		return p, errorf(kindInvalid, "%d outputs requested; ask for one: %q or %q", len(outs), OutputName, ProbabilitiesName)
 	}
 	return p, nil
 }
@@ -113,43 +112,6 @@ func (st *modelState) sizes() string {
 		s += fmt.Sprintf("%dx%d", l.Height, l.Width)
 	}
 	return s
-}
-
-// topK writes the k best classes of each of n images as KServe
-// classification strings "score:index[:label]" through emit.
-func topK(logits []float32, n, classes, k int, labels []string, emit func(s []byte)) {
-	idx := make([]int, k)
-	var buf []byte
-	for i := range n {
-		row := logits[i*classes : (i+1)*classes]
-		// Insertion into a sorted top list: k is small in practice, and
-		// this is O(classes*k) at worst with no allocation per image.
-		m := 0
-		for c, v := range row {
-			if m == k && !(v > row[idx[m-1]]) {
-				continue
-			}
-			j := min(m, k-1)
-			for j > 0 && v > row[idx[j-1]] {
-				idx[j] = idx[j-1]
-				j--
-			}
-			idx[j] = c
-			if m < k {
-				m++
-			}
-		}
-		for _, c := range idx[:m] {
-			buf = strconv.AppendFloat(buf[:0], float64(row[c]), 'f', 6, 32)
-			buf = append(buf, ':')
-			buf = strconv.AppendInt(buf, int64(c), 10)
-			if c < len(labels) && labels[c] != "" {
-				buf = append(buf, ':')
-				buf = append(buf, labels[c]...)
-			}
-			emit(buf)
-		}
-	}
 }
 
 // appendBytesElem appends one BYTES tensor element in the binary layout of

@@ -49,6 +49,10 @@ import (
 const (
 	InputName  = "input"
 	OutputName = "logits"
+	// ProbabilitiesName is the softmax of the logits, an output of its own
+	// so that classification results ("value:index:label") carry
+	// probabilities when asked for on it, logits when asked on OutputName.
+	ProbabilitiesName = "probabilities"
 )
 
 // Extensions lists the protocol extensions the server implements, as
