@@ -24,7 +24,12 @@ func (st *modelState) outputsMetadata() []TensorMetadata {
 // that take the first input get it).
 func (st *modelState) inputsMetadata() []TensorMetadata {
 	in := st.input
-	return []TensorMetadata{{Name: in.name, Datatype: in.datatype, Shape: in.shape}}
+	md := []TensorMetadata{{Name: in.name, Datatype: in.datatype, Shape: in.shape}}
+	if st.images != nil {
+		im := st.images.meta
+		md = append(md, TensorMetadata{Name: im.name, Datatype: im.datatype, Shape: im.shape})
+	}
+	return md
 }
 
 // mapSlice applies f to each element of s.

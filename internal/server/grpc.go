@@ -135,6 +135,9 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			outs[i].classification = int(k.Int64Param)
 		}
 	}
+	if in.GetName() == ImageInputName {
+		return g.inferImages(ctx, req, st, outs)
+	}
 	p, err := st.plan(inputSpec{name: in.GetName(), datatype: in.GetDatatype(), shape: in.GetShape()}, outs)
 	if err != nil {
 		return nil, res, err

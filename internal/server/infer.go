@@ -84,22 +84,29 @@ func (st *modelState) plan(in inputSpec, outs []outputSpec) (plan, error) {
 		return p, errorf(kindInvalid, "inputs[0].shape %v is too large", in.shape)
 	}
 	p = plan{lane: lane, dtype: dt, n: n, bytes: n * elems * dt.Size()}
+	var err error
+	p.out, err = st.planOutput(outs)
+	return p, err
+}
+
+// planOutput checks the outputs a request asks for: none (the logits), or
+// one of the model's.
+func (st *modelState) planOutput(outs []outputSpec) (outputSpec, error) {
 	switch len(outs) {
 	case 0:
-		p.out = outputSpec{name: OutputName}
+		return outputSpec{name: OutputName}, nil
 	case 1:
 		if outs[0].name != OutputName && outs[0].name != ProbabilitiesName {
-			return p, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its outputs are %q and %q)", outs[0].name, OutputName, ProbabilitiesName)
+			return outputSpec{}, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its outputs are %q and %q)", outs[0].name, OutputName, ProbabilitiesName)
 		}
 		if k := outs[0].classification; k < 0 {
-			return p, errorf(kindInvalid, "outputs[0].parameters.classification is %d; want a positive count", k)
+			return outputSpec{}, errorf(kindInvalid, "outputs[0].parameters.classification is %d; want a positive count", k)
 		}
-		p.out = outs[0]
-		p.out.classification = min(p.out.classification, st.model.Info.Classes)
-	default:
-		return p, errorf(kindInvalid, "%d outputs requested; ask for one: %q or %q", len(outs), OutputName, ProbabilitiesName)
+		o := outs[0]
+		o.classification = min(o.classification, st.model.Info.Classes)
+		return o, nil
 	}
-	return p, nil
+	return outputSpec{}, errorf(kindInvalid, "%d outputs requested; ask for one: %q or %q", len(outs), OutputName, ProbabilitiesName)
 }
 
 // sizes lists the served image sizes for error messages.

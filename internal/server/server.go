@@ -109,6 +109,9 @@ type Config struct {
 	// shared memory extension). Off by default: a client can then make the
 	// server map any shared memory object its user can open.
 	AllowSharedMemory bool
+	// MaxImages bounds the encoded images one request may send through
+	// the image input (default DefaultMaxImages).
+	MaxImages int
 }
 
 // Lane is one image size the model serves: a batcher in front of a backend
@@ -138,6 +141,9 @@ type Model struct {
 	// (engine.HostRegisterer): shared memory regions are then read by the
 	// device directly instead of being copied.
 	RegisterHost func(b []byte) (engine.HostBuffer, error)
+	// Images, if set, lets requests send encoded images (ImageInputName)
+	// instead of a tensor; they are decoded and preprocessed here.
+	Images *Images
 }
 
 // registerHost is the model's RegisterHost for an input of dtype dt: nil
@@ -156,6 +162,7 @@ type modelState struct {
 	lanes  map[[2]int]*batcher.Batcher
 	input  tensorMeta
 	output tensorMeta
+	images *imageState // nil: the model takes no encoded images
 }
 
 type tensorMeta struct {
@@ -210,6 +217,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
+	}
+	if cfg.MaxImages <= 0 {
+		cfg.MaxImages = DefaultMaxImages
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -300,6 +310,9 @@ func (s *Server) SetModel(m *Model) error {
 	}
 	st.input = tensorMeta{name: InputName, datatype: dt, shape: []int64{-1, int64(info.InChannels), h, w}}
 	st.output = tensorMeta{name: OutputName, datatype: "FP32", shape: []int64{-1, int64(info.Classes)}}
+	if err := st.setImages(m); err != nil {
+		return err
+	}
 	if m.Platform == "" {
 		m.Platform = "goinfer_" + info.Engine
 	}
