@@ -91,6 +91,11 @@ type serveOptions struct {
 	pprofAddr        string
 	pinnedPoolBytes  int64
 	allowShm         bool
+	images           bool
+	imageCrop        int
+	maxImages        int
+	maxImagePixels   int
+	decodeWorkers    int
 	set              map[string]bool
 }
 
@@ -124,6 +129,11 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.requestTimeout, "request_timeout", 0, "bound on each inference request, queueing included (0: only the client's deadline)")
 	fs.DurationVar(&o.drainTimeout, "drain_timeout", 30*time.Second, "how long SIGTERM waits for the requests in flight")
 	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
+	fs.BoolVar(&o.images, "images", true, "accept encoded images (JPEG, PNG) in the BYTES input \"image\", decoded and preprocessed on the host (ImageNet's eval transform scaled to --image_crop) and batched with tensor requests of that size")
+	fs.IntVar(&o.imageCrop, "image_crop", 0, "served image size in `PIXELS` that encoded images are center-cropped to (0: 224 where served, else the largest --image_size)")
+	fs.IntVar(&o.maxImages, "max_images", server.DefaultMaxImages, "most encoded images one request may send")
+	fs.IntVar(&o.maxImagePixels, "max_image_pixels", 40<<20, "largest image accepted, in `PIXELS` (width x height), checked on its header before decoding")
+	fs.IntVar(&o.decodeWorkers, "decode_workers", 0, "images decoded at once over all requests (0: GOMAXPROCS)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on `ADDR`, e.g. 127.0.0.1:6060 (empty: off); never expose it publicly")
@@ -138,6 +148,7 @@ type servePlan struct {
 	devices    []int
 	dtype      string
 	batchSizes []int // compiled sizes, ascending, last = max batch
+	imageCrop  int   // the size encoded images are preprocessed to
 }
 
 func (o *serveOptions) check() (servePlan, error) {
@@ -161,6 +172,12 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--pinned_memory_pool_bytes %d: must not be negative", o.pinnedPoolBytes)
 	case o.requestTimeout < 0:
 		return p, fmt.Errorf("--request_timeout %v: must not be negative", o.requestTimeout)
+	case o.maxImages < 1:
+		return p, fmt.Errorf("--max_images %d: must be at least 1", o.maxImages)
+	case o.maxImagePixels < 1:
+		return p, fmt.Errorf("--max_image_pixels %d: must be at least 1", o.maxImagePixels)
+	case o.decodeWorkers < 0:
+		return p, fmt.Errorf("--decode_workers %d: must not be negative", o.decodeWorkers)
 	case o.drainTimeout <= 0:
 		return p, fmt.Errorf("--drain_timeout %v: must be positive", o.drainTimeout)
 	case o.modelName != "" && !modelNameRE.MatchString(o.modelName):
@@ -179,6 +196,9 @@ func (o *serveOptions) check() (servePlan, error) {
 	}
 	slices.Sort(p.sizes)
 	p.sizes = slices.Compact(p.sizes)
+	if p.imageCrop, err = o.pickImageCrop(p.sizes); err != nil {
+		return p, err
+	}
 	if p.devices, err = (&benchOptions{mf: o.mf, devices: o.devices}).deviceList(); err != nil {
 		return p, err
 	}
@@ -321,6 +341,7 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		RequestTimeout: o.requestTimeout, DrainTimeout: o.drainTimeout, MaxBatch: o.maxBatch, Logger: log,
 		PinnedPoolBytes:   o.pinnedPoolBytes,
 		AllowSharedMemory: o.allowShm,
+		MaxImages:         o.maxImages,
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {
@@ -533,6 +554,9 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		l.batchers = append(l.batchers, bt)
 		m.Info = info
 		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
+	}
+	if err := l.imageInput(m); err != nil {
+		return nil, err
 	}
 	if m.Labels == nil && m.Info.Classes == classlabels.ImageNetClasses {
 		m.Labels = classlabels.ImageNet() // ImageNet's names ship in the binary
