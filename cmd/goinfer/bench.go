@@ -107,6 +107,8 @@ type benchOptions struct {
 	url         string
 	connections int
 	sharedMem   string
+	images      string // --images DIR
+	topK        int
 	set         map[string]bool // flags given on the command line
 }
 
@@ -130,6 +132,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.resultsDir, "results_dir", "results", "`DIR` of the results CSV")
 	fs.StringVar(&o.url, "url", "", "benchmark a running server instead: http://HOST:PORT or grpc://HOST:PORT (KServe v2; model flags are then unused)")
 	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory: request tensors generated in registered objects, logits back through one per request in flight (Triton's system shared memory extension, as perf_analyzer --shared-memory system; the server needs --allow_shared_memory)")
+	o.registerImages(fs)
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
 
@@ -164,6 +167,9 @@ func (o *benchOptions) check() error {
 		return fmt.Errorf("--shared_memory %q: want none or system", o.sharedMem)
 	case o.sharedMem == "system" && o.url == "":
 		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
+	}
+	if err := o.checkImages(); err != nil {
+		return err
 	}
 	if _, err := o.deviceList(); err != nil {
 		return err
@@ -228,6 +234,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 
+	if o.url != "" && o.images != "" {
+		return runRemoteImageBench(ctx, &o, stdout, stderr)
+	}
 	if o.url != "" {
 		return runRemoteBench(ctx, &o, stdout, stderr)
 	}
@@ -413,6 +422,9 @@ func benchTarget(ctx context.Context, t target, inputs *loadgen.Inputs, lcfg loa
 	}
 	if macs > 0 {
 		row.GFLOPS = metrics.GFLOPS(macs, res.Throughput)
+	}
+	if o.images != "" {
+		row.InputDType = "encoded" // JPEG/PNG bytes, decoded by the server
 	}
 	printSummary(stdout, row, res, info, src)
 
