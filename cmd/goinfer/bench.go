@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"goinfer/internal/backend"
+	"goinfer/internal/client"
 	"goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines bench can run
@@ -107,6 +108,8 @@ type benchOptions struct {
 	url         string
 	connections int
 	sharedMem   string
+	grpc        grpcFlags
+	httpClient  string
 	images      string // --images DIR
 	topK        int
 	set         map[string]bool // flags given on the command line
@@ -132,6 +135,8 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.resultsDir, "results_dir", "results", "`DIR` of the results CSV")
 	fs.StringVar(&o.url, "url", "", "benchmark a running server instead: http://HOST:PORT or grpc://HOST:PORT (KServe v2; model flags are then unused)")
 	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory: request tensors generated in registered objects, logits back through one per request in flight (Triton's system shared memory extension, as perf_analyzer --shared-memory system; the server needs --allow_shared_memory)")
+	o.grpc.register(fs, "client (with a grpc:// --url)")
+	fs.StringVar(&o.httpClient, "http_client", client.HTTPLean, "with an http:// --url, the `CLIENT` inference requests go through: lean (persistent HTTP/1.1 connections, each request written in one system call) or nethttp (Go's net/http)")
 	o.registerImages(fs)
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
@@ -165,8 +170,13 @@ func (o *benchOptions) check() error {
 		return errors.New("--device and --devices are mutually exclusive")
 	case o.sharedMem != "none" && o.sharedMem != "system":
 		return fmt.Errorf("--shared_memory %q: want none or system", o.sharedMem)
+	case o.httpClient != client.HTTPLean && o.httpClient != client.HTTPNetHTTP:
+		return fmt.Errorf("--http_client %q: want %s or %s", o.httpClient, client.HTTPLean, client.HTTPNetHTTP)
 	case o.sharedMem == "system" && o.url == "":
 		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
+	}
+	if err := o.grpc.check(); err != nil {
+		return err
 	}
 	if err := o.checkImages(); err != nil {
 		return err

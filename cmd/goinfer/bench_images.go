@@ -99,7 +99,10 @@ func (t *imageTarget) Submit(r backend.Request) error {
 
 func (t *imageTarget) describe() (engine.Info, time.Duration, time.Duration, int, int64) {
 	scheme, _, _ := strings.Cut(t.url, "://")
-	return engine.Info{Engine: "remote-" + scheme + "+images", Device: t.url, Arch: t.md.Model, Classes: t.md.Classes}, 0, 0, 1, 0
+	info := engine.Info{Engine: "remote-" + scheme + "+images", Device: t.url, Arch: t.md.Model,
+		Inputs:  []engine.TensorSpec{{Name: t.md.ImageInput, DType: tensor.Uint8, Shape: []int{-1}}},
+		Outputs: []engine.TensorSpec{{Name: "top-k", DType: tensor.Float32, Shape: []int{t.k}}}}
+	return info, 0, 0, 1, 0
 }
 
 func (t *imageTarget) addTrace(*trace.Trace, []backend.Response) {}

@@ -7,12 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"goinfer/internal/checkpoint"
+	"goinfer/internal/leakcheck"
 	"goinfer/internal/metrics"
 	"goinfer/internal/model"
 	"goinfer/internal/trace"
@@ -62,16 +62,7 @@ func readRows(t *testing.T, path string) []metrics.Row {
 // pipeline's stages, the engine's thread pools, the sampler) outlive it.
 func checkBenchNoLeak(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				t.Errorf("goroutine leak: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-		}
-	})
+	leakcheck.Check(t)
 }
 
 func TestBenchReferenceInvocation(t *testing.T) {

@@ -110,11 +110,16 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stderr, " + %.3fs compile", times.Compile.Seconds())
 	}
 	fmt.Fprintln(stderr)
-	if info.InChannels != c {
-		return fmt.Errorf("the inputs have %d channels, the model takes %d (want float32 [N, %d, H, W])", c, info.InChannels, info.InChannels)
+	mc, _, _, ok := info.ImageInput()
+	if !ok {
+		return fmt.Errorf("the inputs are images, float32 [N, %d, H, W]; the model takes %s", c, info.Input())
 	}
-	if classNames != nil && len(classNames) != info.Classes {
-		return fmt.Errorf("--labels %s has %d labels, the model has %d classes", *labels, len(classNames), info.Classes)
+	if mc != c {
+		return fmt.Errorf("the inputs have %d channels, the model takes %d (its input: %s)", c, mc, info.Input())
+	}
+	classes := info.OutputElems()
+	if classNames != nil && len(classNames) != classes {
+		return fmt.Errorf("--labels %s has %d labels, the model has %d classes", *labels, len(classNames), classes)
 	}
 
 	start := time.Now()
@@ -125,17 +130,17 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stderr, "%d images (%dx%d) in %.3fs\n", n, h, w, time.Since(start).Seconds())
 
 	if *output != "" {
-		t, err := tensor.FromFloat32(tensor.Shape{n, info.Classes}, logits)
+		t, err := tensor.FromFloat32(tensor.Shape{n, classes}, logits)
 		if err != nil {
 			return err
 		}
 		if err := tensor.SaveNPY(*output, t); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote logits [%d, %d] to %s\n", n, info.Classes, *output)
+		fmt.Fprintf(stderr, "wrote logits [%d, %d] to %s\n", n, classes, *output)
 	}
 	if *topk > 0 {
-		printTopK(stdout, names, logits, info.Classes, min(*topk, info.Classes), classNames)
+		printTopK(stdout, names, logits, classes, min(*topk, classes), classNames)
 	}
 	return nil
 }
@@ -150,7 +155,7 @@ func forwardAll(ctx context.Context, m engine.Model, x []float32, n, per, maxBat
 	}
 	defer closeInto(&err, inst)
 	dev := m.Device()
-	inBytes, outBytes := per*4, info.Classes*4
+	inBytes, outBytes := per*4, info.OutputBytes()
 	bufs := make([]interface{ Free() error }, 0, 4)
 	defer func() {
 		for _, b := range bufs {
@@ -181,7 +186,7 @@ func forwardAll(ctx context.Context, m engine.Model, x []float32, n, per, maxBat
 	bufs = append(bufs, hostOut)
 
 	src := tensor.F32Bytes(x)
-	logits = make([]float32, n*info.Classes)
+	logits = make([]float32, n*info.OutputElems())
 	dst := tensor.F32Bytes(logits)
 	st := inst.Stream()
 	for i := 0; i < n; i += maxBatch {

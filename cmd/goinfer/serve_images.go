@@ -33,16 +33,16 @@ func (l *serveLoader) imageInput(m *server.Model) error {
 	if !o.images {
 		return nil
 	}
-	if m.Info.InChannels != 3 {
-		l.log.Warn("image input off: the model does not take RGB images", "channels", m.Info.InChannels)
+	if c, _, _, ok := m.Info.ImageInput(); !ok || c != 3 {
+		l.log.Warn("image input off: the model does not take RGB images", "input", m.Info.Input().String())
 		return nil
 	}
-	spec := preprocess.ImageNet(l.plan.imageCrop, l.plan.imageCrop)
+	spec := preprocess.ImageNet().WithCrop(l.plan.imageCrop)
 	pre, err := preprocess.NewCPU(spec, preprocess.CPUOptions{Workers: o.decodeWorkers, MaxPixels: o.maxImagePixels})
 	if err != nil {
 		return err
 	}
 	m.Images = &server.Images{Preprocessor: pre}
-	l.log.Info("image input on", "input", server.ImageInputName, "resize", spec.Resize, "crop", spec.Height, "decoder", "cpu")
+	l.log.Info("image input on", "input", server.ImageInputName, "resize", spec.Resize, "crop", spec.Crop, "decoder", "cpu")
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/leakcheck"
 	"goinfer/internal/tensor"
 )
 
@@ -36,26 +36,10 @@ func randInput(rng *rand.Rand, n int) *tensor.Tensor {
 }
 
 // checkNoLeak fails the test if goroutines started during it are still
-// running shortly after it ends.
+// running after it ends.
 func checkNoLeak(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	leakcheck.Check(t)
 }
 
 func loaderOf(m engine.Model) LoadFunc {
@@ -281,7 +265,7 @@ func TestColdStartQueuesDuringLoad(t *testing.T) {
 		t.Fatalf("answered before the model loaded: %+v", r)
 	case <-time.After(loadTime):
 	}
-	if info := b.Info(); info.Classes != 0 || b.Err() != nil || b.Devices() != nil || b.Stats() != nil {
+	if info := b.Info(); len(info.Outputs) != 0 || b.Err() != nil || b.Devices() != nil || b.Stats() != nil {
 		t.Fatalf("before Ready: Info %+v Err %v", info, b.Err())
 	}
 	close(release)
@@ -293,7 +277,7 @@ func TestColdStartQueuesDuringLoad(t *testing.T) {
 		t.Fatalf("latency %v / queue wait %v should include the %v load", r.DoneAt.Sub(r.SentAt), r.QueueWait, loadTime)
 	}
 	<-b.Ready()
-	if b.Info().Classes != tClasses || len(b.Devices()) != 1 || b.Devices()[0].Load < loadTime {
+	if b.Info().OutputElems() != tClasses || len(b.Devices()) != 1 || b.Devices()[0].Load < loadTime {
 		t.Fatalf("after Ready: %+v", b.Devices())
 	}
 	closeBackend(t, b)

@@ -41,7 +41,14 @@ type Codec struct {
 	// which zeroes what it hands out; a pool that does not saves a pass
 	// over every request).
 	Pool mem.BufferPool
-	held sync.Map // *ModelInferRequest -> *[]byte backing its raw contents
+	// DeferErrors makes Unmarshal keep a malformed message's error for
+	// DecodeError instead of returning it: gRPC reports a codec's error
+	// as INTERNAL, where a client's bad bytes are INVALID_ARGUMENT. Set it
+	// on a server only, together with UnaryServerInterceptor and
+	// StreamServerInterceptor, which hand the kept errors back.
+	DeferErrors bool
+	held        sync.Map // *ModelInferRequest -> *[]byte backing its raw contents
+	failed      sync.Map // message -> its decode error (DeferErrors)
 }
 
 func (c *Codec) pool() mem.BufferPool {
@@ -99,6 +106,15 @@ func marshalWithRaw(head proto.Message, num protowire.Number, raws [][]byte) (me
 
 // Unmarshal implements encoding.CodecV2.
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.unmarshal(data, v)
+	if err != nil && c.DeferErrors {
+		c.failed.Store(v, err)
+		return nil
+	}
+	return err
+}
+
+func (c *Codec) unmarshal(data mem.BufferSlice, v any) error {
 	req, ok := v.(*ModelInferRequest)
 	if !ok {
 		return defaultCodec().Unmarshal(data, v)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"goinfer/internal/backend"
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu"
+	"goinfer/internal/leakcheck"
 	"goinfer/internal/metrics"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
@@ -22,16 +22,7 @@ import (
 
 func checkNoLeak(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before; {
-			if time.Now().After(deadline) {
-				t.Errorf("goroutine leak: %d before, %d after", before, runtime.NumGoroutine())
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	leakcheck.Check(t)
 }
 
 // server is a Submitter for testing the load generator's modes: each

@@ -1,216 +1,148 @@
-// Package preprocess turns encoded images (JPEG, PNG) into a model's input
-// tensor: decode, resize the shorter side, center crop, scale to 0..1 and
-// normalize by a mean and std, in the model's input dtype and NCHW layout.
-//
-// Preprocessor is the interface the server decodes requests through. CPU
-// implements it with package imageproc (Go's decoders, PIL's resampling),
-// decoding the images of all requests in parallel on at most a bounded
-// number of goroutines. A GPU implementation (package imagegpu) writes
-// into device memory instead and plugs in as a backend pipeline stage; see
-// notes/img-serve.md.
+// Package preprocess describes how an image becomes a model's input: the
+// resize, the center crop, the interpolation and the per-channel
+// normalisation a model was trained with. The spec travels with the model
+// (ir.Graph carries it), so that clients, the server and predict prepare
+// images the way that model expects instead of assuming ImageNet's
+// defaults.
 package preprocess
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
-	"runtime"
-
-	"goinfer/internal/imageproc"
-	"goinfer/internal/tensor"
+	"strings"
 )
 
-// Spec is how an image becomes one model input: torchvision's
-// Resize(Resize) (shorter side, bilinear with antialiasing), then
-// CenterCrop(Height, Width), ToTensor and Normalize(Mean, Std).
+// Interpolation is the resampling filter of the resize step, named as
+// torchvision's InterpolationMode values are.
+type Interpolation string
+
+// The interpolations torchvision's classification weights use.
+const (
+	Bilinear Interpolation = "bilinear"
+	Bicubic  Interpolation = "bicubic"
+	Nearest  Interpolation = "nearest"
+)
+
+// ParseInterpolation accepts torchvision's names, in any case.
+func ParseInterpolation(s string) (Interpolation, error) {
+	switch i := Interpolation(strings.ToLower(s)); i {
+	case Bilinear, Bicubic, Nearest:
+		return i, nil
+	}
+	return "", fmt.Errorf("unknown interpolation %q (want bilinear, bicubic or nearest)", s)
+}
+
+// Spec is torchvision's evaluation transform, ImageClassification:
+// resize the shorter side to Resize with Interpolation, take the center
+// Crop x Crop window, scale pixels to [0, 1] and normalise each channel
+// with (x - Mean[c]) / Std[c].
 type Spec struct {
 	Resize        int
-	Height, Width int
-	Mean, Std     [3]float32
+	Crop          int
+	Interpolation Interpolation
+	Mean          []float64
+	Std           []float64
 }
 
-// ImageNet is the ImageNet evaluation transform for a model of h x w
-// inputs: the shorter side resized to 256/224 of the crop (256 for 224, as
-// torchvision's reference scripts do), ImageNet's mean and std.
-func ImageNet(h, w int) Spec {
+// ImageNet is the transform torchvision's original ImageNet weights use:
+// Resize(256, bilinear), CenterCrop(224) and ImageNet's channel
+// statistics. Models that say nothing about their preprocessing get it.
+func ImageNet() Spec {
 	return Spec{
-		Resize: int(math.Round(float64(min(h, w)) * 256 / 224)),
-		Height: h, Width: w,
-		Mean: imageproc.Mean, Std: imageproc.Std,
+		Resize:        256,
+		Crop:          224,
+		Interpolation: Bilinear,
+		Mean:          []float64{0.485, 0.456, 0.406},
+		Std:           []float64{0.229, 0.224, 0.225},
 	}
 }
 
-// Validate reports a spec that cannot be applied.
-func (s Spec) Validate() error {
-	if s.Resize < 1 || s.Height < 1 || s.Width < 1 {
-		return fmt.Errorf("preprocess: resize %d and crop %dx%d must be positive", s.Resize, s.Height, s.Width)
+// WithCrop returns s for a model whose input is crop pixels square: the
+// resize keeps its ratio to the crop (ImageNet's 256/224 when s has
+// neither).
+func (s Spec) WithCrop(crop int) Spec {
+	if s.Resize > 0 && s.Crop > 0 {
+		s.Resize = int(math.Round(float64(s.Resize) * float64(crop) / float64(s.Crop)))
+	} else {
+		s.Resize = int(math.Round(float64(crop) * 256 / 224))
+	}
+	s.Crop = crop
+	return s
+}
+
+// Validate checks that the spec is usable for an input of the given
+// channel count (0: any count).
+func (s Spec) Validate(channels int) error {
+	if s.Crop <= 0 {
+		return fmt.Errorf("preprocess: crop size %d must be positive", s.Crop)
+	}
+	if s.Resize < 0 {
+		return fmt.Errorf("preprocess: resize size %d must not be negative", s.Resize)
+	}
+	if _, err := ParseInterpolation(string(s.Interpolation)); err != nil {
+		return fmt.Errorf("preprocess: %w", err)
+	}
+	if len(s.Mean) != len(s.Std) || len(s.Mean) == 0 {
+		return fmt.Errorf("preprocess: %d means and %d standard deviations, want one of each per channel", len(s.Mean), len(s.Std))
+	}
+	if channels > 0 && len(s.Mean) != channels {
+		return fmt.Errorf("preprocess: %d channel statistics for an input of %d channels", len(s.Mean), channels)
 	}
 	for c, sd := range s.Std {
-		if !(sd > 0) {
-			return fmt.Errorf("preprocess: std[%d] is %v; want > 0", c, sd)
+		if !(sd > 0) || math.IsInf(sd, 0) {
+			return fmt.Errorf("preprocess: standard deviation %v of channel %d must be positive and finite", sd, c)
+		}
+		if math.IsNaN(s.Mean[c]) || math.IsInf(s.Mean[c], 0) {
+			return fmt.Errorf("preprocess: mean %v of channel %d must be finite", s.Mean[c], c)
 		}
 	}
 	return nil
 }
 
-// Preprocessor decodes and preprocesses batches of encoded images.
-// Implementations are safe for concurrent use.
-type Preprocessor interface {
-	// Spec is the transform applied.
-	Spec() Spec
-	// Preprocess writes image i, as 3 x Height x Width values of dtype dt,
-	// into dst[i*size:(i+1)*size] (size = 3*Height*Width*dt.Size()). It
-	// returns one error per image, nil for those done; a failed image's
-	// slot is left as it was. An error of the whole call (ctx ended, a
-	// dtype not supported) comes back in every slot not done.
-	Preprocess(ctx context.Context, images [][]byte, dt tensor.DType, dst []byte) []error
+// ScaleShift returns the affine map from 0..255 pixels to the normalised
+// input, x*scale[c] + shift[c], which is how engines normalise uint8
+// input on the device.
+func (s Spec) ScaleShift() (scale, shift []float32) {
+	scale = make([]float32, len(s.Std))
+	shift = make([]float32, len(s.Std))
+	for c := range s.Std {
+		scale[c] = float32(1 / (255 * s.Std[c]))
+		shift[c] = float32(-s.Mean[c] / s.Std[c])
+	}
+	return scale, shift
 }
 
-// Errors an image can fail with, besides its decoder's own.
-var (
-	// ErrEmpty is an element with no bytes.
-	ErrEmpty = errors.New("the image is empty (0 bytes)")
-	// ErrTooManyPixels is an image whose header declares more pixels than
-	// the limit (a decompression bomb, or a photo too large to serve).
-	ErrTooManyPixels = imageproc.ErrTooManyPixels
-)
-
-// CPUOptions configure a CPU preprocessor.
-type CPUOptions struct {
-	// Workers bounds the images decoded at once, over all calls (default
-	// GOMAXPROCS).
-	Workers int
-	// MaxPixels bounds an image's width x height, checked on its header
-	// before the decoder allocates (default imageproc.MaxPixels).
-	MaxPixels int
+// MeanStd32 returns the statistics as float32, as torchvision's Normalize
+// holds them.
+func (s Spec) MeanStd32() (mean, std []float32) {
+	mean = make([]float32, len(s.Mean))
+	std = make([]float32, len(s.Std))
+	for c := range s.Mean {
+		mean[c], std[c] = float32(s.Mean[c]), float32(s.Std[c])
+	}
+	return mean, std
 }
 
-// CPU preprocesses on the host with package imageproc.
-type CPU struct {
-	spec      Spec
-	maxPixels int
-	sem       chan struct{}
-	// lut32 and lut16 map a pixel of each channel to its normalized value,
-	// as torchvision's ToTensor then Normalize compute it in float32.
-	lut32 [3][256]float32
-	lut16 [3][256]uint16
-}
-
-// NewCPU returns a CPU preprocessor for spec.
-func NewCPU(spec Spec, opts CPUOptions) (*CPU, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = runtime.GOMAXPROCS(0)
-	}
-	if opts.MaxPixels <= 0 {
-		opts.MaxPixels = imageproc.MaxPixels
-	}
-	p := &CPU{spec: spec, maxPixels: opts.MaxPixels, sem: make(chan struct{}, opts.Workers)}
-	for c := range 3 {
-		for x := range 256 {
-			v := (float32(x)/255 - spec.Mean[c]) / spec.Std[c]
-			p.lut32[c][x], p.lut16[c][x] = v, tensor.Float32ToF16(v)
-		}
-	}
-	return p, nil
-}
-
-// Spec implements Preprocessor.
-func (p *CPU) Spec() Spec { return p.spec }
-
-// Preprocess implements Preprocessor.
-func (p *CPU) Preprocess(ctx context.Context, images [][]byte, dt tensor.DType, dst []byte) []error {
-	errs := make([]error, len(images))
-	size := 3 * p.spec.Height * p.spec.Width * dt.Size()
-	var whole error
-	switch {
-	case dt != tensor.Float32 && dt != tensor.Float16 && dt != tensor.Uint8:
-		whole = fmt.Errorf("preprocess: input dtype %s is not supported (want float32, float16 or uint8)", dt)
-	case len(dst) < len(images)*size:
-		whole = fmt.Errorf("preprocess: %d bytes of room for %d images of %d bytes", len(dst), len(images), size)
-	}
-	if whole != nil {
-		for i := range errs {
-			errs[i] = whole
-		}
-		return errs
-	}
-	done := make(chan struct{}, len(images))
-	started := 0
-	for i, img := range images {
-		if !p.acquire(ctx) {
-			for j := i; j < len(images); j++ {
-				errs[j] = ctx.Err()
-			}
-			break
-		}
-		started++
-		go func() {
-			defer func() { <-p.sem; done <- struct{}{} }()
-			errs[i] = p.one(img, dt, dst[i*size:(i+1)*size])
-		}()
-	}
-	for range started {
-		<-done
-	}
-	return errs
-}
-
-// acquire takes a worker slot, or reports false when ctx ends first.
-func (p *CPU) acquire(ctx context.Context) bool {
-	select {
-	case p.sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
+// Equal reports whether two specs describe the same transform.
+func (s Spec) Equal(o Spec) bool {
+	if s.Resize != o.Resize || s.Crop != o.Crop || s.Interpolation != o.Interpolation || len(s.Mean) != len(o.Mean) || len(s.Std) != len(o.Std) {
 		return false
 	}
+	for i := range s.Mean {
+		if s.Mean[i] != o.Mean[i] {
+			return false
+		}
+	}
+	for i := range s.Std {
+		if s.Std[i] != o.Std[i] {
+			return false
+		}
+	}
+	return true
 }
 
-// one decodes and preprocesses one image into out.
-func (p *CPU) one(img []byte, dt tensor.DType, out []byte) error {
-	if len(img) == 0 {
-		return ErrEmpty
-	}
-	m, err := imageproc.DecodeBytes(img, p.maxPixels)
-	if err != nil {
-		return err
-	}
-	s := p.spec
-	w, h := imageproc.ResizedSize(m.W, m.H, s.Resize)
-	m = m.Resize(w, h).CenterCrop(s.Width, s.Height)
-	p.write(m, dt, out)
-	return nil
-}
-
-// write stores an HWC RGB image as CHW planes of dt: raw for uint8 (the
-// engine normalizes), else (x/255 - mean)/std as torchvision computes it.
-func (p *CPU) write(m *imageproc.RGB, dt tensor.DType, out []byte) {
-	plane := m.W * m.H
-	switch dt {
-	case tensor.Uint8:
-		for i := range plane {
-			out[i], out[plane+i], out[2*plane+i] = m.Pix[3*i], m.Pix[3*i+1], m.Pix[3*i+2]
-		}
-	case tensor.Float32:
-		f := tensor.BytesF32(out)
-		for c := range 3 {
-			lut := &p.lut32[c]
-			dst := f[c*plane : (c+1)*plane]
-			for i := range dst {
-				dst[i] = lut[m.Pix[3*i+c]]
-			}
-		}
-	case tensor.Float16:
-		for c := range 3 {
-			lut := &p.lut16[c]
-			dst := out[2*c*plane : 2*(c+1)*plane]
-			for i := range plane {
-				v := lut[m.Pix[3*i+c]]
-				dst[2*i], dst[2*i+1] = byte(v), byte(v>>8)
-			}
-		}
-	}
+// String is the transform in torchvision's terms, for reports and
+// `model inspect`.
+func (s Spec) String() string {
+	return fmt.Sprintf("resize %d (%s), center crop %d, mean %v, std %v", s.Resize, s.Interpolation, s.Crop, s.Mean, s.Std)
 }

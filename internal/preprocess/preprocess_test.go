@@ -1,220 +1,59 @@
 package preprocess
 
 import (
-	"bytes"
-	"context"
-	"encoding/binary"
-	"errors"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"image/png"
-	"os"
-	"slices"
+	"math"
 	"strings"
-	"sync"
 	"testing"
-
-	"goinfer/internal/imageproc"
-	"goinfer/internal/tensor"
 )
 
-func readFile(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
+func TestImageNet(t *testing.T) {
+	s := ImageNet()
+	if err := s.Validate(3); err != nil {
 		t.Fatal(err)
 	}
-	return b
-}
-
-// BombJPEG is a valid small JPEG whose frame header claims w x h pixels.
-func bombJPEG(t testing.TB, w, h int) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, image.NewGray(image.Rect(0, 0, 8, 8)), nil); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	for i := 0; i+9 < len(b); i++ {
-		if b[i] == 0xff && b[i+1] == 0xc0 {
-			binary.BigEndian.PutUint16(b[i+5:], uint16(h))
-			binary.BigEndian.PutUint16(b[i+7:], uint16(w))
-			return b
-		}
-	}
-	t.Fatal("no SOF0 marker")
-	return nil
-}
-
-func TestImageNetSpec(t *testing.T) {
-	if s := ImageNet(224, 224); s.Resize != 256 || s.Height != 224 || s.Width != 224 || s.Mean != imageproc.Mean {
-		t.Errorf("ImageNet(224, 224) = %+v", s)
-	}
-	if s := ImageNet(16, 32); s.Resize != 18 {
-		t.Errorf("ImageNet(16, 32).Resize = %d, want 18", s.Resize)
-	}
-	if err := (Spec{Resize: 1, Height: 1, Width: 1}).Validate(); err == nil || !strings.Contains(err.Error(), "std[0]") {
-		t.Errorf("zero std: %v", err)
-	}
-}
-
-// TestMatchesImageproc checks each dtype against predict's path
-// (imageproc.Preprocess, Normalize) on the committed photos, PNG included.
-func TestMatchesImageproc(t *testing.T) {
-	files := []string{"../../testdata/golden/image.jpg", "../../testdata/golden/image.png",
-		"../../testdata/photos/camera_gray.jpg", "../../testdata/photos/coffee_alpha.png", "../../testdata/photos/rocket_progressive.jpg",
-		"../../testdata/photos/chelsea_cmyk.jpg"}
-	var images [][]byte
-	var wantU8 [][]uint8
-	for _, f := range files {
-		b := readFile(t, f)
-		images = append(images, b)
-		m, err := imageproc.DecodeBytes(b, imageproc.MaxPixels)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		wantU8 = append(wantU8, imageproc.Preprocess(m))
-	}
-	p, err := NewCPU(ImageNet(224, 224), CPUOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const elems = 3 * 224 * 224
-	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float16, tensor.Uint8} {
-		t.Run(dt.String(), func(t *testing.T) {
-			dst := make([]byte, len(images)*elems*dt.Size())
-			for i, err := range p.Preprocess(context.Background(), images, dt, dst) {
-				if err != nil {
-					t.Fatalf("image %d: %v", i, err)
-				}
+	scale, shift := s.ScaleShift()
+	for c := range scale {
+		// 0..255 pixels through the affine map equal (p/255 - mean)/std.
+		for _, p := range []float64{0, 128, 255} {
+			got := p*float64(scale[c]) + float64(shift[c])
+			want := (p/255 - s.Mean[c]) / s.Std[c]
+			if math.Abs(got-want) > 1e-5 {
+				t.Errorf("channel %d pixel %v: %v, want %v", c, p, got, want)
 			}
-			for i, u8 := range wantU8 {
-				got := dst[i*elems*dt.Size() : (i+1)*elems*dt.Size()]
-				var want []byte
-				switch dt {
-				case tensor.Uint8:
-					want = u8
-				case tensor.Float32:
-					want = tensor.F32Bytes(imageproc.Normalize(u8))
-				case tensor.Float16:
-					for _, v := range imageproc.Normalize(u8) {
-						want = binary.LittleEndian.AppendUint16(want, tensor.Float32ToF16(v))
-					}
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s differs from imageproc's preprocessing", files[i])
-				}
-			}
-		})
-	}
-}
-
-func TestNonSquareCrop(t *testing.T) {
-	img := image.NewRGBA(image.Rect(0, 0, 40, 30))
-	for y := range 30 {
-		for x := range 40 {
-			img.Set(x, y, color.RGBA{uint8(6 * x), uint8(8 * y), 77, 255})
 		}
 	}
-	var buf bytes.Buffer
-	png.Encode(&buf, img)
-	p, err := NewCPU(Spec{Resize: 20, Height: 12, Width: 18, Mean: [3]float32{0, 0, 0}, Std: [3]float32{1, 1, 1}}, CPUOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if w := s.WithCrop(448); w.Crop != 448 || w.Resize != 512 {
+		t.Errorf("WithCrop(448) of ImageNet's: %+v, want resize 512", w)
 	}
-	dst := make([]byte, 3*12*18)
-	if errs := p.Preprocess(context.Background(), [][]byte{buf.Bytes()}, tensor.Uint8, dst); errs[0] != nil {
-		t.Fatal(errs[0])
+	if w := (Spec{}).WithCrop(448); w.Resize != 512 {
+		t.Errorf("WithCrop(448) resize %d, want 512", w.Resize)
 	}
-	m, _ := imageproc.DecodeBytes(buf.Bytes(), 1<<20)
-	want := m.Resize(imageproc.ResizedSize(40, 30, 20)).CenterCrop(18, 12).CHW()
-	if !bytes.Equal(dst, want) {
-		t.Error("18x12 crop of a 26x20 resize differs from imageproc's")
+	if !s.Equal(ImageNet()) || s.Equal(s.WithCrop(100)) {
+		t.Error("Equal")
 	}
 }
 
-func TestErrors(t *testing.T) {
-	good := readFile(t, "../../testdata/golden/image.jpg")
-	p, err := NewCPU(ImageNet(16, 16), CPUOptions{MaxPixels: 4000 * 4000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		img  []byte
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*Spec)
 		want string
 	}{
-		{"empty", nil, "empty"},
-		{"garbage", []byte("hello, world"), "unsupported image format"},
-		{"truncated JPEG", good[:len(good)/2], "corrupt JPEG"},
-		{"truncated PNG header", []byte("\x89PNG\r\n\x1a\n\x00"), "corrupt PNG"},
-		{"16000x16000 JPEG header", bombJPEG(t, 16000, 16000), "more pixels than allowed"},
-		{"zero width", bombJPEG(t, 0, 16), "JPEG"},
-	}
-	images := [][]byte{good}
-	for _, tt := range tests {
-		images = append(images, tt.img)
-	}
-	dst := make([]byte, len(images)*3*16*16*4)
-	errs := p.Preprocess(context.Background(), images, tensor.Float32, dst)
-	if errs[0] != nil {
-		t.Errorf("the good image failed: %v", errs[0])
-	}
-	for i, tt := range tests {
-		if err := errs[i+1]; err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: err = %v, want one saying %q", tt.name, err, tt.want)
+		{func(s *Spec) { s.Crop = 0 }, "crop"},
+		{func(s *Spec) { s.Std[1] = 0 }, "standard deviation"},
+		{func(s *Spec) { s.Mean = s.Mean[:2] }, "2 means"},
+		{func(s *Spec) { s.Interpolation = "lanczos" }, "lanczos"},
+		{func(s *Spec) { s.Mean[0] = math.NaN() }, "mean"},
+	} {
+		s := ImageNet()
+		tc.mod(&s)
+		if err := s.Validate(3); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want one mentioning %q", err, tc.want)
 		}
 	}
-	if !errors.Is(errs[5], ErrTooManyPixels) {
-		t.Errorf("the bomb's error %v is not ErrTooManyPixels", errs[5])
+	if err := ImageNet().Validate(1); err == nil {
+		t.Error("3 channel statistics accepted for a 1-channel input")
 	}
-	// The good image's slot is written even though others failed.
-	if slices.Equal(dst[:3*16*16*4], make([]byte, 3*16*16*4)) {
-		t.Error("the good image's slot is empty")
+	if _, err := ParseInterpolation("BICUBIC"); err != nil {
+		t.Error(err)
 	}
-}
-
-func TestBadCalls(t *testing.T) {
-	p, _ := NewCPU(ImageNet(16, 16), CPUOptions{})
-	img := readFile(t, "../../testdata/golden/image.jpg")
-	if errs := p.Preprocess(context.Background(), [][]byte{img}, tensor.Int32, make([]byte, 3*16*16*4)); errs[0] == nil || !strings.Contains(errs[0].Error(), "int32") {
-		t.Errorf("int32: %v", errs[0])
-	}
-	if errs := p.Preprocess(context.Background(), [][]byte{img, img}, tensor.Float32, make([]byte, 3*16*16*4)); errs[1] == nil || !strings.Contains(errs[1].Error(), "room") {
-		t.Errorf("short dst: %v", errs[1])
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	one, _ := NewCPU(ImageNet(16, 16), CPUOptions{Workers: 1})
-	one.sem <- struct{}{} // every worker busy: the call must give up
-	errs := one.Preprocess(ctx, [][]byte{img, img}, tensor.Float32, make([]byte, 2*3*16*16*4))
-	for i, err := range errs {
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("image %d: %v, want context.Canceled", i, err)
-		}
-	}
-}
-
-// TestConcurrent runs calls at once on a preprocessor with fewer workers
-// than images (run with -race): every result must match the sequential one.
-func TestConcurrent(t *testing.T) {
-	img := readFile(t, "../../testdata/golden/image.png")
-	p, _ := NewCPU(ImageNet(32, 32), CPUOptions{Workers: 2})
-	want := make([]byte, 3*32*32*4)
-	if errs := p.Preprocess(context.Background(), [][]byte{img}, tensor.Float32, want); errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			dst := make([]byte, 3*len(want))
-			for i, err := range p.Preprocess(context.Background(), [][]byte{img, img, img}, tensor.Float32, dst) {
-				if err != nil || !bytes.Equal(dst[i*len(want):(i+1)*len(want)], want) {
-					t.Errorf("image %d: %v or different bytes", i, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
 }

@@ -46,7 +46,8 @@ func startInstant(b *testing.B, size int, cfg server.Config) (httpAddr, grpcAddr
 	if err != nil {
 		b.Fatal(err)
 	}
-	info := engine.Info{Engine: "none", Classes: 1000, InChannels: 3, Height: size, Width: size, InputDType: tensor.Float32}
+	info := engine.Info{Engine: "none", MaxBatch: 256}
+	info.Inputs, info.Outputs = engine.ClassifierSpecs(tensor.Float32, 3, size, size, 1000)
 	if err := srv.SetModel(&server.Model{Info: info, Lanes: []server.Lane{{Height: size, Width: size, Batcher: bt}}}); err != nil {
 		b.Fatal(err)
 	}

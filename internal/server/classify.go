@@ -1,23 +1,48 @@
 package server
 
-import "goinfer/internal/topk"
+import (
+	"fmt"
 
-// postprocess turns the logits of a request into the output it asked
-// for, in place: the probabilities output is their softmax.
-func (p plan) postprocess(logits []float32, classes int) {
+	"goinfer/internal/topk"
+)
+
+// ProbabilitiesName is the softmax of a classifier's output (a model whose
+// output is [N, classes]), an output of its own so that classification
+// results ("value:index:label") carry probabilities when asked for on it,
+// the model's values (logits) when asked for on its output.
+const ProbabilitiesName = "probabilities"
+
+// hasProbabilities reports whether the model's output is class scores, of
+// which the probabilities output is the softmax.
+func (st *modelState) hasProbabilities() bool {
+	return len(st.output.shape) == 2 && st.output.name != ProbabilitiesName
+}
+
+// outputNames lists the outputs a request may ask for, for messages.
+func (st *modelState) outputNames() string {
+	if st.hasProbabilities() {
+		return fmt.Sprintf("%q and %q", st.output.name, ProbabilitiesName)
+	}
+	return fmt.Sprintf("%q", st.output.name)
+}
+
+// postprocess turns the model's output for a request into the output it
+// asked for, in place: the probabilities are the softmax of each row.
+func (p plan) postprocess(out []float32, classes int) {
 	if p.out.name == ProbabilitiesName {
-		topk.SoftmaxRows(logits, classes)
+		topk.SoftmaxRows(out, classes)
 	}
 }
 
-// outputsMetadata lists the model's outputs: the logits first (clients
-// that take the first output get them), then their softmax.
+// outputsMetadata lists the model's outputs: its own first (clients that
+// take the first output get it), then the probabilities where it has them.
 func (st *modelState) outputsMetadata() []TensorMetadata {
 	o := st.output
-	return []TensorMetadata{
-		{Name: o.name, Datatype: o.datatype, Shape: o.shape},
-		{Name: ProbabilitiesName, Datatype: o.datatype, Shape: o.shape},
+	md := []TensorMetadata{{Name: o.name, Datatype: o.datatype, Shape: o.shape}}
+	if st.hasProbabilities() {
+		md = append(md, TensorMetadata{Name: ProbabilitiesName, Datatype: o.datatype, Shape: o.shape})
 	}
+	return md
 }
 
 // inputsMetadata lists the model's inputs: the tensor input first (clients

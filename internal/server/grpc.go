@@ -102,7 +102,19 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
 	}
-	resp, res, err := g.infer(ctx, req)
+	// gRPC has read the message by now (a tap cannot see its size), so the
+	// budget bounds what requests hold while they wait and run, and the
+	// tap refuses new messages once it is spent.
+	held := lease{b: s.budget}
+	defer held.release()
+	var resp *kservepb.ModelInferResponse
+	var res batcher.Result
+	var err error
+	if n := grpcHeldBytes(req); !held.ensure(n) {
+		err = errMemoryFull(n)
+	} else {
+		resp, res, err = g.infer(ctx, req)
+	}
 	if err != nil {
 		k, msg := classify(err)
 		s.logFailure("grpc", k, msg)
@@ -121,7 +133,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		return nil, res, err
 	}
 	if len(req.Inputs) != 1 {
-		return nil, res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), InputName)
+		return nil, res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), st.input.name)
 	}
 	in := req.Inputs[0]
 	outs := make([]outputSpec, len(req.Outputs))
@@ -153,7 +165,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			return nil, res, err
 		}
 	}
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	use := shmUse{reg: &s.shm, pool: &s.reqs}
 	defer use.done()
 	if outShm {
@@ -189,7 +201,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		return nil, res, err
 	}
 	p.postprocess(logits, classes)
-	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: p.out.name, Datatype: "FP32", Shape: []int64{int64(p.n), int64(classes)}}
+	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: p.out.name, Datatype: "FP32", Shape: st.output.batched(p.n)}
 	if k := p.out.classification; k > 0 {
 		out.Datatype, out.Shape = "BYTES", []int64{int64(p.n), int64(k)}
 		var b []byte
@@ -216,6 +228,20 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	}
 	resp.RawOutputContents = [][]byte{raw}
 	return resp, res, nil
+}
+
+// grpcHeldBytes is what a request's tensor data holds in memory.
+func grpcHeldBytes(req *kservepb.ModelInferRequest) int64 {
+	var n int64
+	for _, b := range req.GetRawInputContents() {
+		n += int64(len(b))
+	}
+	for _, in := range req.GetInputs() {
+		c := in.GetContents()
+		n += 4 * int64(len(c.GetFp32Contents())+len(c.GetUintContents())+len(c.GetIntContents()))
+		n += 8 * int64(len(c.GetFp64Contents())+len(c.GetInt64Contents())+len(c.GetUint64Contents()))
+	}
+	return n
 }
 
 // inputData returns the request's input bytes in p.dtype's wire layout,

@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"goinfer/internal/kservepb"
 	"goinfer/internal/server"
@@ -247,6 +248,22 @@ func TestGRPCErrors(t *testing.T) {
 			r.Outputs = []*kservepb.ModelInferRequest_InferRequestedOutputTensor{{Name: "logits",
 				Parameters: map[string]*kservepb.InferParameter{"classification": {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: "3"}}}}}
 		}, codes.InvalidArgument, "classification"},
+		{"shm offset over int64", func(r *kservepb.ModelInferRequest) {
+			r.RawInputContents = nil
+			r.Inputs[0].Parameters = map[string]*kservepb.InferParameter{
+				"shared_memory_region":    {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: "in"}},
+				"shared_memory_byte_size": {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: 3072}},
+				"shared_memory_offset":    {ParameterChoice: &kservepb.InferParameter_Uint64Param{Uint64Param: 1 << 63}},
+			}
+		}, codes.InvalidArgument, "shared_memory_offset 9223372036854775808 exceeds the largest supported offset"},
+		{"shm offset a string", func(r *kservepb.ModelInferRequest) {
+			r.RawInputContents = nil
+			r.Inputs[0].Parameters = map[string]*kservepb.InferParameter{
+				"shared_memory_region":    {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: "in"}},
+				"shared_memory_byte_size": {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: 3072}},
+				"shared_memory_offset":    {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: "0"}},
+			}
+		}, codes.InvalidArgument, "shared_memory_offset must be an int64_param or a uint64_param"},
 		{"too large", func(r *kservepb.ModelInferRequest) {
 			big := randImages(30, 16, 1)
 			r.Inputs[0].Shape[0] = 30
@@ -380,4 +397,55 @@ func TestGRPCWireCompatibility(t *testing.T) {
 		got[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 	}
 	checkLogits(t, got, want)
+}
+
+// TestGRPCMalformedMessage sends bytes that are not protobuf to unary and
+// streaming methods: each answers INVALID_ARGUMENT naming the message, not
+// INTERNAL, and the server goes on answering well-formed calls.
+func TestGRPCMalformedMessage(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{})
+	conn := dialGRPC(t, s.GRPCAddr)
+	ctx := ctxT(t)
+	good, err := proto.Marshal(rawInfer(randImages(1, 16, 3), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, method, msg string
+		body              []byte
+	}{
+		{"infer bad tag", "/inference.GRPCInferenceService/ModelInfer", "malformed ModelInferRequest", []byte{0xff, 0xff, 0xff}},
+		{"infer truncated", "/inference.GRPCInferenceService/ModelInfer", "malformed ModelInferRequest", good[:len(good)-7]},
+		{"infer field 0", "/inference.GRPCInferenceService/ModelInfer", "malformed ModelInferRequest", []byte{0x02, 0x00}},
+		{"register", "/inference.GRPCInferenceService/SystemSharedMemoryRegister", "malformed SystemSharedMemoryRegisterRequest", []byte{0x0a, 0x10, 'x'}},
+		{"live", "/inference.GRPCInferenceService/ServerLive", "malformed ServerLiveRequest", []byte{0x0b}},
+		{"health", "/grpc.health.v1.Health/Check", "malformed HealthCheckRequest", []byte{0x0a, 0xff}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, out := tc.body, []byte(nil)
+			err := conn.Invoke(ctx, tc.method, &in, &out, grpc.ForceCodec(rawCodec{}))
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+				t.Fatalf("got %v; want InvalidArgument mentioning %q", err, tc.msg)
+			}
+		})
+	}
+	t.Run("stream", func(t *testing.T) {
+		st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+			"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := []byte{0xff, 0xff}
+		if err := st.SendMsg(&in); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		if err := st.RecvMsg(&out); status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "malformed ServerReflectionRequest") {
+			t.Fatalf("got %v; want InvalidArgument naming the message", err)
+		}
+	})
+	resp, err := kservepb.NewGRPCInferenceServiceClient(conn).ModelInfer(ctx, rawInfer(randImages(1, 16, 3), 1))
+	if err != nil || len(resp.RawOutputContents) != 1 {
+		t.Fatalf("a good request after the malformed ones: %v", err)
+	}
 }

@@ -16,7 +16,7 @@ import (
 
 // ImageInputName is the model's image input: BYTES elements, each an
 // encoded image (JPEG or PNG), one per image, of any size. Requests send
-// either it or the tensor input, InputName. Its shape is [N] (metadata
+// either it or the model's tensor input. Its shape is [N] (metadata
 // says [-1]); [N, 1] is accepted too, as some clients shape one string per
 // row.
 const ImageInputName = "image"
@@ -46,13 +46,16 @@ func (st *modelState) setImages(m *Model) error {
 	if m.Images.Preprocessor == nil {
 		return errors.New("server: Images has no Preprocessor")
 	}
-	if m.Info.InChannels != 3 {
-		return fmt.Errorf("server: the image input needs a model of 3 input channels (RGB), this one has %d", m.Info.InChannels)
+	if c, _, _, ok := m.Info.ImageInput(); !ok || c != 3 {
+		return fmt.Errorf("server: the image input needs a model of RGB images [N, 3, H, W]; this one takes %s", m.Info.Input())
+	}
+	if st.input.name == ImageInputName {
+		return fmt.Errorf("server: the model's tensor input is named %q, the name of the image input", ImageInputName)
 	}
 	spec := m.Images.Preprocessor.Spec()
-	lane := st.lanes[[2]int{spec.Height, spec.Width}]
+	lane := st.lanes[[2]int{spec.Crop, spec.Crop}]
 	if lane == nil {
-		return fmt.Errorf("server: images are preprocessed to %dx%d, which is not a served size (%s)", spec.Height, spec.Width, st.sizes())
+		return fmt.Errorf("server: images are preprocessed to %dx%d, which is not a served size (%s)", spec.Crop, spec.Crop, st.sizes())
 	}
 	st.images = &imageState{pre: m.Images.Preprocessor, lane: lane,
 		meta: tensorMeta{name: ImageInputName, datatype: "BYTES", shape: []int64{-1}}}
@@ -62,7 +65,7 @@ func (st *modelState) setImages(m *Model) error {
 // imageCount checks an image input's header and returns its image count.
 func (s *Server) imageCount(st *modelState, datatype string, shape []int64) (int, error) {
 	if st.images == nil {
-		return 0, errorf(kindInvalid, "inputs[0].name %q: this model takes no encoded images (serve it with image decoding on); send the tensor input %q", ImageInputName, InputName)
+		return 0, errorf(kindInvalid, "inputs[0].name %q: this model takes no encoded images (serve it with image decoding on); send the tensor input %q", ImageInputName, st.input.name)
 	}
 	if datatype != "BYTES" {
 		return 0, errorf(kindInvalid, "inputs[0].datatype is %q; the %q input is BYTES (one encoded image per element)", datatype, ImageInputName)
@@ -82,11 +85,18 @@ func (s *Server) imageCount(st *modelState, datatype string, shape []int64) (int
 func (s *Server) runImages(ctx context.Context, st *modelState, images [][]byte, out outputSpec, logits []float32) (plan, batcher.Result, error) {
 	var res batcher.Result
 	spec := st.images.pre.Spec()
-	dt := st.model.Info.InputDType
+	dt := st.model.Info.Input().DType
 	n := len(images)
-	p := plan{lane: st.images.lane, dtype: dt, n: n, bytes: n * 3 * spec.Height * spec.Width * dt.Size(), out: out}
+	p := plan{lane: st.images.lane, dtype: dt, n: n, bytes: n * 3 * spec.Crop * spec.Crop * dt.Size(), out: out}
 	if err := p.lane.Admit(n); err != nil {
 		return p, res, err // before spending decode time on it
+	}
+	// The decoded tensor is several times the encoded bytes the request
+	// holds already: it takes its own share of the in-flight budget.
+	held := lease{b: s.budget}
+	defer held.release()
+	if !held.ensure(int64(p.bytes)) {
+		return p, res, errMemoryFull(int64(p.bytes))
 	}
 	buf := s.reqs.Get(p.bytes)
 	defer s.reqs.Put(buf)
@@ -97,7 +107,7 @@ func (s *Server) runImages(ctx context.Context, st *modelState, images [][]byte,
 	if err != nil {
 		return p, res, err
 	}
-	p.postprocess(logits, st.model.Info.Classes)
+	p.postprocess(logits, st.model.Info.OutputElems())
 	return p, res, nil
 }
 
@@ -195,7 +205,7 @@ func (s *Server) inferImagesHTTP(ctx context.Context, w http.ResponseWriter, bod
 	default:
 		return res, errorf(kindInvalid, "inputs[0] has no data: send \"data\" (base64 strings) or parameters.binary_data_size with the BYTES elements after the JSON header")
 	}
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	outBuf := s.bufs.get(n * classes * 4)
 	defer s.bufs.put(outBuf)
 	logits := tensor.BytesF32(*outBuf)
@@ -258,7 +268,7 @@ func (g *grpcService) inferImages(ctx context.Context, req *kservepb.ModelInferR
 			return nil, res, errorf(kindInvalid, "inputs[0].contents.bytes_contents has %d images; inputs[0].shape %v declares %d", len(images), in.GetShape(), n)
 		}
 	}
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	// The response is marshalled after this returns: its bytes cannot
 	// come from a pool.
 	raw := make([]byte, n*classes*4)
@@ -267,7 +277,7 @@ func (g *grpcService) inferImages(ctx context.Context, req *kservepb.ModelInferR
 	if err != nil {
 		return nil, res, err
 	}
-	o := &kservepb.ModelInferResponse_InferOutputTensor{Name: p.out.name, Datatype: "FP32", Shape: []int64{int64(n), int64(classes)}}
+	o := &kservepb.ModelInferResponse_InferOutputTensor{Name: p.out.name, Datatype: "FP32", Shape: st.output.batched(n)}
 	if k := p.out.classification; k > 0 {
 		o.Datatype, o.Shape = "BYTES", []int64{int64(n), int64(k)}
 		var b []byte

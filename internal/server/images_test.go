@@ -60,7 +60,7 @@ func imageInput(n int, params map[string]any) map[string]any {
 // preprocessed is the float32 tensor the server should make of images.
 func preprocessed(t *testing.T, size int, images [][]byte) []byte {
 	t.Helper()
-	pre, err := preprocess.NewCPU(preprocess.ImageNet(size, size), preprocess.CPUOptions{})
+	pre, err := preprocess.NewCPU(preprocess.ImageNet().WithCrop(size), preprocess.CPUOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,5 +368,30 @@ func TestImagesNotServed(t *testing.T) {
 	}
 	if r := do(t, "GET", "http://"+s.HTTPAddr+"/v2/models/tiny", nil, nil); strings.Contains(string(r.body), "BYTES") {
 		t.Errorf("metadata lists an image input: %s", r.body)
+	}
+}
+
+// TestImagesMemoryBudget checks that the decoded tensor of an image
+// request counts against --max_inflight_bytes: a request whose images
+// would decode to more than the budget can hold is refused with 503, not
+// decoded.
+func TestImagesMemoryBudget(t *testing.T) {
+	// 64 images of 3x16x16 FP32 decode to 192 KiB; the budget is 160 KiB.
+	s := servertest.Start(t, servertest.Options{Images: true, MaxQueue: 64, Server: func(c *server.Config) {
+		c.MaxRequestBytes, c.MaxInflightBytes = 120<<10, 160<<10
+	}})
+	small := bomb(t, 8, 8) // a valid 8x8 JPEG
+	imgs := make([][]byte, 64)
+	for i := range imgs {
+		imgs[i] = small
+	}
+	elems := bytesElems(imgs)
+	r := inferBinary(t, s, map[string]any{"inputs": []any{imageInput(len(imgs), map[string]any{"binary_data_size": len(elems)})}}, elems)
+	if r.status != 503 || !strings.Contains(string(r.body), "max_inflight_bytes") {
+		t.Errorf("status %d: %s; want 503 naming --max_inflight_bytes", r.status, r.body)
+	}
+	r = inferBinary(t, s, map[string]any{"inputs": []any{imageInput(2, map[string]any{"binary_data_size": 2 * (len(small) + 4)})}}, bytesElems(imgs[:2]))
+	if r.status != 200 {
+		t.Errorf("two small images: %d %s", r.status, r.body)
 	}
 }

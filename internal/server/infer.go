@@ -89,24 +89,28 @@ func (st *modelState) plan(in inputSpec, outs []outputSpec) (plan, error) {
 	return p, err
 }
 
-// planOutput checks the outputs a request asks for: none (the logits), or
-// one of the model's.
+// planOutput checks the outputs a request asks for: none (the model's
+// output), or one of the model's outputs, the probabilities included when
+// the model has them.
 func (st *modelState) planOutput(outs []outputSpec) (outputSpec, error) {
 	switch len(outs) {
 	case 0:
-		return outputSpec{name: OutputName}, nil
+		return outputSpec{name: st.output.name}, nil
 	case 1:
-		if outs[0].name != OutputName && outs[0].name != ProbabilitiesName {
-			return outputSpec{}, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its outputs are %q and %q)", outs[0].name, OutputName, ProbabilitiesName)
+		if outs[0].name != st.output.name && (outs[0].name != ProbabilitiesName || !st.hasProbabilities()) {
+			return outputSpec{}, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its outputs are %s)", outs[0].name, st.outputNames())
 		}
 		if k := outs[0].classification; k < 0 {
 			return outputSpec{}, errorf(kindInvalid, "outputs[0].parameters.classification is %d; want a positive count", k)
 		}
+		if outs[0].classification > 0 && len(st.output.shape) != 2 {
+			return outputSpec{}, errorf(kindInvalid, "outputs[0].parameters.classification: the model's output %q of shape %v holds no class scores", st.output.name, st.output.shape)
+		}
 		o := outs[0]
-		o.classification = min(o.classification, st.model.Info.Classes)
+		o.classification = min(o.classification, st.model.Info.OutputElems())
 		return o, nil
 	}
-	return outputSpec{}, errorf(kindInvalid, "%d outputs requested; ask for one: %q or %q", len(outs), OutputName, ProbabilitiesName)
+	return outputSpec{}, errorf(kindInvalid, "%d outputs requested; ask for one of %s", len(outs), st.outputNames())
 }
 
 // sizes lists the served image sizes for error messages.

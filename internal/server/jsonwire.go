@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 
@@ -79,9 +80,29 @@ func paramInt(params map[string]json.RawMessage, key, field string) (int64, bool
 	}
 	var v int64
 	if err := json.Unmarshal(raw, &v); err != nil {
+		if _, err := strconv.ParseInt(string(raw), 10, 64); errors.Is(err, strconv.ErrRange) {
+			return 0, true, outOfRange(field, key, string(raw))
+		}
 		return 0, true, errorf(kindInvalid, "%s.parameters.%s is %s; want an integer", field, key, raw)
 	}
 	return v, true, nil
+}
+
+// outOfRange is the error for an integer parameter whose value (in
+// decimal) is an integer but does not fit the int64 the server keeps it
+// in: saying "want an integer" would mislead.
+func outOfRange(field, key, value string) error {
+	if strings.HasPrefix(value, "-") {
+		return errorf(kindInvalid, "%s.parameters.%s %s is below the smallest supported value (%d)", field, key, value, int64(math.MinInt64))
+	}
+	what := "value"
+	switch key {
+	case paramShmOffset:
+		what = "offset"
+	case paramShmSize:
+		what = "byte size"
+	}
+	return errorf(kindInvalid, "%s.parameters.%s %s exceeds the largest supported %s (%d)", field, key, value, what, int64(math.MaxInt64))
 }
 
 // parseData parses a JSON array of numbers, flat or nested as the shape,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"sort"
+	"strconv"
 	"sync"
 
 	"goinfer/internal/engine"
@@ -314,11 +315,11 @@ func grpcShmParams(params map[string]*kservepb.InferParameter, field string) (sh
 				return v.Int64Param, true, nil
 			case *kservepb.InferParameter_Uint64Param:
 				if v.Uint64Param > math.MaxInt64 {
-					break
+					return 0, true, outOfRange(field, key, strconv.FormatUint(v.Uint64Param, 10))
 				}
 				return int64(v.Uint64Param), true, nil
 			}
-			return 0, true, errorf(kindInvalid, "%s.parameters.%s must be an int64_param", field, key)
+			return 0, true, errorf(kindInvalid, "%s.parameters.%s must be an int64_param or a uint64_param", field, key)
 		})
 }
 

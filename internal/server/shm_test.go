@@ -259,6 +259,12 @@ func TestSharedMemoryErrors(t *testing.T) {
 		{"region not a string", "", input(map[string]any{"shared_memory_region": 3, "shared_memory_byte_size": 8}), 400, "want a string"},
 		{"wrong size", "", input(shmParams("in", 0, 100)), 400, "shared_memory_byte_size is 100; the tensor needs"},
 		{"negative offset", "", input(shmParams("in", -4, shmInSize)), 400, "want an offset >= 0"},
+		{"offset over int64", "", input(map[string]any{"shared_memory_region": "in", "shared_memory_byte_size": shmInSize, "shared_memory_offset": json.RawMessage("18446744073709551615")}),
+			400, "shared_memory_offset 18446744073709551615 exceeds the largest supported offset"},
+		{"size over int64", "", input(map[string]any{"shared_memory_region": "in", "shared_memory_byte_size": json.RawMessage("9223372036854775808")}),
+			400, "shared_memory_byte_size 9223372036854775808 exceeds the largest supported byte size"},
+		{"offset not an integer", "", input(map[string]any{"shared_memory_region": "in", "shared_memory_byte_size": shmInSize, "shared_memory_offset": 1.5}),
+			400, "shared_memory_offset is 1.5; want an integer"},
 		{"outside the region", "", input(shmParams("in", 4, shmInSize)), 400, "lie outside shared memory region"},
 		{"unknown region", "", input(shmParams("nope", 0, shmInSize)), 400, `no shared memory region \"nope\"`},
 		{"data too", "", func() any {

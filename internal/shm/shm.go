@@ -21,6 +21,12 @@ import (
 // this package can reach without cgo (everything but Linux).
 var ErrUnsupported = errors.New("system shared memory is only supported on Linux")
 
+// ErrNotObject is wrapped by the error for a key that names something
+// other than a shared memory object: a symbolic link, a directory, a FIFO,
+// a socket, a device, a file on another file system or one with several
+// names. Mapping it could read or write a file the client has no claim on.
+var ErrNotObject = errors.New("not a shared memory object")
+
 // MaxKeyLen bounds a key, as NAME_MAX bounds a file name.
 const MaxKeyLen = 255
 

@@ -3,11 +3,11 @@ package cpu
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +15,7 @@ import (
 
 	"goinfer/internal/checkpoint"
 	"goinfer/internal/engine"
+	"goinfer/internal/leakcheck"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
@@ -90,7 +91,7 @@ func runInstance(t testing.TB, m engine.Model, inst engine.Instance, raw []byte,
 	if err := inst.Forward(in, out, n); err != nil {
 		t.Fatal(err)
 	}
-	logits := make([]float32, n*info.Classes)
+	logits := make([]float32, n*info.OutputElems())
 	if err := s.CopyToHost(tensor.F32Bytes(logits), out, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -369,8 +370,9 @@ func TestInfo(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := m.Info()
-		if i.Engine != "cpu" || i.Device != "cpu (3 threads)" || i.Classes != 3 || i.InChannels != 3 ||
-			i.Height != 32 || i.Width != 30 || i.InputDType != tensor.Uint8 || i.Compiled != compile ||
+		in, out := i.Input(), i.Output()
+		if i.Engine != "cpu" || i.Device != "cpu (3 threads)" || in.Name != "input" || fmt.Sprint(in.Shape) != "[3 32 30]" ||
+			in.DType != tensor.Uint8 || out.Name != "logits" || fmt.Sprint(out.Shape) != "[3]" || out.DType != tensor.Float32 || i.Compiled != compile ||
 			i.MaxBatch != 2 || i.WeightBytes <= 0 || i.Precision != engine.FP32 {
 			t.Errorf("compile=%v: Info %+v", compile, i)
 		}
@@ -446,10 +448,14 @@ func TestConcurrentInstances(t *testing.T) {
 	}
 }
 
+// TestNoGoroutineLeak checks that instances start their worker threads
+// and that closing them and the model stops every one.
 func TestNoGoroutineLeak(t *testing.T) {
+	leakcheck.Check(t)
 	ctx := context.Background()
 	g := narrowGraph(t, model.NewArch(model.Basic, []int{1, 1, 1, 1}, 4, 3, 1, 64), 1)
-	before := runtime.NumGoroutine()
+	const pkg = "goinfer/internal/engine/cpu."
+	before := leakcheck.Count(pkg)
 	m, err := Engine{}.Load(ctx, g, engine.Options{MaxBatch: 1, Height: 32, Width: 32, Threads: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -462,8 +468,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		insts = append(insts, inst)
 	}
-	if got := runtime.NumGoroutine(); got < before+3*7 {
-		t.Fatalf("%d goroutines with 3 instances of 8 threads, %d before", got, before)
+	if got := leakcheck.Count(pkg); got < before+3*7 {
+		t.Fatalf("%d goroutines of the cpu engine with 3 instances of 8 threads, %d before", got, before)
 	}
 	for _, inst := range insts {
 		if err := inst.Close(); err != nil {
@@ -471,9 +477,10 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 	}
 	m.Close()
-	// Close waits for its workers to exit, so the count is back at once.
-	if got := runtime.NumGoroutine(); got > before {
-		t.Fatalf("%d goroutines after Close, %d before", got, before)
+	// Close waits for its workers to exit, so none is left at once; the
+	// cleanup of leakcheck.Check covers the rest of the process.
+	if got := leakcheck.Count(pkg); got > before {
+		t.Fatalf("%d goroutines of the cpu engine after Close, %d before", got, before)
 	}
 }
 

@@ -159,8 +159,8 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	s.Srv = srv
 	bt, err := batcher.New(sub, batcher.Config{
-		Channels: info.InChannels, Height: opts.Size, Width: opts.Size, DType: info.InputDType,
-		Classes: info.Classes, MaxBatch: opts.MaxBatch, MaxDelay: opts.MaxDelay, MaxQueue: opts.MaxQueue,
+		Channels: info.Input().Shape[0], Height: opts.Size, Width: opts.Size, DType: info.Input().DType,
+		Classes: info.OutputElems(), MaxBatch: opts.MaxBatch, MaxDelay: opts.MaxDelay, MaxQueue: opts.MaxQueue,
 		MaxInflight: opts.Inflight, CopyWorkers: 1, Observe: srv.ObserveBatch, AllocHost: allocHost,
 	})
 	if err != nil {
@@ -169,7 +169,7 @@ func Start(t testing.TB, opts Options) *Server {
 	s.model = &server.Model{Info: info, Labels: opts.Labels, Lanes: []server.Lane{{Height: opts.Size, Width: opts.Size, Batcher: bt}},
 		AllocHost: allocHost}
 	if opts.Images {
-		pre, err := preprocess.NewCPU(preprocess.ImageNet(opts.Size, opts.Size), preprocess.CPUOptions{Workers: 2, MaxPixels: opts.MaxImagePixels})
+		pre, err := preprocess.NewCPU(preprocess.ImageNet().WithCrop(opts.Size), preprocess.CPUOptions{Workers: 2, MaxPixels: opts.MaxImagePixels})
 		if err != nil {
 			t.Fatal(err)
 		}
