@@ -113,9 +113,10 @@ func TestReadFullIncremental(t *testing.T) {
 	}{
 		{"small body, one buffer", 1000, 1000, []int{1000}, nil},
 		{"exactly the first read", mib, mib, []int{mib}, nil},
-		{"grows by doubling to the declared size", 3*mib + 5, 3*mib + 5, []int{mib, 2 * mib, 3*mib + 5}, nil},
-		{"huge declared, little sent: memory follows the bytes", 256 * mib, 10, []int{mib}, io.ErrUnexpectedEOF},
-		{"stops growing when the bytes stop", 256 * mib, 2*mib + 1, []int{mib, 2 * mib, 4 * mib}, io.ErrUnexpectedEOF},
+		{"the full size once the first MiB is in", 38*mib + 5, 38*mib + 5, []int{mib, 38*mib + 5}, nil},
+		{"huge declared, little sent: one MiB", 256 * mib, 10, []int{mib}, io.ErrUnexpectedEOF},
+		{"huge declared, a MiB less a byte sent", 256 * mib, mib - 1, []int{mib}, io.ErrUnexpectedEOF},
+		{"ends after the first MiB", 3 * mib, 2*mib + 1, []int{mib, 3 * mib}, io.ErrUnexpectedEOF},
 		{"nothing sent", 100, 0, []int{100}, io.ErrUnexpectedEOF},
 	}
 	for _, tt := range tests {
