@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"testing"
 	"time"
 )
@@ -209,5 +211,30 @@ func TestLimitListener(t *testing.T) {
 	}
 	if got := len(l.(*limitListener).slots); got != 1 {
 		t.Errorf("%d slots taken, want 1 (the second connection)", got)
+	}
+}
+
+func TestFreshConnsClosedOnDrain(t *testing.T) {
+	var f freshConns
+	a, b := net.Pipe()
+	defer b.Close()
+	c, d := net.Pipe()
+	defer d.Close()
+	f.track(a, http.StateNew)
+	f.track(c, http.StateNew)
+	f.track(c, http.StateActive) // it sent a request: no longer fresh
+	f.track(c, http.StateIdle)
+	if f.n.Load() != 1 {
+		t.Fatalf("%d fresh connections tracked, want 1", f.n.Load())
+	}
+	stop := f.closeWhile(20 * time.Millisecond)
+	defer stop()
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := b.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the fresh connection: read %v, want it closed (EOF)", err)
+	}
+	d.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := d.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection that sent a request: read %v, want it left open", err)
 	}
 }
