@@ -9,7 +9,8 @@ import (
 // Decompose rewrites the composite ops an engine does not claim into the
 // primitives they are made of: SiLU, HardSwish, HardSigmoid, Mish, Gelu
 // (both forms), LayerNormalization (when its statistics outputs are
-// unused), Softmax and LogSoftmax (the opset<13 2-D form through Flatten
+// unused), BatchNormalization with constant parameters (a per-channel
+// Mul and Add), Softmax and LogSoftmax (the opset<13 2-D form through Flatten
 // and Reshape), and a Conv's, Gemm's or MatMul's fused epilogue (back into
 // the op, Adds and an activation node). keep reports the ops the engine
 // runs as they are; nil keeps none. The pieces a rewrite produces are
@@ -101,6 +102,12 @@ func decomposeNode(n *Node, cons map[*Value][]*Node, outs map[*Value]bool) ([]*N
 			return nil, nil
 		}
 		err = b.softmax(x, op)
+	case *BatchNorm:
+		s, shift, ok := bnAffine(op, n.Inputs)
+		if !ok || len(n.Inputs) != 5 {
+			return nil, nil
+		}
+		err = b.channelAffine(x, s, shift)
 	case *Conv, *Gemm, *MatMul:
 		ep, _ := epilogueOf(op)
 		if ep.IsZero() && !(isMatMul(op) && n.Input(2) != nil) {
@@ -289,6 +296,31 @@ func (b *builder) softmax(x *Value, op *Softmax) error {
 		return err
 	}
 	_, err = b.add(&Binary{Fn: OpDiv}, e, s)
+	return err
+}
+
+// channelAffine builds x*s + shift with s and shift per channel (axis 1).
+func (b *builder) channelAffine(x *Value, s, shift []float64) error {
+	shape := make(tensor.Shape, len(x.Type.Shape)-1)
+	for i := range shape {
+		shape[i] = 1
+	}
+	shape[0] = len(s)
+	sa := &Array{DType: x.Type.DType, Shape: shape, Data: s}
+	ta := &Array{DType: x.Type.DType, Shape: shape.Clone(), Data: shift}
+	sv, err := constValue(b.base+"/scale", sa)
+	if err != nil {
+		return err
+	}
+	tv, err := constValue(b.base+"/shift", ta)
+	if err != nil {
+		return err
+	}
+	y, err := b.add(&Binary{Fn: OpMul}, x, sv)
+	if err != nil {
+		return err
+	}
+	_, err = b.add(&Binary{Fn: OpAdd}, y, tv)
 	return err
 }
 

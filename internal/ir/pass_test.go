@@ -260,7 +260,7 @@ func TestOptimize(t *testing.T) {
 			}
 			for _, n := range opt.Nodes {
 				switch n.Op.(type) {
-				case *Gelu, *LayerNorm, *HardSigmoid:
+				case *Gelu, *LayerNorm, *HardSigmoid, *BatchNorm:
 					t.Errorf("%s left after Decompose", n)
 				case *Softmax:
 					if !n.Op.(*Softmax).Hard {
@@ -301,6 +301,11 @@ func TestDecompose(t *testing.T) {
 		{name: "logsoftmax", op: &Softmax{Axis: -1, Log: true}, shape: []int{3}, kinds: []string{"ReduceMax", "Sub", "Exp", "ReduceSum", "Log", "Sub"}},
 		{name: "softmax_2d", op: &Softmax{Axis: 1, Coerce2D: true}, shape: []int{3, 4},
 			kinds: []string{"Flatten", "ReduceMax", "Sub", "Exp", "ReduceSum", "Div", "Reshape"}},
+		{name: "batchnorm", op: &BatchNorm{Epsilon: 1e-3}, shape: []int{3, 2, 2},
+			extra: func(b *graphBuilder) []*Value {
+				return []*Value{b.konst(0.5, 2, 3), b.w(3), b.w(3), b.konst(0.1, 2, 3)}
+			},
+			kinds: []string{"Mul", "Add"}},
 		{name: "softmax_kept", op: &Softmax{Axis: 1}, shape: []int{3}, keep: func(Op) bool { return true }, kinds: []string{"Softmax"}},
 		{name: "conv_epilogue", op: &Conv{Epilogue: Epilogue{Act: ActClip, Lo: -0.5, Hi: 0.5, Residual: true}}, shape: []int{2, 3, 3},
 			extra: func(b *graphBuilder) []*Value { return []*Value{b.w(2, 2, 1, 1), b.w(2), b.w(1, 2, 3, 3)} },
