@@ -166,6 +166,27 @@ func TestOptimize(t *testing.T) {
 			y := b.op(&Binary{Fn: OpAdd}, b.op(&Conv{}, x, b.w(3, 2, 1, 1), b.w(3)), b.w(3, 1, 1))
 			return b.out(b.op(&Binary{Fn: OpMul}, b.op(&Unary{Fn: OpSigmoid}, y), y))
 		}, want: []string{"Conv+silu"}, stats: OptimizeStats{Composites: 1, Fused: 2}},
+		{name: "conv_layer_scale_residual", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 3, 4, 4)
+			y := b.op(&Binary{Fn: OpMul}, b.w(3, 1, 1), b.op(&Conv{Pads: []int{1, 1, 1, 1}, Group: 3}, x, b.w(3, 1, 3, 3), b.w(3)))
+			return b.out(b.op(&Binary{Fn: OpAdd}, x, y))
+		}, want: []string{"Conv+residual+none"}, stats: OptimizeStats{Fused: 2}},
+		{name: "convnext_mlp_layer_scale", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 5, 8)
+			h := b.op(&Gelu{}, b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, x, b.w(8, 16)), b.w(16)))
+			h = b.op(&Binary{Fn: OpMul}, b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, h, b.w(16, 8)), b.w(8)), b.w(8))
+			return b.out(b.op(&Binary{Fn: OpAdd}, h, x))
+		}, want: []string{"MatMul+gelu", "MatMul+residual+none"}, stats: OptimizeStats{Fused: 5}},
+		{name: "gemm_scale_column_c", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 4)
+			y := b.op(&Gemm{Alpha: 2, Beta: 0.5, TransB: true}, x, b.w(3, 4), b.w(1, 3))
+			return b.out(b.op(&Unary{Fn: OpRelu}, b.op(&Binary{Fn: OpMul}, y, b.w(3))))
+		}, want: []string{"Gemm+relu"}, stats: OptimizeStats{Fused: 2}},
+		{name: "scale_on_wrong_axis_kept", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 2, 3, 3)
+			y := b.op(&Conv{}, x, b.w(2, 2, 1, 1))
+			return b.out(b.op(&Binary{Fn: OpMul}, y, b.w(3, 1)))
+		}, want: []string{"Conv", "Mul"}},
 		{name: "se_block", build: func(b *graphBuilder) *Graph {
 			x := b.input("x", 8, 4, 4)
 			s := b.op(&GlobalPool{}, x)
