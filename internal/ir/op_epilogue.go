@@ -170,3 +170,17 @@ func wantFloat(in []*Value, i int) error {
 
 // sameType returns a copy of t.
 func sameType(t Type) Type { return Type{DType: t.DType, Shape: t.Shape.Clone()} }
+
+// inferArrays runs op's Infer on the arrays' types, so that an Eval called
+// without a bound graph (Evaluate on inputs of other shapes) refuses
+// inputs Infer would have refused instead of indexing past them.
+func inferArrays(op Op, in []*Array) error {
+	vals := make([]*Value, len(in))
+	for i, a := range in {
+		if a != nil {
+			vals[i] = &Value{Name: fmt.Sprintf("input %d", i), Type: Type{DType: a.DType, Shape: a.Shape}}
+		}
+	}
+	_, err := op.Infer(vals)
+	return err
+}
