@@ -128,6 +128,9 @@ func arg(in []*Array, i int) *Array {
 
 // Eval implements Op.
 func (c *Conv) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(c, in); err != nil {
+		return nil, err
+	}
 	x, w := in[0], in[1]
 	win, err := c.plan(x.Shape, w.Shape)
 	if err != nil {
@@ -314,6 +317,9 @@ func (c *ConvTranspose) Infer(in []*Value) ([]Type, error) {
 // Eval implements Op: every input position scatters its kernel-weighted
 // value over the output positions it reaches.
 func (c *ConvTranspose) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(c, in); err != nil {
+		return nil, err
+	}
 	x, w := in[0], in[1]
 	geo, err := c.plan(x.Shape, w.Shape)
 	if err != nil {

@@ -62,6 +62,11 @@ func TestEvalRefusesMisfitInputs(t *testing.T) {
 		{&Gemm{Alpha: 1, Beta: 1}, []*Array{iotaArr(f32T, tensor.Shape{2, 2}), iotaArr(f32T, tensor.Shape{2, 2}), arrOf(f32T, tensor.Shape{3}, 1, 2, 3)}},
 		{&Clip{}, []*Array{x, arrOf(f32T, tensor.Shape{0})}},
 		{&Softmax{Axis: 3}, []*Array{x}},
+		{&Conv{}, []*Array{x, iotaArr(f32T, tensor.Shape{2, 3, 1}), short.Clone(), nil}},
+		{&Conv{}, []*Array{x, iotaArr(f32T, tensor.Shape{2, 3, 1}), arrOf(f32T, tensor.Shape{1}, 1)}},
+		{&ConvTranspose{}, []*Array{x, iotaArr(f32T, tensor.Shape{3, 2, 1}), arrOf(f32T, tensor.Shape{1}, 1)}},
+		{&GlobalPool{}, []*Array{arrOf(f32T, tensor.Shape{2}, 1, 2)}},
+		{&GlobalLpPool{P: 2}, []*Array{arrOf(f32T, tensor.Shape{2}, 1, 2)}},
 	} {
 		func() {
 			defer func() {

@@ -163,6 +163,9 @@ func (p *GlobalPool) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (p *GlobalPool) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(p, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	shape := x.Shape.Clone()
 	for i := 2; i < len(shape); i++ {
@@ -244,6 +247,9 @@ func (l *GlobalLpPool) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (l *GlobalLpPool) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(l, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	shape := x.Shape.Clone()
 	for i := 2; i < len(shape); i++ {
