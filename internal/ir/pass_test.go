@@ -274,6 +274,15 @@ func TestOptimize(t *testing.T) {
 				t.Errorf("stats %+v, want %+v", st, c.stats)
 			}
 			sameOutputs(t, "optimized", evalGraph(t, opt, in), want)
+			// Optimizing again changes nothing: fused ops bind as they are.
+			again, st2, err := Optimize(opt, 2)
+			if err != nil {
+				t.Fatalf("optimizing the optimized graph: %v", err)
+			}
+			if got := kinds(again); !slices.Equal(got, c.want) || st2.NodesAfter != st2.NodesBefore {
+				t.Errorf("optimizing again gave %v (%s)", got, st2)
+			}
+			sameOutputs(t, "optimized twice", evalGraph(t, again, in), want)
 			if n, err := Decompose(opt, nil); err != nil {
 				t.Fatal(err)
 			} else if err := opt.Validate(); err != nil {
