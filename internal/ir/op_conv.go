@@ -2,8 +2,6 @@ package ir
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 
 	"goinfer/internal/tensor"
 )
@@ -67,63 +65,6 @@ func (c *Conv) Infer(in []*Value) ([]Type, error) {
 		return nil, err
 	}
 	return []Type{out}, nil
-}
-
-// parallelFor calls f(i) for i in [0, n) on up to GOMAXPROCS goroutines;
-// the calls must touch disjoint data.
-func parallelFor(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			f(i)
-		}
-		return
-	}
-	var next sync.Mutex
-	i := 0
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				next.Lock()
-				k := i
-				i++
-				next.Unlock()
-				if k >= n {
-					return
-				}
-				f(k)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// floorDiv is a/b rounded toward minus infinity.
-func floorDiv(a, b int) int {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
-
-// in2 returns in[i], nil when absent.
-func in2(in []*Value, i int) *Value {
-	if i >= 0 && i < len(in) {
-		return in[i]
-	}
-	return nil
-}
-
-// arg returns in[i], nil when absent.
-func arg(in []*Array, i int) *Array {
-	if i >= 0 && i < len(in) {
-		return in[i]
-	}
-	return nil
 }
 
 // Eval implements Op.

@@ -159,28 +159,3 @@ func geluTanh(x float64) float64 {
 	const c = 0.7978845608028654 // sqrt(2/pi)
 	return 0.5 * x * (1 + math.Tanh(c*(x+0.044715*x*x*x)))
 }
-
-// wantFloat checks that input i is a floating-point tensor.
-func wantFloat(in []*Value, i int) error {
-	if !isFloatType(in[i].Type.DType) {
-		return fmt.Errorf("input %d is %s, want a floating-point tensor", i, in[i].Type)
-	}
-	return nil
-}
-
-// sameType returns a copy of t.
-func sameType(t Type) Type { return Type{DType: t.DType, Shape: t.Shape.Clone()} }
-
-// inferArrays runs op's Infer on the arrays' types, so that an Eval called
-// without a bound graph (Evaluate on inputs of other shapes) refuses
-// inputs Infer would have refused instead of indexing past them.
-func inferArrays(op Op, in []*Array) error {
-	vals := make([]*Value, len(in))
-	for i, a := range in {
-		if a != nil {
-			vals[i] = &Value{Name: fmt.Sprintf("input %d", i), Type: Type{DType: a.DType, Shape: a.Shape}}
-		}
-	}
-	_, err := op.Infer(vals)
-	return err
-}
