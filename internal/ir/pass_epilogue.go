@@ -148,7 +148,9 @@ func fuseEpilogueStep(g *Graph) (int, error) {
 				}
 			}
 			if newIn == nil {
-				if ep.Act != ActNone || ep.Residual {
+				// A residual of the output's own shape only: engines need
+				// not broadcast inside their epilogues.
+				if ep.Act != ActNone || ep.Residual || !other.Type.Shape.Equal(y.Type.Shape) {
 					continue
 				}
 				newIn = residualInputs(n, other)

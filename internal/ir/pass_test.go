@@ -187,6 +187,11 @@ func TestOptimize(t *testing.T) {
 			y := b.op(&Conv{}, x, b.w(2, 2, 1, 1))
 			return b.out(b.op(&Binary{Fn: OpMul}, y, b.w(3, 1)))
 		}, want: []string{"Conv", "Mul"}},
+		{name: "broadcast_add_not_residual", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 2, 3, 3)
+			pos := b.w(1, 2, 3, 3) // varies over space: no bias; broadcast over the batch: no residual
+			return b.out(b.op(&Binary{Fn: OpAdd}, b.op(&Conv{Pads: []int{1, 1, 1, 1}}, x, b.w(2, 2, 3, 3)), pos))
+		}, want: []string{"Conv", "Add"}},
 		{name: "se_block", build: func(b *graphBuilder) *Graph {
 			x := b.input("x", 8, 4, 4)
 			s := b.op(&GlobalPool{}, x)
