@@ -7,7 +7,8 @@ import (
 )
 
 // Decompose rewrites the composite ops an engine does not claim into the
-// primitives they are made of: SiLU, HardSwish, HardSigmoid, Mish, Gelu
+// primitives they are made of: SiLU, HardSwish, HardSigmoid, Mish,
+// LeakyRelu, Elu, Selu, Celu, Gelu
 // (both forms), LayerNormalization (when its statistics outputs are
 // unused), BatchNormalization with constant parameters (a per-channel
 // Mul and Add), Softmax and LogSoftmax (the opset<13 2-D form through Flatten
@@ -84,6 +85,20 @@ func decomposeNode(n *Node, cons map[*Value][]*Node, outs map[*Value]bool) ([]*N
 		default:
 			return nil, nil
 		}
+	case *LeakyRelu:
+		// relu(x) + alpha*min(x, 0)
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) {
+			return b.add(&Binary{Fn: OpMul}, neg, k("alpha", op.Alpha))
+		}, 1)
+	case *Elu:
+		// relu(x) + alpha*(exp(min(x, 0)) - 1)
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) { return b.expm1Scaled(neg, op.Alpha, 1, k) }, 1)
+	case *Selu:
+		// gamma*(relu(x) + alpha*(exp(min(x, 0)) - 1))
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) { return b.expm1Scaled(neg, op.Alpha, 1, k) }, op.Gamma)
+	case *Celu:
+		// relu(x) + alpha*(exp(min(x, 0)/alpha) - 1)
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) { return b.expm1Scaled(neg, op.Alpha, 1/op.Alpha, k) }, 1)
 	case *HardSigmoid:
 		err = b.chain(x, func(v *Value) (*Value, error) { return b.add(&Binary{Fn: OpMul}, v, k("alpha", op.Alpha)) },
 			func(v *Value) (*Value, error) { return b.add(&Binary{Fn: OpAdd}, v, k("beta", op.Beta)) },
@@ -136,6 +151,45 @@ func (b *builder) chain(x *Value, steps ...func(*Value) (*Value, error)) error {
 		}
 	}
 	return nil
+}
+
+// negativePart builds gamma*(relu(x) + f(min(x, 0))), the form of the
+// exponential and leaky linear units.
+func (b *builder) negativePart(x *Value, k func(string, float64) *Value, f func(neg *Value) (*Value, error), gamma float64) error {
+	pos, err := b.add(&Unary{Fn: OpRelu}, x)
+	if err != nil {
+		return err
+	}
+	neg, err := b.add(&Clip{}, x, nil, k("zero", 0))
+	if err != nil {
+		return err
+	}
+	if neg, err = f(neg); err != nil {
+		return err
+	}
+	sum, err := b.add(&Binary{Fn: OpAdd}, pos, neg)
+	if err != nil || gamma == 1 {
+		return err
+	}
+	_, err = b.add(&Binary{Fn: OpMul}, sum, k("gamma", gamma))
+	return err
+}
+
+// expm1Scaled builds alpha*(exp(v*inner) - 1).
+func (b *builder) expm1Scaled(v *Value, alpha, inner float64, k func(string, float64) *Value) (*Value, error) {
+	var err error
+	if inner != 1 {
+		if v, err = b.add(&Binary{Fn: OpMul}, v, k("inner", inner)); err != nil {
+			return nil, err
+		}
+	}
+	if v, err = b.add(&Unary{Fn: OpExp}, v); err != nil {
+		return nil, err
+	}
+	if v, err = b.add(&Binary{Fn: OpSub}, v, k("one", 1)); err != nil {
+		return nil, err
+	}
+	return b.add(&Binary{Fn: OpMul}, v, k("alpha", alpha))
 }
 
 // gate builds x * f(x).

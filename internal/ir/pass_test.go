@@ -326,6 +326,10 @@ func TestDecompose(t *testing.T) {
 		{name: "hardswish", op: &Unary{Fn: OpHardSwish}, shape: []int{5}, kinds: []string{"Mul", "Add", "Clip", "Mul"}},
 		{name: "hardswish_keep_hardsigmoid", op: &Unary{Fn: OpHardSwish}, shape: []int{5},
 			keep: func(op Op) bool { _, ok := op.(*HardSigmoid); return ok }, kinds: []string{"HardSigmoid", "Mul"}},
+		{name: "leakyrelu", op: &LeakyRelu{Alpha: 0.1}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Mul", "Add"}},
+		{name: "elu", op: &Elu{Alpha: 0.7}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Exp", "Sub", "Mul", "Add"}},
+		{name: "selu", op: &Selu{Alpha: 1.67, Gamma: 1.05}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Exp", "Sub", "Mul", "Add", "Mul"}},
+		{name: "celu", op: &Celu{Alpha: 2}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Mul", "Exp", "Sub", "Mul", "Add"}},
 		{name: "mish", op: &Unary{Fn: OpMish}, shape: []int{5}, kinds: []string{"Softplus", "Tanh", "Mul"}},
 		{name: "gelu", op: &Gelu{}, shape: []int{5}, kinds: []string{"Mul", "Erf", "Add", "Mul", "Mul"}},
 		{name: "gelu_tanh", op: &Gelu{Tanh: true}, shape: []int{5}, kinds: []string{"Mul", "Mul", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul"}},
@@ -350,7 +354,7 @@ func TestDecompose(t *testing.T) {
 			kinds: []string{"MatMul", "Add", "Sigmoid", "Mul"}},
 		{name: "gemm_leaky", op: &Gemm{Alpha: 1, Beta: 1, Epilogue: Epilogue{Act: ActLeakyRelu, Alpha: 0.2}}, shape: []int{4},
 			extra: func(b *graphBuilder) []*Value { return []*Value{b.w(4, 3)} },
-			kinds: []string{"Gemm", "LeakyRelu"}},
+			kinds: []string{"Gemm", "Relu", "Clip", "Mul", "Add"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := newGraphBuilder(7)
