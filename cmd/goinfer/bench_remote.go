@@ -13,6 +13,7 @@ import (
 	"goinfer/internal/client"
 	"goinfer/internal/engine"
 	"goinfer/internal/loadgen"
+	"goinfer/internal/tensor"
 	"goinfer/internal/trace"
 )
 
@@ -38,10 +39,13 @@ func (t *remoteTarget) describe() (engine.Info, time.Duration, time.Duration, in
 		// The engine column tells shared memory runs from socket ones.
 		scheme += "+shm"
 	}
-	info := engine.Info{
-		Engine: "remote-" + scheme, Device: t.url, Arch: t.md.Model,
-		Classes: t.md.Classes, InputDType: t.md.InputDType,
+	info := engine.Info{Engine: "remote-" + scheme, Device: t.url, Arch: t.md.Model}
+	in := engine.TensorSpec{Name: t.md.InputName, DType: t.md.InputDType}
+	for _, d := range t.md.InputShape[min(1, len(t.md.InputShape)):] {
+		in.Shape = append(in.Shape, int(d)) // -1 where the server takes any size
 	}
+	info.Inputs = []engine.TensorSpec{in}
+	info.Outputs = []engine.TensorSpec{{Name: t.md.OutputName, DType: tensor.Float32, Shape: []int{t.md.Classes}}}
 	return info, 0, 0, 1, 0
 }
 
@@ -72,7 +76,11 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 		conns = min(16, max(1, inflight/4))
 	}
 	useSHM := o.sharedMem == "system"
-	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM})
+	c, err := client.DialOptions(dctx, o.url, client.Options{
+		MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM,
+		GRPCWindow: o.grpc.windowOption(), GRPCReadBuffer: o.grpc.readBufferOption(), GRPCWriteBuffer: o.grpc.writeBufferOption(),
+		HTTPClient: o.httpClient,
+	})
 	if err != nil {
 		return err
 	}

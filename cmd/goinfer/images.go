@@ -176,7 +176,7 @@ func newImagePipeline(ctx context.Context, m engine.Model, cfg imagesConfig, in 
 	}
 	info := m.Info()
 	dev := m.Device()
-	p := &imagePipeline{batch: make([][]byte, cfg.batch), classes: info.Classes, topk: cfg.topk}
+	p := &imagePipeline{batch: make([][]byte, cfg.batch), classes: info.OutputElems(), topk: cfg.topk}
 	for i := range p.batch {
 		p.batch[i] = cfg.files[i%len(cfg.files)]
 	}

@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"goinfer/internal/engine"
 	"goinfer/internal/imageproc"
+	classlabels "goinfer/internal/labels"
 	"goinfer/internal/tensor"
 )
 
@@ -112,11 +110,16 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stderr, " + %.3fs compile", times.Compile.Seconds())
 	}
 	fmt.Fprintln(stderr)
-	if info.InChannels != c {
-		return fmt.Errorf("the inputs have %d channels, the model takes %d (want float32 [N, %d, H, W])", c, info.InChannels, info.InChannels)
+	mc, _, _, ok := info.ImageInput()
+	if !ok {
+		return fmt.Errorf("the inputs are images, float32 [N, %d, H, W]; the model takes %s", c, info.Input())
 	}
-	if classNames != nil && len(classNames) != info.Classes {
-		return fmt.Errorf("--labels %s has %d labels, the model has %d classes", *labels, len(classNames), info.Classes)
+	if mc != c {
+		return fmt.Errorf("the inputs have %d channels, the model takes %d (its input: %s)", c, mc, info.Input())
+	}
+	classes := info.OutputElems()
+	if classNames != nil && len(classNames) != classes {
+		return fmt.Errorf("--labels %s has %d labels, the model has %d classes", *labels, len(classNames), classes)
 	}
 
 	start := time.Now()
@@ -127,17 +130,17 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stderr, "%d images (%dx%d) in %.3fs\n", n, h, w, time.Since(start).Seconds())
 
 	if *output != "" {
-		t, err := tensor.FromFloat32(tensor.Shape{n, info.Classes}, logits)
+		t, err := tensor.FromFloat32(tensor.Shape{n, classes}, logits)
 		if err != nil {
 			return err
 		}
 		if err := tensor.SaveNPY(*output, t); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote logits [%d, %d] to %s\n", n, info.Classes, *output)
+		fmt.Fprintf(stderr, "wrote logits [%d, %d] to %s\n", n, classes, *output)
 	}
 	if *topk > 0 {
-		printTopK(stdout, names, logits, info.Classes, min(*topk, info.Classes), classNames)
+		printTopK(stdout, names, logits, classes, min(*topk, classes), classNames)
 	}
 	return nil
 }
@@ -152,7 +155,7 @@ func forwardAll(ctx context.Context, m engine.Model, x []float32, n, per, maxBat
 	}
 	defer closeInto(&err, inst)
 	dev := m.Device()
-	inBytes, outBytes := per*4, info.Classes*4
+	inBytes, outBytes := per*4, info.OutputBytes()
 	bufs := make([]interface{ Free() error }, 0, 4)
 	defer func() {
 		for _, b := range bufs {
@@ -183,7 +186,7 @@ func forwardAll(ctx context.Context, m engine.Model, x []float32, n, per, maxBat
 	bufs = append(bufs, hostOut)
 
 	src := tensor.F32Bytes(x)
-	logits = make([]float32, n*info.Classes)
+	logits = make([]float32, n*info.OutputElems())
 	dst := tensor.F32Bytes(logits)
 	st := inst.Stream()
 	for i := 0; i < n; i += maxBatch {
@@ -267,55 +270,8 @@ func readInputs(paths []string) (*tensor.Tensor, []string, error) {
 	return t, names, err
 }
 
-// readLabels reads class names: a JSON list, an object mapping class
-// indices to names (or to [wnid, name] as in imagenet_class_index.json),
-// or plain text with one name per line.
-func readLabels(path string) ([]string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("labels: %w", err)
-	}
-	text := strings.TrimSpace(string(raw))
-	switch {
-	case strings.HasPrefix(text, "["):
-		var list []string
-		if err := json.Unmarshal([]byte(text), &list); err != nil {
-			return nil, fmt.Errorf("labels %s: want a JSON list of strings: %w", path, err)
-		}
-		return list, nil
-	case strings.HasPrefix(text, "{"):
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(text), &obj); err != nil {
-			return nil, fmt.Errorf("labels %s: %w", path, err)
-		}
-		out := make([]string, len(obj))
-		for k, v := range obj {
-			i, err := strconv.Atoi(k)
-			if err != nil || i < 0 || i >= len(obj) {
-				return nil, fmt.Errorf("labels %s: key %q is not a class index in 0..%d", path, k, len(obj)-1)
-			}
-			var name string
-			var pair []string
-			switch {
-			case json.Unmarshal(v, &name) == nil:
-			case json.Unmarshal(v, &pair) == nil && len(pair) > 0:
-				name = pair[len(pair)-1]
-			default:
-				return nil, fmt.Errorf("labels %s: class %q maps to %s, want a name or [id, name]", path, k, v)
-			}
-			out[i] = name
-		}
-		return out, nil
-	}
-	if text == "" {
-		return nil, fmt.Errorf("labels %s is empty", path)
-	}
-	lines := strings.Split(text, "\n")
-	for i := range lines {
-		lines[i] = strings.TrimSpace(lines[i])
-	}
-	return lines, nil
-}
+// readLabels reads class names in any of labels.Load's formats.
+func readLabels(path string) ([]string, error) { return classlabels.Load(path) }
 
 // printTopK prints the k most probable classes of each image with their
 // softmax probabilities.

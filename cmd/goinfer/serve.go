@@ -22,7 +22,8 @@ import (
 	"goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines serve can run
-	"goinfer/internal/model"
+	classlabels "goinfer/internal/labels"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/server"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
@@ -53,8 +54,16 @@ request has waited --max_queue_delay, or at once when the device is idle
 (--dispatch_when_idle). At most --max_queue images wait; beyond that requests
 are refused at once (HTTP 503 with Retry-After, gRPC RESOURCE_EXHAUSTED).
 
-SIGINT or SIGTERM stop accepting, let the requests in flight finish within
---drain_timeout, and exit 0.
+Request memory is bounded: a request takes the bytes it declares from
+--max_inflight_bytes before its body is read (503 + Retry-After when they are
+spent), bodies are read as they arrive, and a body still arriving after
+--read_timeout is cut off with 408. At most --max_connections are open on
+each listener.
+
+SIGINT or SIGTERM make the server not ready and answer new HTTP requests
+503 with Connection: close for --drain_grace (gRPC clients get GOAWAY), then
+stop accepting, let the requests in flight finish within --drain_timeout,
+and exit 0.
 
 Examples:
   goinfer serve --checkpoint resnet18-f37072fd.pth
@@ -82,14 +91,27 @@ type serveOptions struct {
 	maxQueue         int
 	maxInflight      int
 	maxRequestBytes  int64
+	maxInflightBytes int64
 	requestTimeout   time.Duration
 	drainTimeout     time.Duration
+	drainGrace       time.Duration
+	readHeaderTO     time.Duration
+	readTO           time.Duration
+	idleTO           time.Duration
+	maxConns         int
+	grpcMaxStreams   uint
 	labels           string
 	logFormat        string
 	logLevel         string
 	pprofAddr        string
 	pinnedPoolBytes  int64
 	allowShm         bool
+	grpc             grpcFlags
+	images           bool
+	imageCrop        int
+	maxImages        int
+	maxImagePixels   int
+	decodeWorkers    int
 	set              map[string]bool
 }
 
@@ -118,13 +140,26 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxQueue, "max_queue", 256, "images that may wait for a batch; beyond it requests are refused with 503 / RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.maxInflight, "max_inflight_batches", 0, "batches submitted to the pipeline and not yet answered (0: enough to fill every device's pipeline)")
 	fs.Int64Var(&o.maxRequestBytes, "max_request_bytes", 256<<20, "largest request body or gRPC message in `BYTES`; larger ones get 413 / RESOURCE_EXHAUSTED")
+	fs.Int64Var(&o.maxInflightBytes, "max_inflight_bytes", 0, "bytes that all requests in flight may hold together; a request takes what it declares before its body is read, and is refused with 503 + Retry-After / RESOURCE_EXHAUSTED when it does not fit; a quarter is kept for requests of up to 8 MiB (0: 2 x --max_request_bytes)")
+	fs.DurationVar(&o.readHeaderTO, "read_header_timeout", 10*time.Second, "how long a client may take to send an HTTP request's headers")
+	fs.DurationVar(&o.readTO, "read_timeout", time.Minute, "how long a client may take to send a whole HTTP request, body included; a body still arriving then is cut off with 408")
+	fs.DurationVar(&o.idleTO, "idle_timeout", 2*time.Minute, "how long an HTTP keep-alive connection may wait for its next request")
+	fs.IntVar(&o.maxConns, "max_connections", 1024, "connections open at once on each of --http and --grpc; further clients wait in the kernel's accept backlog")
+	fs.UintVar(&o.grpcMaxStreams, "grpc_max_concurrent_streams", 256, "RPCs one gRPC connection may have open at once")
 	fs.BoolVar(&o.allowShm, "allow_shared_memory", false, "let clients on this host register POSIX shared memory regions and pass tensors through them (Triton's system shared memory extension; Linux); off by default, since the server then maps any object the client names that its user can open")
 	fs.Int64Var(&o.pinnedPoolBytes, "pinned_memory_pool_bytes", 256<<20, "page-locked host memory in `BYTES` that request tensors are received into, so that they reach the GPU without a host copy (cuda engine; 0: none)")
 	fs.DurationVar(&o.requestTimeout, "request_timeout", 0, "bound on each inference request, queueing included (0: only the client's deadline)")
-	fs.DurationVar(&o.drainTimeout, "drain_timeout", 30*time.Second, "how long SIGTERM waits for the requests in flight")
+	fs.DurationVar(&o.drainTimeout, "drain_timeout", 30*time.Second, "how long SIGTERM waits for the requests in flight, --drain_grace included")
+	fs.DurationVar(&o.drainGrace, "drain_grace", time.Second, "after SIGTERM, how long HTTP connections stay open answering 503 with Connection: close (readiness false; gRPC gets GOAWAY at once) before they are closed")
 	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
+	fs.BoolVar(&o.images, "images", true, "accept encoded images (JPEG, PNG) in the BYTES input \"image\", decoded and preprocessed on the host (ImageNet's eval transform scaled to --image_crop) and batched with tensor requests of that size")
+	fs.IntVar(&o.imageCrop, "image_crop", 0, "served image size in `PIXELS` that encoded images are center-cropped to (0: 224 where served, else the largest --image_size)")
+	fs.IntVar(&o.maxImages, "max_images", server.DefaultMaxImages, "most encoded images one request may send")
+	fs.IntVar(&o.maxImagePixels, "max_image_pixels", 40<<20, "largest image accepted, in `PIXELS` (width x height), checked on its header before decoding")
+	fs.IntVar(&o.decodeWorkers, "decode_workers", 0, "images decoded at once over all requests (0: GOMAXPROCS)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
+	o.grpc.register(fs, "server")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on `ADDR`, e.g. 127.0.0.1:6060 (empty: off); never expose it publicly")
 }
 
@@ -137,6 +172,7 @@ type servePlan struct {
 	devices    []int
 	dtype      string
 	batchSizes []int // compiled sizes, ascending, last = max batch
+	imageCrop  int   // the size encoded images are preprocessed to
 }
 
 func (o *serveOptions) check() (servePlan, error) {
@@ -160,14 +196,35 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--pinned_memory_pool_bytes %d: must not be negative", o.pinnedPoolBytes)
 	case o.requestTimeout < 0:
 		return p, fmt.Errorf("--request_timeout %v: must not be negative", o.requestTimeout)
+	case o.maxImages < 1:
+		return p, fmt.Errorf("--max_images %d: must be at least 1", o.maxImages)
+	case o.maxImagePixels < 1:
+		return p, fmt.Errorf("--max_image_pixels %d: must be at least 1", o.maxImagePixels)
+	case o.decodeWorkers < 0:
+		return p, fmt.Errorf("--decode_workers %d: must not be negative", o.decodeWorkers)
 	case o.drainTimeout <= 0:
 		return p, fmt.Errorf("--drain_timeout %v: must be positive", o.drainTimeout)
+	case o.drainGrace < 0 || o.drainGrace >= o.drainTimeout:
+		return p, fmt.Errorf("--drain_grace %v: must be at least 0 and below --drain_timeout %v", o.drainGrace, o.drainTimeout)
+	case o.maxInflightBytes < 0:
+		return p, fmt.Errorf("--max_inflight_bytes %d: must not be negative", o.maxInflightBytes)
+	case o.maxInflightBytes > 0 && o.maxInflightBytes-o.maxInflightBytes/4 < o.maxRequestBytes:
+		return p, fmt.Errorf("--max_inflight_bytes %d: must be at least 4/3 of --max_request_bytes %d (a quarter is kept for small requests), or a request of the largest size could never be served", o.maxInflightBytes, o.maxRequestBytes)
+	case o.readHeaderTO <= 0 || o.readTO <= 0 || o.idleTO <= 0:
+		return p, errors.New("--read_header_timeout, --read_timeout and --idle_timeout must be positive")
+	case o.maxConns < 1:
+		return p, fmt.Errorf("--max_connections %d: must be at least 1", o.maxConns)
+	case o.grpcMaxStreams < 1 || o.grpcMaxStreams > 1<<31:
+		return p, fmt.Errorf("--grpc_max_concurrent_streams %d: must be between 1 and 2^31", o.grpcMaxStreams)
 	case o.modelName != "" && !modelNameRE.MatchString(o.modelName):
 		return p, fmt.Errorf("--model_name %q: use letters, digits, '_', '.' and '-'", o.modelName)
 	case o.logFormat != "text" && o.logFormat != "json":
 		return p, fmt.Errorf("--log_format %q: want text or json", o.logFormat)
 	case o.set["devices"] && o.set["device"]:
 		return p, errors.New("--device and --devices are mutually exclusive")
+	}
+	if err := o.grpc.check(); err != nil {
+		return p, err
 	}
 	if _, err := parseLogLevel(o.logLevel); err != nil {
 		return p, err
@@ -178,6 +235,9 @@ func (o *serveOptions) check() (servePlan, error) {
 	}
 	slices.Sort(p.sizes)
 	p.sizes = slices.Compact(p.sizes)
+	if p.imageCrop, err = o.pickImageCrop(p.sizes); err != nil {
+		return p, err
+	}
 	if p.devices, err = (&benchOptions{mf: o.mf, devices: o.devices}).deviceList(); err != nil {
 		return p, err
 	}
@@ -318,8 +378,15 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 	cfg := server.Config{
 		ModelName: name, ServerVersion: versionString(), MaxRequestBytes: o.maxRequestBytes,
 		RequestTimeout: o.requestTimeout, DrainTimeout: o.drainTimeout, MaxBatch: o.maxBatch, Logger: log,
+		MaxInflightBytes: o.maxInflightBytes, DrainGrace: o.drainGrace,
+		ReadHeaderTimeout: o.readHeaderTO, ReadTimeout: o.readTO, IdleTimeout: o.idleTO,
+		MaxConnections: o.maxConns, GRPCMaxConcurrentStreams: uint32(o.grpcMaxStreams),
 		PinnedPoolBytes:   o.pinnedPoolBytes,
 		AllowSharedMemory: o.allowShm,
+		GRPCWindow:        o.grpc.windowOption(),
+		GRPCReadBuffer:    o.grpc.readBufferOption(),
+		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
+		MaxImages:         o.maxImages,
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {
@@ -441,6 +508,8 @@ func addrOf(l net.Listener) string {
 type serveLoader struct {
 	o    *serveOptions
 	plan servePlan
+	// spec is the preprocessing a general graph carries (nil: ImageNet's).
+	spec *preprocess.Spec
 	eng  engine.Engine
 	prec engine.Precision
 	src  source
@@ -457,7 +526,33 @@ type serveLoader struct {
 func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, labels []string) (*server.Model, error) {
 	o, plan := l.o, l.plan
 	start := time.Now()
-	graph := sync.OnceValues(func() (*model.Graph, error) { return loadGraph(ctx, l.src) })
+	// The ResNet graph serves every size; a general graph is bound to its
+	// image size when read, so each size reads its own.
+	resnet := sync.OnceValues(func() (netGraph, error) { return readNetGraph(ctx, l.src, 0) })
+	var first netGraph
+	graphFor := func(size int) func() (netGraph, error) {
+		switch {
+		case !l.src.general():
+			return resnet
+		case size == plan.sizes[0]:
+			return func() (netGraph, error) { return first, nil }
+		}
+		return sync.OnceValues(func() (netGraph, error) { return readNetGraph(ctx, l.src, size) })
+	}
+	if l.src.general() {
+		var err error
+		if first, err = readNetGraph(ctx, l.src, plan.sizes[0]); err != nil {
+			return nil, err
+		}
+		if h, w := first.inputSize(plan.sizes[0], plan.sizes[0]); h != plan.sizes[0] || w != plan.sizes[0] {
+			if h != w || len(plan.sizes) > 1 || o.set["image_size"] {
+				return nil, fmt.Errorf("the model takes %dx%d images only; serve it with --image_size %d", h, w, h)
+			}
+			plan.sizes = []int{h}
+			l.plan.sizes, l.plan.imageCrop = plan.sizes, h
+		}
+		l.spec = first.general.Preprocess
+	}
 	inflight := o.maxInflight
 	if inflight == 0 {
 		// Enough to fill every slot of every device's pipeline, plus one
@@ -472,12 +567,13 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 				Progress: func(format string, args ...any) {
 					l.log.Info(fmt.Sprintf(format, args...), "device", d, "image_size", size)
 				}}
+			graph := graphFor(size)
 			loads[i] = func(ctx context.Context) (engine.Model, error) {
 				g, err := graph()
 				if err != nil {
 					return nil, err
 				}
-				return l.eng.Load(ctx, g, opts)
+				return g.load(ctx, l.eng, opts)
 			}
 		}
 		b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: inflight, CopyStreams: o.copyStreams, MaxBatch: o.maxBatch})
@@ -503,11 +599,11 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			load, compile = max(load, d.Load+d.Setup-d.Info.CompileTime), max(compile, d.Info.CompileTime)
 		}
 		l.log.Info("loaded", "image_size", plan.sizes[i], "arch", info.Arch, "engine", info.Engine, "device", info.Device,
-			"precision", info.Precision.String(), "compiled", info.Compiled, "classes", info.Classes,
+			"precision", info.Precision.String(), "compiled", info.Compiled, "input", info.Input().String(), "output", info.Output().String(),
 			"load_s", load.Seconds(), "compile_s", compile.Seconds())
 		bcfg := batcher.Config{
-			Channels: info.InChannels, Height: plan.sizes[i], Width: plan.sizes[i], DType: info.InputDType,
-			Classes: info.Classes, MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
+			Channels: info.Input().Shape[0], Height: plan.sizes[i], Width: plan.sizes[i], DType: info.Input().DType,
+			Classes: info.OutputElems(), MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
 			MaxQueue: o.maxQueue, MaxInflight: inflight, Observe: l.srv.ObserveBatch,
 		}
 		// Compiled sizes are faster than their neighbours only where the
@@ -533,9 +629,13 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		m.Info = info
 		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
 	}
-	if len(labels) > 0 && len(labels) != m.Info.Classes {
-		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.Classes)
-		m.Labels = nil
+	if err := l.imageInput(m); err != nil {
+		return nil, err
+	}
+	if m.Labels == nil && m.Info.OutputElems() == classlabels.ImageNetClasses {
+		m.Labels = classlabels.ImageNet() // ImageNet's names ship in the binary
+	} else if err := classlabels.Check(m.Labels, m.Info.OutputElems()); m.Labels != nil && err != nil {
+		return nil, fmt.Errorf("--labels %s: %w", l.o.labels, err)
 	}
 	l.log.Info("model loaded", "took_s", time.Since(start).Seconds())
 	return m, nil

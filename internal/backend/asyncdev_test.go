@@ -33,11 +33,12 @@ type asyncModel struct {
 }
 
 func newAsyncModel(classes, c, h, w, maxBatch int, jitter time.Duration) *asyncModel {
-	return &asyncModel{
-		info: engine.Info{Engine: "async-test", Device: "async test device", Arch: "mean", Classes: classes,
-			InChannels: c, Height: h, Width: w, InputDType: tensor.Float32, MaxBatch: maxBatch},
-		dev: &asyncDevice{jitter: jitter},
+	m := &asyncModel{
+		info: engine.Info{Engine: "async-test", Device: "async test device", Arch: "mean", MaxBatch: maxBatch},
+		dev:  &asyncDevice{jitter: jitter},
 	}
+	m.info.Inputs, m.info.Outputs = engine.ClassifierSpecs(tensor.Float32, c, h, w, classes)
+	return m
 }
 
 // expectedLogits is the asyncModel's forward on the host.
@@ -104,7 +105,7 @@ func (in *asyncInstance) Forward(inb, outb engine.Buffer, n int) error {
 	in.st.enqueue(func() {
 		src.use()
 		dst.use()
-		logits := expectedLogits(tensor.BytesF32(src.data[:n*per]), n, info.Classes)
+		logits := expectedLogits(tensor.BytesF32(src.data[:n*per]), n, info.OutputElems())
 		copy(dst.data, tensor.F32Bytes(logits))
 	})
 	return nil

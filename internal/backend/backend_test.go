@@ -265,7 +265,7 @@ func TestColdStartQueuesDuringLoad(t *testing.T) {
 		t.Fatalf("answered before the model loaded: %+v", r)
 	case <-time.After(loadTime):
 	}
-	if info := b.Info(); info.Classes != 0 || b.Err() != nil || b.Devices() != nil || b.Stats() != nil {
+	if info := b.Info(); len(info.Outputs) != 0 || b.Err() != nil || b.Devices() != nil || b.Stats() != nil {
 		t.Fatalf("before Ready: Info %+v Err %v", info, b.Err())
 	}
 	close(release)
@@ -277,7 +277,7 @@ func TestColdStartQueuesDuringLoad(t *testing.T) {
 		t.Fatalf("latency %v / queue wait %v should include the %v load", r.DoneAt.Sub(r.SentAt), r.QueueWait, loadTime)
 	}
 	<-b.Ready()
-	if b.Info().Classes != tClasses || len(b.Devices()) != 1 || b.Devices()[0].Load < loadTime {
+	if b.Info().OutputElems() != tClasses || len(b.Devices()) != 1 || b.Devices()[0].Load < loadTime {
 		t.Fatalf("after Ready: %+v", b.Devices())
 	}
 	closeBackend(t, b)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,9 +136,8 @@ func newPipeline(ctx context.Context, b *Backend, index int, load LoadFunc) (p *
 		return p, err
 	}
 	info := m.Info()
-	if info.Classes <= 0 || info.InChannels <= 0 || info.Height <= 0 || info.Width <= 0 || info.InputDType.Size() == 0 || info.MaxBatch <= 0 {
-		return p, fmt.Errorf("the model describes an unusable input or output: %d channels, %dx%d %s, %d classes, max batch %d",
-			info.InChannels, info.Height, info.Width, info.InputDType, info.Classes, info.MaxBatch)
+	if err := info.Validate(); err != nil {
+		return p, fmt.Errorf("the model describes an unusable input or output: %w", err)
 	}
 	p.maxBatch = info.MaxBatch
 	if cfg.MaxBatch > 0 {
@@ -146,7 +147,7 @@ func newPipeline(ctx context.Context, b *Backend, index int, load LoadFunc) (p *
 		p.maxBatch = cfg.MaxBatch
 	}
 	p.inBytes = info.InputBytes()
-	p.classes = info.Classes
+	p.classes = info.OutputElems()
 	inSize, outSize := p.maxBatch*p.inBytes, p.maxBatch*info.OutputBytes()
 
 	var mem int64
@@ -316,12 +317,12 @@ func (p *pipeline) admit(it item) (int, error) {
 	if t == nil {
 		return 0, fmt.Errorf("%w: request %d has no input tensor", ErrInvalidInput, it.req.ID)
 	}
-	in := p.info
-	if t.DType != in.InputDType {
-		return 0, fmt.Errorf("%w: input dtype %s, the model takes %s", ErrInvalidInput, t.DType, in.InputDType)
+	in := p.info.Input()
+	if t.DType != in.DType {
+		return 0, fmt.Errorf("%w: input dtype %s, the model takes %s", ErrInvalidInput, t.DType, in.DType)
 	}
-	if len(t.Shape) != 4 || t.Shape[1] != in.InChannels || t.Shape[2] != in.Height || t.Shape[3] != in.Width {
-		return 0, fmt.Errorf("%w: input shape %v, the model takes [n %d %d %d]", ErrInvalidInput, t.Shape, in.InChannels, in.Height, in.Width)
+	if len(t.Shape) != len(in.Shape)+1 || !slices.Equal(t.Shape[1:], in.Shape) {
+		return 0, fmt.Errorf("%w: input shape %v, the model takes [n %v]", ErrInvalidInput, t.Shape, strings.Trim(fmt.Sprint(in.Shape), "[]"))
 	}
 	n := t.Shape[0]
 	if n < 1 || n > p.maxBatch {

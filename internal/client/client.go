@@ -52,6 +52,14 @@ type Options struct {
 	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
 	// none, the framer reads and writes the socket directly.
 	GRPCReadBuffer, GRPCWriteBuffer int
+	// GRPCWindow is the HTTP/2 flow-control window, in bytes, the client
+	// grants each stream and each connection (default 16 MiB); negative:
+	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
+	GRPCWindow int32
+	// HTTPClient is the client inference requests go through over
+	// http://: HTTPLean (default) or HTTPNetHTTP. Other requests, and
+	// all of https://, use net/http.
+	HTTPClient string
 	// SharedMemory passes the input tensor and the logits through system
 	// shared memory (Linux only; the server must be on this host and
 	// allow it, as `goinfer serve --allow_shared_memory` does) instead of
@@ -73,6 +81,11 @@ type Metadata struct {
 	InputShape []int64
 	OutputName string
 	Classes    int
+	// ImageInput is the model's input of encoded images (BYTES), "" if
+	// it has none.
+	ImageInput string
+	// Outputs names all of the model's outputs, OutputName first.
+	Outputs []string
 }
 
 // ServerError is an error the server answered with.
@@ -191,6 +204,12 @@ func DialOptions(ctx context.Context, rawURL string, opts Options) (*Client, err
 	}
 	if opts.Conns <= 0 {
 		opts.Conns = 4
+	}
+	if opts.HTTPClient == "" {
+		opts.HTTPClient = HTTPLean
+	}
+	if opts.HTTPClient != HTTPLean && opts.HTTPClient != HTTPNetHTTP {
+		return nil, fmt.Errorf("client: HTTP client %q: want %s or %s", opts.HTTPClient, HTTPLean, HTTPNetHTTP)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {

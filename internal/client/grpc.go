@@ -26,16 +26,21 @@ type grpcTransport struct {
 
 func newGRPCTransport(host string, opts Options) (*grpcTransport, error) {
 	t := &grpcTransport{}
+	dopts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.MaxCallSendMsgSize(1<<30),
+			grpc.ForceCodecV2(&t.codec)), // sends raw_input_contents without copying it
+		grpc.WithReadBufferSize(bufferSize(opts.GRPCReadBuffer)),
+		grpc.WithWriteBufferSize(bufferSize(opts.GRPCWriteBuffer)),
+	}
+	switch w := opts.GRPCWindow; {
+	case w == 0:
+		dopts = append(dopts, grpc.WithInitialWindowSize(defaultGRPCWindow), grpc.WithInitialConnWindowSize(defaultGRPCWindow))
+	case w > 0:
+		dopts = append(dopts, grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(w))
+	}
 	for range opts.Conns {
-		conn, err := grpc.NewClient(host,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.MaxCallSendMsgSize(1<<30),
-				grpc.ForceCodecV2(&t.codec)), // sends raw_input_contents without copying it
-			grpc.WithInitialWindowSize(16<<20),
-			grpc.WithInitialConnWindowSize(16<<20),
-			grpc.WithReadBufferSize(bufferSize(opts.GRPCReadBuffer)),
-			grpc.WithWriteBufferSize(bufferSize(opts.GRPCWriteBuffer)),
-		)
+		conn, err := grpc.NewClient(host, dopts...)
 		if err != nil {
 			t.close()
 			return nil, fmt.Errorf("grpc://%s: %w", host, err)
@@ -45,6 +50,11 @@ func newGRPCTransport(host string, opts Options) (*grpcTransport, error) {
 	}
 	return t, nil
 }
+
+// defaultGRPCWindow is Options.GRPCWindow's default: tensors are hundreds
+// of kilobytes, and a response no larger than the window never waits on a
+// flow-control round trip.
+const defaultGRPCWindow = 16 << 20
 
 // bufferSize maps Options' buffer sizes to gRPC's: 0 is 1 MiB, negative
 // is none (gRPC's 0).
@@ -100,11 +110,18 @@ func (t *grpcTransport) metadata(ctx context.Context, model string) (Metadata, e
 	if err != nil {
 		return md, grpcErr(err)
 	}
-	if len(mm.Inputs) != 1 || len(mm.Outputs) < 1 {
-		return md, fmt.Errorf("model %q has %d inputs and %d outputs; want one image input and a logits output", model, len(mm.Inputs), len(mm.Outputs))
+	ti, img, err := pickInputs(model, len(mm.Inputs), len(mm.Outputs), func(i int) string { return mm.Inputs[i].Datatype })
+	if err != nil {
+		return md, err
 	}
-	in, out := mm.Inputs[0], mm.Outputs[0]
+	in, out := mm.Inputs[ti], mm.Outputs[0]
 	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, in.Name, in.Datatype, in.Shape, out.Name, out.Shape)
+	if img >= 0 {
+		md.ImageInput = mm.Inputs[img].Name
+	}
+	for _, o := range mm.Outputs {
+		md.Outputs = append(md.Outputs, o.Name)
+	}
 	return md, nil
 }
 

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -30,6 +32,7 @@ var (
 type httpTransport struct {
 	base string
 	hc   *http.Client
+	h1   *h1Client // inference requests, unless net/http was asked for
 	hdrs sync.Pool // *[]byte for request JSON headers
 }
 
@@ -45,11 +48,18 @@ func newHTTPTransport(base string, opts Options) *httpTransport {
 		WriteBufferSize:     64 << 10,
 		ReadBufferSize:      64 << 10,
 	}
-	return &httpTransport{base: base, hc: &http.Client{Transport: tr}}
+	t := &httpTransport{base: base, hc: &http.Client{Transport: tr}}
+	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && opts.HTTPClient != HTTPNetHTTP {
+		t.h1 = newH1Client(u.Host, opts.MaxInflight)
+	}
+	return t
 }
 
 func (t *httpTransport) close() error {
 	t.hc.CloseIdleConnections()
+	if t.h1 != nil {
+		return t.h1.close()
+	}
 	return nil
 }
 
@@ -93,7 +103,13 @@ func (t *httpTransport) doJSON(ctx context.Context, method, path string, body []
 
 // httpError reads a KServe error answer.
 func httpError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	return serverErrorFrom(resp.StatusCode, resp.Header.Get("Retry-After") != "", b)
+}
+
+// serverErrorFrom is the ServerError of an HTTP answer with status code
+// status and body b; a 503 with Retry-After is a full queue.
+func serverErrorFrom(status int, retryAfter bool, b []byte) error {
 	var e struct {
 		Error string `json:"error"`
 	}
@@ -102,17 +118,17 @@ func httpError(resp *http.Response) error {
 		msg = e.Error
 	}
 	if msg == "" {
-		msg = http.StatusText(resp.StatusCode)
+		msg = http.StatusText(status)
 	}
 	code := codes.Unknown
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusBadRequest:
 		code = codes.InvalidArgument
 	case http.StatusNotFound:
 		code = codes.NotFound
 	case http.StatusServiceUnavailable:
 		code = codes.Unavailable
-		if resp.Header.Get("Retry-After") != "" {
+		if retryAfter {
 			code = codes.ResourceExhausted
 		}
 	case http.StatusRequestEntityTooLarge:
@@ -122,7 +138,7 @@ func httpError(resp *http.Response) error {
 	case http.StatusInternalServerError:
 		code = codes.Internal
 	}
-	return &ServerError{HTTPStatus: resp.StatusCode, Code: code, Message: msg}
+	return &ServerError{HTTPStatus: status, Code: code, Message: msg}
 }
 
 func (t *httpTransport) resolveModel(ctx context.Context) (string, error) {
@@ -171,10 +187,17 @@ func (t *httpTransport) metadata(ctx context.Context, model string) (Metadata, e
 	if err := t.getJSON(ctx, "GET", "/v2/models/"+url.PathEscape(model), &mm); err != nil {
 		return md, err
 	}
-	if len(mm.Inputs) != 1 || len(mm.Outputs) < 1 {
-		return md, fmt.Errorf("model %q has %d inputs and %d outputs; want one image input and a logits output", model, len(mm.Inputs), len(mm.Outputs))
+	in, img, err := pickInputs(model, len(mm.Inputs), len(mm.Outputs), func(i int) string { return mm.Inputs[i].Datatype })
+	if err != nil {
+		return md, err
 	}
-	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, mm.Inputs[0].Name, mm.Inputs[0].Datatype, mm.Inputs[0].Shape, mm.Outputs[0].Name, mm.Outputs[0].Shape)
+	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, mm.Inputs[in].Name, mm.Inputs[in].Datatype, mm.Inputs[in].Shape, mm.Outputs[0].Name, mm.Outputs[0].Shape)
+	if img >= 0 {
+		md.ImageInput = mm.Inputs[img].Name
+	}
+	for _, o := range mm.Outputs {
+		md.Outputs = append(md.Outputs, o.Name)
+	}
 	return md, nil
 }
 
@@ -282,9 +305,25 @@ func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 	h = append(h, `,"parameters":{"binary_data":true}}]}`...)
 	*hp = h
 
-	req, err := http.NewRequestWithContext(ctx, "POST", t.base+"/v2/models/"+url.PathEscape(c.model)+"/infer", &twoPart{h, in.Data})
+	path := "/v2/models/" + url.PathEscape(c.model) + "/infer"
+	var ir inferResponse
+	if t.h1 != nil {
+		ir, r.logits, err = t.h1.post(ctx, path, h, in.Data, out, false)
+	} else {
+		ir, r.logits, err = t.inferNetHTTP(ctx, path, h, in.Data, out)
+	}
 	if err != nil {
 		return r, err
+	}
+	r.queue, r.compute, r.batchSize = ir.serverParams()
+	return r, nil
+}
+
+// inferNetHTTP is infer through net/http.
+func (t *httpTransport) inferNetHTTP(ctx context.Context, path string, h, data []byte, out []float32) (inferResponse, []float32, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", t.base+path, &twoPart{h, data})
+	if err != nil {
+		return inferResponse{}, nil, err
 	}
 	// An unknown length makes the transport send the body with chunked
 	// encoding through twoPart.WriteTo: each part in one write. A known
@@ -295,51 +334,125 @@ func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 	req.Header[headerContentLength] = []string{strconv.Itoa(len(h))}
 	resp, err := t.hc.Do(req)
 	if err != nil {
-		return r, err
+		return inferResponse{}, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return r, httpError(resp)
+		return inferResponse{}, nil, httpError(resp)
 	}
-	jsonLen := resp.ContentLength
+	jsonLen := int64(-1)
 	if v := resp.Header.Get(headerContentLength); v != "" {
-		if jsonLen, err = strconv.ParseInt(v, 10, 64); err != nil || jsonLen < 0 || jsonLen > 16<<20 {
-			return r, fmt.Errorf("response %s %q is not a valid size", headerContentLength, v)
+		if jsonLen, err = strconv.ParseInt(v, 10, 64); err != nil || jsonLen < 0 {
+			return inferResponse{}, nil, fmt.Errorf("response %s %q is not a valid size", headerContentLength, v)
 		}
-	} else if jsonLen < 0 || jsonLen > 1<<30 {
-		jsonLen = 1 << 30
 	}
+	return decodeInferBody(resp.Body, jsonLen, resp.ContentLength, out, false)
+}
+
+// errLogitsInMessage is decodeInferBody's answer, with inPlace, to a
+// response that carries the logits.
+var errLogitsInMessage = errors.New("response carries the logits in the message")
+
+// decodeInferBody decodes the body of an inference answer: all JSON, or,
+// when jsonLen >= 0 (the binary tensor data extension), a JSON part of
+// jsonLen bytes and the binary logits after it. contentLength, when not
+// negative, is the body's length, which the parts must fill exactly. The
+// logits go into out when it has room for them. With inPlace the logits
+// were written elsewhere (shared memory): the answer must be JSON alone,
+// describing them. Memory is allocated as the body arrives, never from a
+// size the server declares alone.
+func decodeInferBody(body io.Reader, jsonLen, contentLength int64, out []float32, inPlace bool) (inferResponse, []float32, error) {
 	var ir inferResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, jsonLen)).Decode(&ir); err != nil {
-		return r, fmt.Errorf("response JSON: %w", err)
+	if jsonLen < 0 {
+		jsonLen = contentLength
+	}
+	var js []byte
+	var err error
+	switch {
+	case jsonLen > maxResponseJSON:
+		return ir, nil, fmt.Errorf("response JSON of %d bytes is over the limit of %d", jsonLen, maxResponseJSON)
+	case contentLength >= 0 && jsonLen > contentLength:
+		return ir, nil, fmt.Errorf("response %s %d is over its Content-Length %d", headerContentLength, jsonLen, contentLength)
+	case jsonLen < 0:
+		if js, err = io.ReadAll(io.LimitReader(body, maxResponseJSON+1)); err != nil {
+			return ir, nil, fmt.Errorf("reading the response JSON: %w", err)
+		}
+		if len(js) > maxResponseJSON {
+			return ir, nil, fmt.Errorf("response JSON is over the limit of %d bytes", maxResponseJSON)
+		}
+	default:
+		if js, err = io.ReadAll(io.LimitReader(body, jsonLen)); err != nil {
+			return ir, nil, fmt.Errorf("reading the response JSON: %w", err)
+		}
+		if int64(len(js)) != jsonLen {
+			return ir, nil, fmt.Errorf("response ended after %d bytes of its %d-byte JSON part: %w", len(js), jsonLen, io.ErrUnexpectedEOF)
+		}
+	}
+	if err := json.Unmarshal(js, &ir); err != nil {
+		return ir, nil, fmt.Errorf("response JSON: %w", err)
 	}
 	n, err := ir.outputLen()
 	if err != nil {
-		return r, err
+		return ir, nil, err
 	}
 	o := ir.Outputs[0]
-	logits := out
-	if len(logits) < n {
-		logits = make([]float32, n)
+	if inPlace {
+		if o.Parameters.BinaryDataSize != nil || len(o.Data) > 0 && string(o.Data) != "null" {
+			return ir, nil, errLogitsInMessage
+		}
+		if contentLength >= 0 && int64(len(js)) != contentLength {
+			return ir, nil, fmt.Errorf("response has %d bytes after its JSON", contentLength-int64(len(js)))
+		}
+		return ir, nil, nil
 	}
-	logits = logits[:n]
-	if o.Parameters.BinaryDataSize != nil {
-		if *o.Parameters.BinaryDataSize != int64(4*n) {
-			return r, fmt.Errorf("response binary_data_size %d does not match shape %v", *o.Parameters.BinaryDataSize, o.Shape)
+	if o.Parameters.BinaryDataSize == nil {
+		if contentLength >= 0 && int64(len(js)) != contentLength {
+			return ir, nil, fmt.Errorf("response has %d bytes after its JSON, which announces no binary output", contentLength-int64(len(js)))
 		}
-		if _, err := io.ReadFull(resp.Body, tensor.F32Bytes(logits)); err != nil {
-			return r, fmt.Errorf("reading the response's binary logits: %w", err)
-		}
-	} else {
 		var v []float32
 		if err := json.Unmarshal(o.Data, &v); err != nil || len(v) != n {
-			return r, fmt.Errorf("response data: %d values for shape %v (%v)", len(v), o.Shape, err)
+			return ir, nil, fmt.Errorf("response data: %d values for shape %v (%v)", len(v), o.Shape, err)
 		}
-		copy(logits, v)
+		logits := v
+		if len(out) >= n {
+			logits = out[:n]
+			copy(logits, v)
+		}
+		return ir, logits, nil
 	}
-	r.logits = logits
-	r.queue, r.compute, r.batchSize = ir.serverParams()
-	return r, nil
+	if *o.Parameters.BinaryDataSize != int64(4*n) {
+		return ir, nil, fmt.Errorf("response binary_data_size %d does not match shape %v", *o.Parameters.BinaryDataSize, o.Shape)
+	}
+	if contentLength >= 0 && jsonLen+int64(4*n) != contentLength {
+		return ir, nil, fmt.Errorf("response Content-Length %d is not its %d-byte JSON part and %d bytes of logits", contentLength, jsonLen, 4*n)
+	}
+	logits, err := readFloats(body, n, out)
+	if err != nil {
+		return ir, nil, fmt.Errorf("reading the response's binary logits: %w", err)
+	}
+	return ir, logits, nil
+}
+
+// readFloats reads n little-endian float32 values from r into out when it
+// has room, or else into a slice grown as the bytes arrive.
+func readFloats(r io.Reader, n int, out []float32) ([]float32, error) {
+	if len(out) >= n {
+		out = out[:n]
+		_, err := io.ReadFull(r, tensor.F32Bytes(out))
+		return out, err
+	}
+	v := make([]float32, 0, min(n, 16<<10))
+	for len(v) < n {
+		if len(v) == cap(v) {
+			v = slices.Grow(v, min(n-len(v), cap(v)))
+		}
+		k := min(n, cap(v))
+		if _, err := io.ReadFull(r, tensor.F32Bytes(v[len(v):k])); err != nil {
+			return nil, err
+		}
+		v = v[:k]
+	}
+	return v, nil
 }
 
 // outputLen checks that the response has the one FP32 output expected and
@@ -390,32 +503,41 @@ func (t *httpTransport) inferSHM(ctx context.Context, c *Client, in *tensor.Tens
 	h = append(h, `}}]}`...)
 	*hp = h
 
-	req, err := http.NewRequestWithContext(ctx, "POST", t.base+"/v2/models/"+url.PathEscape(c.model)+"/infer", bytes.NewReader(h))
+	path := "/v2/models/" + url.PathEscape(c.model) + "/infer"
+	var ir inferResponse
+	if t.h1 != nil {
+		ir, _, err = t.h1.post(ctx, path, h, nil, nil, true)
+	} else {
+		ir, err = t.inferSHMNetHTTP(ctx, path, h)
+	}
+	if errors.Is(err, errLogitsInMessage) {
+		return r, 0, fmt.Errorf("response carries the logits in the message; the server did not write them to shared memory region %q", place.out.region)
+	}
 	if err != nil {
 		return r, 0, err
+	}
+	n, _ := ir.outputLen() // checked by decodeInferBody
+	r.queue, r.compute, r.batchSize = ir.serverParams()
+	return r, n, nil
+}
+
+// inferSHMNetHTTP is inferSHM through net/http.
+func (t *httpTransport) inferSHMNetHTTP(ctx context.Context, path string, h []byte) (inferResponse, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", t.base+path, bytes.NewReader(h))
+	if err != nil {
+		return inferResponse{}, err
 	}
 	req.Header["Content-Type"] = ctJSON
 	resp, err := t.hc.Do(req)
 	if err != nil {
-		return r, 0, err
+		return inferResponse{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return r, 0, httpError(resp)
+		return inferResponse{}, httpError(resp)
 	}
-	var ir inferResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&ir); err != nil {
-		return r, 0, fmt.Errorf("response JSON: %w", err)
-	}
-	n, err := ir.outputLen()
-	if err != nil {
-		return r, 0, err
-	}
-	if o := ir.Outputs[0]; o.Parameters.BinaryDataSize != nil || len(o.Data) > 0 && string(o.Data) != "null" {
-		return r, 0, fmt.Errorf("response carries the logits in the message; the server did not write them to shared memory region %q", place.out.region)
-	}
-	r.queue, r.compute, r.batchSize = ir.serverParams()
-	return r, n, nil
+	ir, _, err := decodeInferBody(resp.Body, -1, resp.ContentLength, nil, true)
+	return ir, err
 }
 
 // appendSHMParams appends the JSON parameters (the fields, without the

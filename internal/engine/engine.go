@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"goinfer/internal/ir"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
@@ -110,19 +111,59 @@ type Engine interface {
 	Load(ctx context.Context, g *model.Graph, opts Options) (Model, error)
 }
 
-// Info describes a loaded model.
+// TensorSpec describes one named input or output of a model: its element
+// type and its shape for one sample (the batch dimension is left out; every
+// tensor of a model is batched along a leading dimension).
+type TensorSpec struct {
+	Name  string
+	DType tensor.DType
+	Shape []int
+}
+
+// Elems is the number of elements of one sample.
+func (s TensorSpec) Elems() int {
+	n := 1
+	for _, d := range s.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Bytes is the size of one sample.
+func (s TensorSpec) Bytes() int { return s.Elems() * s.DType.Size() }
+
+// String is "input float32 [3 224 224]".
+func (s TensorSpec) String() string { return fmt.Sprintf("%s %s %v", s.Name, s.DType, s.Shape) }
+
+// Names of the tensors of the ResNet graphs, which have no names of their
+// own; graphs from other formats carry theirs.
+const (
+	DefaultInputName  = "input"
+	DefaultOutputName = "logits"
+)
+
+// GraphLoader is an Engine that also runs general graphs (ONNX models,
+// torchvision architectures beyond the ResNets): g is bound to no batch
+// size yet; the engine binds it for opts.MaxBatch and the batch sizes it
+// prepares. Engines that run only the ResNet graphs do not implement it.
+type GraphLoader interface {
+	LoadGraph(ctx context.Context, g *ir.Graph, opts Options) (Model, error)
+}
+
+// Info describes a loaded model. A model is described by its named input
+// and output tensors, so that everything above the engine follows the
+// model instead of assuming an image classifier's shapes. Forward takes
+// the first input and writes the first output, as float32.
 type Info struct {
-	Engine     string // "cpu", "cuda"
-	Device     string // "cpu (8 threads)", "NVIDIA H200 (cuda:0)"
-	Arch       string
-	Classes    int
-	InChannels int
-	Height     int
-	Width      int
-	InputDType tensor.DType
-	Precision  Precision
-	Compiled   bool
-	MaxBatch   int
+	Engine  string // "cpu", "cuda"
+	Device  string // "cpu (8 threads)", "NVIDIA H200 (cuda:0)"
+	Arch    string
+	Inputs  []TensorSpec
+	Outputs []TensorSpec
+	// Precision is the arithmetic inside the network.
+	Precision Precision
+	Compiled  bool
+	MaxBatch  int
 	// CompileTime is the time Load and NewInstance spent on compile-only
 	// work (fusing, autotuning, capture), so callers can report load and
 	// compile time apart as the reference does.
@@ -131,13 +172,71 @@ type Info struct {
 	WeightBytes int64
 }
 
-// InputBytes is the size of one image of the model's input.
-func (i Info) InputBytes() int {
-	return i.InChannels * i.Height * i.Width * i.InputDType.Size()
+// Input is the model's first input, the one Forward takes.
+func (i Info) Input() TensorSpec {
+	if len(i.Inputs) == 0 {
+		return TensorSpec{}
+	}
+	return i.Inputs[0]
 }
 
-// OutputBytes is the size of one image's float32 logits.
-func (i Info) OutputBytes() int { return i.Classes * 4 }
+// Output is the model's first output, the one Forward writes.
+func (i Info) Output() TensorSpec {
+	if len(i.Outputs) == 0 {
+		return TensorSpec{}
+	}
+	return i.Outputs[0]
+}
+
+// InputBytes is the size of one sample of the model's input.
+func (i Info) InputBytes() int { return i.Input().Bytes() }
+
+// OutputBytes is the size of one sample's float32 output.
+func (i Info) OutputBytes() int { return i.Output().Elems() * 4 }
+
+// OutputElems is the number of float32 values Forward writes per sample
+// (the class count of a classifier).
+func (i Info) OutputElems() int { return i.Output().Elems() }
+
+// ImageInput describes a model whose input is an image batch [N, C, H, W]:
+// its channels, height and width. ok is false for other inputs.
+func (i Info) ImageInput() (c, h, w int, ok bool) {
+	s := i.Input().Shape
+	if len(s) != 3 {
+		return 0, 0, 0, false
+	}
+	return s[0], s[1], s[2], true
+}
+
+// Validate says whether the model's description is usable by a pipeline:
+// an input and an output with positive dimensions, a sized input dtype and
+// a positive MaxBatch.
+func (i Info) Validate() error {
+	if len(i.Inputs) == 0 || len(i.Outputs) == 0 {
+		return fmt.Errorf("model %s describes %d inputs and %d outputs: want at least one of each", i.Arch, len(i.Inputs), len(i.Outputs))
+	}
+	for _, s := range []TensorSpec{i.Input(), i.Output()} {
+		for _, d := range s.Shape {
+			if d <= 0 {
+				return fmt.Errorf("model %s: tensor %s has a dimension that is not positive", i.Arch, s)
+			}
+		}
+	}
+	if i.Input().DType.Size() == 0 {
+		return fmt.Errorf("model %s: input %s has no element size", i.Arch, i.Input())
+	}
+	if i.MaxBatch <= 0 {
+		return fmt.Errorf("model %s: max batch %d must be positive", i.Arch, i.MaxBatch)
+	}
+	return nil
+}
+
+// ClassifierSpecs are the specs of a classifier graph without tensor names
+// of its own (the ResNets): input [C, H, W] of dtype, output [classes].
+func ClassifierSpecs(dtype tensor.DType, c, h, w, classes int) (in, out []TensorSpec) {
+	return []TensorSpec{{Name: DefaultInputName, DType: dtype, Shape: []int{c, h, w}}},
+		[]TensorSpec{{Name: DefaultOutputName, DType: tensor.Float32, Shape: []int{classes}}}
+}
 
 // Model is a graph loaded on one device; instances share its weights.
 type Model interface {

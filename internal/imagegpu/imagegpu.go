@@ -327,6 +327,8 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 	for i := range plans {
 		pl := plans[i]
 		if errs[i] != nil {
+			// Whatever route it had, nothing of it is uploaded or decoded.
+			plans[i] = plan{route: routeFailed}
 			continue
 		}
 		pl.pitch = (pl.w + 3) &^ 3

@@ -42,7 +42,7 @@ func Bind(g *Graph, batch int) (*Graph, error) {
 		m[v] = c
 		return c
 	}
-	out := &Graph{Name: g.Name, Opset: g.Opset, Meta: g.Meta}
+	out := &Graph{Name: g.Name, Opset: g.Opset, Meta: g.Meta, Preprocess: g.Preprocess}
 	for _, v := range g.Inputs {
 		c := clone(v)
 		for i, d := range c.Type.Shape {

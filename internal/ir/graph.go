@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strings"
 
+	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
 )
 
@@ -112,6 +113,9 @@ type Graph struct {
 	Opset int
 	// Meta holds free-form facts a frontend knows (producer, arch, ...).
 	Meta map[string]string
+	// Preprocess is how images become the input, when the model says
+	// (torchvision weights do); nil means the caller's default, ImageNet's.
+	Preprocess *preprocess.Spec
 }
 
 // Values returns every value the graph references, each once, in a stable

@@ -63,9 +63,11 @@ type ConvTranspose struct {
 	AutoPad       string
 }
 
-// Pool is MaxPool or AveragePool over the spatial dimensions.
+// Pool is MaxPool, AveragePool or (P > 0) LpPool over the spatial
+// dimensions.
 type Pool struct {
 	Max             bool
+	P               int // LpPool's norm order; 0 for the other pools
 	Kernel          []int
 	Strides         []int
 	Pads            []int
@@ -77,9 +79,12 @@ type Pool struct {
 	WantIndices     bool // MaxPool with its Indices output
 }
 
-// GlobalPool averages (or takes the max of) every spatial dimension,
-// keeping them as size 1.
-type GlobalPool struct{ Max bool }
+// GlobalPool averages (or takes the max of, or with P > 0 the Lp norm
+// of) every spatial dimension, keeping them as size 1.
+type GlobalPool struct {
+	Max bool
+	P   int
+}
 
 // Gemm is ONNX's Gemm: Y = alpha * A' B' + beta * C, A' = A or A^T,
 // B' = B or B^T; with a fused Epilogue a residual input follows C.
@@ -89,8 +94,10 @@ type Gemm struct {
 	Epilogue       Epilogue
 }
 
-// MatMul is NumPy's matmul with broadcast batch dimensions.
-type MatMul struct{}
+// MatMul is NumPy's matmul with broadcast batch dimensions. With a fused
+// Epilogue, an optional bias (broadcast to the output, typically [N])
+// follows the two operands, then the residual.
+type MatMul struct{ Epilogue Epilogue }
 
 // BatchNorm is inference-mode BatchNormalization: inputs X, scale, B,
 // mean, var.
@@ -133,15 +140,21 @@ type HardSigmoid struct{ Alpha, Beta float64 }
 // Gelu is ONNX's Gelu (opset 20): exact (erf) or the tanh approximation.
 type Gelu struct{ Tanh bool }
 
-// Softmax, LogSoftmax and Hardmax normalize along Axis (opset 13
-// semantics; importers of older opsets that flatten from Axis on rewrite
-// the node with Reshapes around it).
+// Softmax, LogSoftmax (Log) and Hardmax (Hard) normalize along Axis
+// (opset 13 semantics). Coerce2D is the semantics before opset 13: the
+// input is seen as 2-D, [prod(dims before Axis), prod(dims from Axis on)],
+// and each row is normalized as a whole.
 type Softmax struct {
-	Axis int
-	Log  bool
+	Axis     int
+	Log      bool
+	Hard     bool
+	Coerce2D bool
 }
 
-// Resize is ONNX's Resize for the modes vision models use.
+// Resize is ONNX's Resize (opset 19 semantics): inputs X, roi, scales,
+// sizes, each but X optional (scales or sizes must be given, as load-time
+// constants). With ScalesOnly the inputs are X and scales, as Upsample's
+// and Resize-10's are.
 type Resize struct {
 	Mode                    string // "nearest", "linear", "cubic"
 	CoordinateTransformMode string
@@ -149,4 +162,11 @@ type Resize struct {
 	CubicCoeffA             float64
 	ExcludeOutside          bool
 	Antialias               bool
+	// Axes are the dimensions roi, scales and sizes refer to; empty: all.
+	Axes []int
+	// ExtrapolationValue fills tf_crop_and_resize's samples outside X.
+	ExtrapolationValue float64
+	// KeepAspectRatioPolicy is "stretch", "not_larger" or "not_smaller".
+	KeepAspectRatioPolicy string
+	ScalesOnly            bool
 }

@@ -25,6 +25,8 @@ const (
 	kindCancelled               // the client went away: 499 / CANCELLED
 	kindDeadline                // --request_timeout or the client's deadline: 504 / DEADLINE_EXCEEDED
 	kindInternal                // a bug or a device failure: 500 / INTERNAL
+	kindMemoryFull              // --max_inflight_bytes spent: 503 + Retry-After / RESOURCE_EXHAUSTED
+	kindBodyTimeout             // the body did not arrive within --read_timeout: 408 / DEADLINE_EXCEEDED
 )
 
 // statusLabel is the value of the "status" label of goinfer_requests_total.
@@ -44,6 +46,10 @@ func (k kind) statusLabel() string {
 		return "cancelled"
 	case kindDeadline:
 		return "deadline_exceeded"
+	case kindMemoryFull:
+		return "memory_full"
+	case kindBodyTimeout:
+		return "body_timeout"
 	}
 	return "internal"
 }
@@ -58,8 +64,10 @@ func (k kind) httpStatus() int {
 		return http.StatusBadRequest
 	case kindNotFound:
 		return http.StatusNotFound
-	case kindUnavailable, kindQueueFull:
+	case kindUnavailable, kindQueueFull, kindMemoryFull:
 		return http.StatusServiceUnavailable
+	case kindBodyTimeout:
+		return http.StatusRequestTimeout
 	case kindTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case kindCancelled:
@@ -78,11 +86,11 @@ func (k kind) grpcCode() codes.Code {
 		return codes.NotFound
 	case kindUnavailable:
 		return codes.Unavailable
-	case kindQueueFull, kindTooLarge:
+	case kindQueueFull, kindTooLarge, kindMemoryFull:
 		return codes.ResourceExhausted
 	case kindCancelled:
 		return codes.Canceled
-	case kindDeadline:
+	case kindDeadline, kindBodyTimeout:
 		return codes.DeadlineExceeded
 	}
 	return codes.Internal

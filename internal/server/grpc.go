@@ -12,6 +12,7 @@ import (
 	"goinfer/internal/kservepb"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // recoverUnary turns a panic in a gRPC handler into a logged INTERNAL
@@ -82,8 +83,8 @@ func (g *grpcService) ModelMetadata(ctx context.Context, req *kservepb.ModelMeta
 	}
 	return &kservepb.ModelMetadataResponse{
 		Name: md.Name, Versions: md.Versions, Platform: md.Platform,
-		Inputs:  []*kservepb.ModelMetadataResponse_TensorMetadata{tm(md.Inputs[0])},
-		Outputs: []*kservepb.ModelMetadataResponse_TensorMetadata{tm(md.Outputs[0])},
+		Inputs:  mapSlice(md.Inputs, tm),
+		Outputs: mapSlice(md.Outputs, tm),
 	}, nil
 }
 
@@ -101,7 +102,19 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
 	}
-	resp, res, err := g.infer(ctx, req)
+	// gRPC has read the message by now (a tap cannot see its size), so the
+	// budget bounds what requests hold while they wait and run, and the
+	// tap refuses new messages once it is spent.
+	held := lease{b: s.budget}
+	defer held.release()
+	var resp *kservepb.ModelInferResponse
+	var res batcher.Result
+	var err error
+	if n := grpcHeldBytes(req); !held.ensure(n) {
+		err = errMemoryFull(n)
+	} else {
+		resp, res, err = g.infer(ctx, req)
+	}
 	if err != nil {
 		k, msg := classify(err)
 		s.logFailure("grpc", k, msg)
@@ -120,7 +133,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		return nil, res, err
 	}
 	if len(req.Inputs) != 1 {
-		return nil, res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), InputName)
+		return nil, res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), st.input.name)
 	}
 	in := req.Inputs[0]
 	outs := make([]outputSpec, len(req.Outputs))
@@ -133,6 +146,9 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			}
 			outs[i].classification = int(k.Int64Param)
 		}
+	}
+	if in.GetName() == ImageInputName {
+		return g.inferImages(ctx, req, st, outs)
 	}
 	p, err := st.plan(inputSpec{name: in.GetName(), datatype: in.GetDatatype(), shape: in.GetShape()}, outs)
 	if err != nil {
@@ -149,7 +165,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			return nil, res, err
 		}
 	}
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	use := shmUse{reg: &s.shm, pool: &s.reqs}
 	defer use.done()
 	if outShm {
@@ -184,11 +200,12 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	if err != nil {
 		return nil, res, err
 	}
-	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: OutputName, Datatype: "FP32", Shape: []int64{int64(p.n), int64(classes)}}
+	p.postprocess(logits, classes)
+	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: p.out.name, Datatype: "FP32", Shape: st.output.batched(p.n)}
 	if k := p.out.classification; k > 0 {
 		out.Datatype, out.Shape = "BYTES", []int64{int64(p.n), int64(k)}
 		var b []byte
-		topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		raw = b
 	}
 	resp := &kservepb.ModelInferResponse{
@@ -211,6 +228,20 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	}
 	resp.RawOutputContents = [][]byte{raw}
 	return resp, res, nil
+}
+
+// grpcHeldBytes is what a request's tensor data holds in memory.
+func grpcHeldBytes(req *kservepb.ModelInferRequest) int64 {
+	var n int64
+	for _, b := range req.GetRawInputContents() {
+		n += int64(len(b))
+	}
+	for _, in := range req.GetInputs() {
+		c := in.GetContents()
+		n += 4 * int64(len(c.GetFp32Contents())+len(c.GetUintContents())+len(c.GetIntContents()))
+		n += 8 * int64(len(c.GetFp64Contents())+len(c.GetInt64Contents())+len(c.GetUint64Contents()))
+	}
+	return n
 }
 
 // inputData returns the request's input bytes in p.dtype's wire layout,

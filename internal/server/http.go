@@ -16,6 +16,7 @@ import (
 
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // HeaderContentLength is the binary tensor data extension's header: the
@@ -25,9 +26,10 @@ const HeaderContentLength = "Inference-Header-Content-Length"
 // Shared header values: net/http does not modify them, so one slice serves
 // every response without allocating.
 var (
-	ctJSON   = []string{"application/json"}
-	ctBinary = []string{"application/octet-stream"}
-	retry1s  = []string{"1"}
+	ctJSON    = []string{"application/json"}
+	ctBinary  = []string{"application/octet-stream"}
+	retry1s   = []string{"1"}
+	connClose = []string{"close"}
 )
 
 // Handler returns the HTTP/REST API: KServe v2 endpoints and /metrics.
@@ -61,6 +63,11 @@ func (s *Server) Handler() http.Handler {
 // request cannot take the server down.
 func (s *Server) recoverHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			// Whatever the answer, the client should leave this
+			// connection: it is about to be closed.
+			w.Header()["Connection"] = connClose
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -79,8 +86,16 @@ func writeError(w http.ResponseWriter, err error) {
 	k, msg := classify(err)
 	h := w.Header()
 	h["Content-Type"] = ctJSON
-	if k == kindQueueFull {
+	switch k {
+	case kindQueueFull:
 		h["Retry-After"] = retry1s
+	case kindMemoryFull:
+		// The body was not read: the connection cannot carry another
+		// request, and the client should try again later.
+		h["Retry-After"] = retry1s
+		h["Connection"] = connClose
+	case kindBodyTimeout:
+		h["Connection"] = connClose
 	}
 	w.WriteHeader(k.httpStatus())
 	// Not HTML-escaped: messages such as "want an offset >= 0" stay
@@ -161,8 +176,8 @@ func (s *Server) modelMetadata(st *modelState) ModelMetadata {
 		Name:     s.cfg.ModelName,
 		Versions: []string{s.cfg.ModelVersion},
 		Platform: st.model.Platform,
-		Inputs:   []TensorMetadata{{Name: st.input.name, Datatype: st.input.datatype, Shape: st.input.shape}},
-		Outputs:  []TensorMetadata{{Name: st.output.name, Datatype: st.output.datatype, Shape: st.output.shape}},
+		Inputs:   st.inputsMetadata(),
+		Outputs:  st.outputsMetadata(),
 	}
 }
 
@@ -252,7 +267,6 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	if r.ContentLength > limit {
 		return res, errorf(kindTooLarge, "request body of %d bytes is over the limit of %d (--max_request_bytes)", r.ContentLength, limit)
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
 
 	// The JSON part: all of the body, or its first
 	// Inference-Header-Content-Length bytes.
@@ -269,7 +283,20 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		hdrLen = n
 	}
-	hdrBuf, err := s.readJSONPart(body, hdrLen, r.ContentLength)
+	// The body's bytes are taken from the server's budget before any is
+	// read: what the request declares, or, for a chunked body, what
+	// arrives.
+	held := lease{b: s.budget}
+	defer held.release()
+	declared := r.ContentLength
+	if declared < 0 {
+		declared = max(hdrLen, 0)
+	}
+	if !held.ensure(declared) {
+		return res, errMemoryFull(declared)
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	hdrBuf, err := s.readJSONPart(body, hdrLen, r.ContentLength, &held)
 	if err != nil {
 		return res, err
 	}
@@ -279,7 +306,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		return res, err
 	}
 	if len(req.Inputs) != 1 {
-		return res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), InputName)
+		return res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), st.input.name)
 	}
 	in := req.Inputs[0]
 	binaryOut, err := paramBool(req.Parameters, "binary_data_output", "request")
@@ -305,6 +332,9 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		outs[i].classification = int(k)
 	}
+	if in.Name == ImageInputName {
+		return s.inferImagesHTTP(ctx, w, body, hdrLen, st, req, outs, binaryOut)
+	}
 	p, err := st.plan(inputSpec{name: in.Name, datatype: in.Datatype, shape: in.Shape}, outs)
 	if err != nil {
 		return res, err
@@ -324,7 +354,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 			return res, err
 		}
 	}
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	use := shmUse{reg: &s.shm, pool: &s.reqs}
 	defer use.done()
 	if outShm {
@@ -361,6 +391,14 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	case hasJSON && hasBin:
 		return res, errorf(kindInvalid, "inputs[0] has both data and parameters.binary_data_size; send one")
 	case hasJSON:
+		// Check the declared shape against the data actually sent before
+		// allocating for it: every value takes at least two bytes ("0,").
+		if want := p.bytes / p.dtype.Size(); len(in.Data) < 2*want-1 {
+			return res, errorf(kindInvalid, "inputs[0].data has %d bytes, too few for the %d values %s%v needs", len(in.Data), want, in.Datatype, in.Shape)
+		}
+		if !held.ensure(held.held + int64(p.bytes)) {
+			return res, errMemoryFull(held.held + int64(p.bytes))
+		}
 		if err := p.lane.Admit(p.n); err != nil {
 			return res, err
 		}
@@ -381,15 +419,22 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		if binSize != int64(p.bytes) {
 			return res, errorf(kindInvalid, "inputs[0].parameters.binary_data_size is %d; %s%v needs %d bytes", binSize, in.Datatype, in.Shape, p.bytes)
 		}
+		if cl := r.ContentLength; cl >= 0 && hdrLen+int64(p.bytes) > cl {
+			return res, errorf(kindInvalid, "binary data truncated: inputs[0] declares %d bytes after the %d-byte JSON header, but Content-Length is %d", p.bytes, hdrLen, cl)
+		}
+		if !held.ensure(hdrLen + int64(p.bytes)) { // chunked bodies
+			return res, errMemoryFull(hdrLen + int64(p.bytes))
+		}
 		// Refuse before reading megabytes we would have to drop.
 		if err := p.lane.Admit(p.n); err != nil {
 			return res, err
 		}
-		data = s.reqs.Get(p.bytes)
-		defer s.reqs.Put(data)
-		if got, err := io.ReadFull(body, *data); err != nil {
+		b, got, err := readFullIncremental(body, p.bytes, s.reqs.Get, s.reqs.Put)
+		if err != nil {
 			return res, readError(err, fmt.Sprintf("binary data truncated: inputs[0] declares %d bytes, the body holds %d after the JSON header", p.bytes, got))
 		}
+		data = b
+		defer s.reqs.Put(data)
 		if err := expectEOF(body, p.bytes); err != nil {
 			return res, err
 		}
@@ -397,6 +442,10 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		return res, errorf(kindInvalid, "inputs[0] has no data: send \"data\" or parameters.binary_data_size with the binary tensor after the JSON header")
 	}
 
+	// The body is in: --read_timeout must not cut the connection while the
+	// request waits for its batch (net/http cancels the request's context
+	// when a read deadline passes).
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	outBuf := s.bufs.get(p.n * classes * 4)
 	defer s.bufs.put(outBuf)
 	logits := tensor.BytesF32(*outBuf)
@@ -407,6 +456,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return res, err
 	}
+	p.postprocess(logits, classes)
 	if outShm {
 		return res, s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
 	}
@@ -417,14 +467,14 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 // writeShmResponse writes the output into its shared memory region and
 // answers with a JSON body that describes it.
 func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result, use *shmUse) error {
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	raw := tensor.F32Bytes(logits)
-	datatype, shape := "FP32", []int64{int64(p.n), int64(classes)}
+	datatype, shape := "FP32", st.output.batched(p.n)
 	if k := p.out.classification; k > 0 {
 		buf := s.bufs.get(0)
 		defer s.bufs.put(buf)
 		b := (*buf)[:0]
-		topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		*buf = b
 		raw, datatype, shape = b, "BYTES", []int64{int64(p.n), int64(k)}
 	}
@@ -438,7 +488,7 @@ func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id stri
 	j.begin(s.cfg.ModelName, s.cfg.ModelVersion, id, responseParams{
 		queueMicros: res.QueueWait.Microseconds(), computeMicros: res.Compute.Microseconds(), batchSize: res.BatchSize,
 	})
-	j.output(OutputName, datatype, shape)
+	j.output(p.out.name, datatype, shape)
 	j.shm(use.outRef.region, n)
 	j.end()
 	h := w.Header()
@@ -493,29 +543,36 @@ func (s *Server) handleShmUnregister(w http.ResponseWriter, r *http.Request) {
 }
 
 // readJSONPart reads the first hdrLen bytes of body, or all of it when
-// hdrLen < 0, into a pooled buffer.
-func (s *Server) readJSONPart(body io.Reader, hdrLen, contentLength int64) (*[]byte, error) {
+// hdrLen < 0, into a pooled buffer that grows as the bytes arrive. A
+// chunked body's bytes are taken from the budget through held as it grows.
+func (s *Server) readJSONPart(body io.Reader, hdrLen, contentLength int64, held *lease) (*[]byte, error) {
 	if hdrLen >= 0 {
-		b := s.bufs.get(int(hdrLen))
-		if got, err := io.ReadFull(body, *b); err != nil {
-			s.bufs.put(b)
+		b, got, err := readFullIncremental(body, int(hdrLen), s.bufs.get, s.bufs.put)
+		if err != nil {
 			return nil, readError(err, fmt.Sprintf("body ended after %d bytes, inside the %d-byte JSON header that %s announced", got, hdrLen, HeaderContentLength))
 		}
 		return b, nil
 	}
 	if contentLength >= 0 {
-		b := s.bufs.get(int(contentLength))
-		if got, err := io.ReadFull(body, *b); err != nil {
-			s.bufs.put(b)
+		b, got, err := readFullIncremental(body, int(contentLength), s.bufs.get, s.bufs.put)
+		if err != nil {
 			return nil, readError(err, fmt.Sprintf("body ended after %d of its %d bytes", got, contentLength))
 		}
 		return b, nil
 	}
 	// Chunked: grow a pooled buffer; MaxBytesReader bounds it.
-	b := s.bufs.get(64 << 10)
+	const first = 64 << 10
+	if !held.ensure(first) {
+		return nil, errMemoryFull(first)
+	}
+	b := s.bufs.get(first)
 	n := 0
 	for {
 		if n == len(*b) {
+			if !held.ensure(int64(2 * len(*b))) {
+				s.bufs.put(b)
+				return nil, errMemoryFull(int64(2 * len(*b)))
+			}
 			bigger := s.bufs.get(2 * len(*b))
 			copy(*bigger, (*b)[:n])
 			s.bufs.put(b)
@@ -539,6 +596,8 @@ func (s *Server) readJSONPart(body io.Reader, hdrLen, contentLength int64) (*[]b
 func readError(err error, what string) error {
 	var mbe *http.MaxBytesError
 	switch {
+	case isTimeout(err):
+		return errorf(kindBodyTimeout, "%s: the body did not arrive in time (--read_timeout)", what)
 	case errors.As(err, &mbe):
 		return errorf(kindTooLarge, "request body is over the limit of %d bytes (--max_request_bytes)", mbe.Limit)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
@@ -566,7 +625,7 @@ func expectEOF(body io.Reader, consumed int) error {
 // writeInferResponse answers a successful request: JSON, or a JSON header
 // followed by the binary output.
 func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result) {
-	classes := st.model.Info.Classes
+	classes := st.model.Info.OutputElems()
 	hdr := s.bufs.get(0)
 	defer s.bufs.put(hdr)
 	j := jsonResponse{buf: (*hdr)[:0]}
@@ -576,18 +635,18 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id st
 	var bin []byte
 	var binBuf *[]byte
 	if k := p.out.classification; k > 0 {
-		j.output(OutputName, "BYTES", []int64{int64(p.n), int64(k)})
+		j.output(p.out.name, "BYTES", []int64{int64(p.n), int64(k)})
 		if p.out.binary {
 			binBuf = s.bufs.get(0)
 			b := (*binBuf)[:0]
-			topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+			topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 			bin = b
 			j.binary(len(bin))
 		} else {
-			j.strings(func(add func([]byte)) { topK(logits, p.n, classes, k, st.model.Labels, add) })
+			j.strings(func(add func([]byte)) { topk.Classify(logits, classes, k, st.model.Labels, add) })
 		}
 	} else {
-		j.output(OutputName, "FP32", []int64{int64(p.n), int64(classes)})
+		j.output(p.out.name, "FP32", st.output.batched(p.n))
 		if p.out.binary {
 			bin = tensor.F32Bytes(logits)
 			j.binary(len(bin))

@@ -10,10 +10,17 @@ import (
 // more come from the Go allocator 8-byte aligned, so float32 views of them
 // are safe.
 type bufPool struct {
-	classes [40]sync.Pool
+	classes [maxPooledClass + 1]sync.Pool
 }
 
 const minBufClass = 12 // 4 KiB
+
+// maxPooledClass is the largest buffer class kept for reuse (64 MiB, a
+// batch of 64 FP32 images of 224x224). Bigger buffers are rare (clients
+// sending bodies near --max_request_bytes) and are left to the garbage
+// collector: a pool that kept them would count as live heap, and the
+// collector lets the heap grow to twice that before it runs.
+const maxPooledClass = 26
 
 func bufClass(n int) int {
 	if n <= 1<<minBufClass {
@@ -25,7 +32,7 @@ func bufClass(n int) int {
 // get returns a buffer of length n. Put it back with put when done.
 func (p *bufPool) get(n int) *[]byte {
 	c := bufClass(n)
-	if c >= len(p.classes) {
+	if c > maxPooledClass {
 		b := make([]byte, n)
 		return &b
 	}
@@ -49,7 +56,7 @@ func (p *bufPool) Put(b *[]byte) { p.put(b) }
 // put recycles b. It must not be used afterwards.
 func (p *bufPool) put(b *[]byte) {
 	c := bufClass(cap(*b))
-	if c >= len(p.classes) || cap(*b) != 1<<c {
+	if c > maxPooledClass || cap(*b) != 1<<c {
 		return
 	}
 	p.classes[c].Put(b)

@@ -45,12 +45,6 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// Tensor names of the served model.
-const (
-	InputName  = "input"
-	OutputName = "logits"
-)
-
 // Extensions lists the protocol extensions the server implements, as
 // GET /v2 and ServerMetadata report them.
 func Extensions() []string {
@@ -79,11 +73,36 @@ type Config struct {
 	ServerName, ServerVersion string
 	// MaxRequestBytes bounds a request body or gRPC message (default 64 MiB).
 	MaxRequestBytes int64
+	// MaxInflightBytes bounds the bytes that all requests in flight hold
+	// together (default 2 x MaxRequestBytes). A request takes what it
+	// declares before its body is read and is refused with 503 +
+	// Retry-After / RESOURCE_EXHAUSTED when that does not fit. A quarter
+	// is kept for requests of up to 8 MiB. It must be at least 4/3 of
+	// MaxRequestBytes, so that a request of the largest size can fit.
+	MaxInflightBytes int64
+	// ReadHeaderTimeout bounds the reading of an HTTP request's headers
+	// (default 10 s); ReadTimeout the whole request, body included (default
+	// 60 s: a body still arriving then is cut off with 408); IdleTimeout
+	// how long a keep-alive connection may wait for its next request
+	// (default 2 min).
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	// MaxConnections bounds the connections open on each listener (default
+	// 1024; negative: unbounded). Further clients wait in the kernel's
+	// accept backlog.
+	MaxConnections int
+	// GRPCMaxConcurrentStreams bounds the RPCs one gRPC connection may have
+	// open at once (default 256).
+	GRPCMaxConcurrentStreams uint32
 	// RequestTimeout bounds each inference request, queueing included
 	// (0: only the client's own deadline).
 	RequestTimeout time.Duration
 	// DrainTimeout bounds the graceful stop of Serve (default 30 s).
 	DrainTimeout time.Duration
+	// DrainGrace is how long a drain keeps HTTP connections open after
+	// readiness goes false, answering new requests 503 with
+	// "Connection: close" so that clients leave them before they are
+	// closed (zero: no grace). It is part of DrainTimeout.
+	DrainGrace time.Duration
 	// MaxBatch sizes the batch-size histogram's buckets (default 64).
 	MaxBatch int
 	// Logger receives structured logs (default slog.Default()).
@@ -95,6 +114,10 @@ type Config struct {
 	// HTTP/2 framer and the socket, in bytes (default 1 MiB); negative:
 	// none, the framer reads and writes the socket directly.
 	GRPCReadBuffer, GRPCWriteBuffer int
+	// GRPCWindow is the HTTP/2 flow-control window, in bytes, the server
+	// grants each stream and each connection (default 16 MiB); negative:
+	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
+	GRPCWindow int32
 	// PinnedPoolBytes bounds the page-locked memory request tensors are
 	// received into when the model has a host allocator (Model.AllocHost);
 	// requests beyond it use ordinary memory and are copied once more.
@@ -105,6 +128,9 @@ type Config struct {
 	// shared memory extension). Off by default: a client can then make the
 	// server map any shared memory object its user can open.
 	AllowSharedMemory bool
+	// MaxImages bounds the encoded images one request may send through
+	// the image input (default DefaultMaxImages).
+	MaxImages int
 }
 
 // Lane is one image size the model serves: a batcher in front of a backend
@@ -134,13 +160,16 @@ type Model struct {
 	// (engine.HostRegisterer): shared memory regions are then read by the
 	// device directly instead of being copied.
 	RegisterHost func(b []byte) (engine.HostBuffer, error)
+	// Images, if set, lets requests send encoded images (ImageInputName)
+	// instead of a tensor; they are decoded and preprocessed here.
+	Images *Images
 }
 
 // registerHost is the model's RegisterHost for an input of dtype dt: nil
 // when the model cannot page-lock memory or converts dt on the host,
 // since then the host reads the tensor.
 func (st *modelState) registerHost(dt tensor.DType) func([]byte) (engine.HostBuffer, error) {
-	if dt != st.model.Info.InputDType {
+	if dt != st.model.Info.Input().DType {
 		return nil
 	}
 	return st.model.RegisterHost
@@ -152,12 +181,20 @@ type modelState struct {
 	lanes  map[[2]int]*batcher.Batcher
 	input  tensorMeta
 	output tensorMeta
+	images *imageState // nil: the model takes no encoded images
 }
 
 type tensorMeta struct {
 	name     string
 	datatype string
-	shape    []int64
+	shape    []int64 // with -1 for the batch dimension
+}
+
+// batched is the tensor's shape for a batch of n.
+func (m tensorMeta) batched(n int) []int64 {
+	s := append([]int64(nil), m.shape...)
+	s[0] = int64(n)
+	return s
 }
 
 // Server answers KServe v2 requests over HTTP and gRPC. Create it with New,
@@ -168,10 +205,12 @@ type Server struct {
 	metrics *metrics
 	bufs    bufPool
 	reqs    requestPool // request tensors: pinned when possible, else bufs
+	budget  *memBudget  // bytes held by requests in flight
 
 	state    atomic.Pointer[modelState] // nil while loading
 	loadErr  atomic.Pointer[error]
 	draining atomic.Bool
+	fresh    freshConns   // HTTP connections that have not sent a request yet
 	active   atomic.Int64 // inference handlers running
 
 	http   *http.Server
@@ -201,16 +240,40 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 64 << 20
 	}
+	if cfg.MaxInflightBytes <= 0 {
+		cfg.MaxInflightBytes = 2 * cfg.MaxRequestBytes
+	}
+	if cfg.MaxInflightBytes-cfg.MaxInflightBytes/4 < cfg.MaxRequestBytes {
+		return nil, fmt.Errorf("server: MaxInflightBytes %d is too small for requests of MaxRequestBytes %d: want at least 4/3 of it (a quarter is kept for small requests)", cfg.MaxInflightBytes, cfg.MaxRequestBytes)
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = time.Minute
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = 1024
+	}
+	if cfg.GRPCMaxConcurrentStreams == 0 {
+		cfg.GRPCMaxConcurrentStreams = 256
+	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
 	}
+	if cfg.MaxImages <= 0 {
+		cfg.MaxImages = DefaultMaxImages
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, budget: newMemBudget(cfg.MaxInflightBytes)}
 	s.shm.allowed, s.shm.log = cfg.AllowSharedMemory, cfg.Logger
 	s.reqs.bufs = &s.bufs
 	s.codec.Pool = &s.reqs
@@ -232,29 +295,38 @@ func New(cfg Config) (*Server, error) {
 			}, func() float64 { _, b := s.shm.stats(); return float64(b) }),
 		)
 	}
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "goinfer_inflight_request_bytes", Help: "Bytes that requests in flight hold of --max_inflight_bytes.",
+		ConstLabels: prometheus.Labels{"model": cfg.ModelName},
+	}, func() float64 { return float64(s.budget.inUse()) }))
 	s.http = &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ConnState:         s.fresh.track,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	s.grpc = grpc.NewServer(
+	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(min(cfg.MaxRequestBytes, 1<<31-1))),
-		grpc.MaxSendMsgSize(1<<31-1),
+		grpc.MaxConcurrentStreams(cfg.GRPCMaxConcurrentStreams),
+		grpc.MaxSendMsgSize(1<<31 - 1),
 		grpc.ChainUnaryInterceptor(s.codec.UnaryServerInterceptor, s.recoverUnary),
 		grpc.ChainStreamInterceptor(s.codec.StreamServerInterceptor),
 		grpc.InTapHandle(s.tapInfer),
 		grpc.ForceServerCodecV2(&s.codec),
-		// Tensors are hundreds of kilobytes: large windows and buffers
-		// keep a request from waiting on flow-control round trips.
-		grpc.InitialWindowSize(grpcWindow),
-		grpc.InitialConnWindowSize(grpcWindow),
 		grpc.ReadBufferSize(bufferSize(cfg.GRPCReadBuffer)),
 		grpc.WriteBufferSize(bufferSize(cfg.GRPCWriteBuffer)),
 		// Frames are read into buffers of their exact size, so a pool that
 		// does not zero them is safe and saves a pass over every request.
 		experimental.BufferPool(&s.bufs),
-	)
+	}
+	if w := windowSize(cfg.GRPCWindow); w > 0 {
+		// Tensors are hundreds of kilobytes: large windows keep a
+		// request from waiting on flow-control round trips.
+		gopts = append(gopts, grpc.InitialWindowSize(w), grpc.InitialConnWindowSize(w))
+	}
+	s.grpc = grpc.NewServer(gopts...)
 	kservepb.RegisterGRPCInferenceServiceServer(s.grpc, &grpcService{s: s})
 	s.health = health.NewServer()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -271,12 +343,16 @@ func (s *Server) SetModel(m *Model) error {
 		return errors.New("server: model has no lanes")
 	}
 	info := m.Info
-	if info.Classes <= 0 || info.InChannels <= 0 {
-		return fmt.Errorf("server: model info has %d classes and %d input channels", info.Classes, info.InChannels)
+	if err := info.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	dt := wireName(info.InputDType)
+	c, _, _, ok := info.ImageInput()
+	if !ok {
+		return fmt.Errorf("server: model %s takes %s: the server serves image models, whose input is [N, C, H, W], so far", info.Arch, info.Input())
+	}
+	dt := wireName(info.Input().DType)
 	if dt == "" {
-		return fmt.Errorf("server: model input dtype %s has no KServe name", info.InputDType)
+		return fmt.Errorf("server: model input dtype %s has no KServe name", info.Input().DType)
 	}
 	st := &modelState{model: m, lanes: map[[2]int]*batcher.Batcher{}}
 	h, w := int64(m.Lanes[0].Height), int64(m.Lanes[0].Width)
@@ -296,8 +372,14 @@ func (s *Server) SetModel(m *Model) error {
 			w = -1
 		}
 	}
-	st.input = tensorMeta{name: InputName, datatype: dt, shape: []int64{-1, int64(info.InChannels), h, w}}
-	st.output = tensorMeta{name: OutputName, datatype: "FP32", shape: []int64{-1, int64(info.Classes)}}
+	st.input = tensorMeta{name: info.Input().Name, datatype: dt, shape: []int64{-1, int64(c), h, w}}
+	st.output = tensorMeta{name: info.Output().Name, datatype: "FP32", shape: []int64{-1}}
+	for _, d := range info.Output().Shape {
+		st.output.shape = append(st.output.shape, int64(d))
+	}
+	if err := st.setImages(m); err != nil {
+		return err
+	}
 	if m.Platform == "" {
 		m.Platform = "goinfer_" + info.Engine
 	}
@@ -354,12 +436,20 @@ func (s *Server) saturated() bool {
 const inferMethod = "/inference.GRPCInferenceService/ModelInfer"
 
 // tapInfer refuses an inference RPC before its message is read when every
-// queue is full, so that an overloaded server does not receive megabytes
+// queue is full, or when the in-flight byte budget could not take even a
+// typical request, so that an overloaded server does not receive megabytes
 // only to drop them.
 func (s *Server) tapInfer(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if info.FullMethodName == inferMethod && s.saturated() {
+	if info.FullMethodName != inferMethod {
+		return ctx, nil
+	}
+	if s.saturated() {
 		s.metrics.requests.WithLabelValues("grpc", kindQueueFull.statusLabel()).Inc()
 		return ctx, status.Error(codes.ResourceExhausted, "the server's queue is full; retry later")
+	}
+	if s.budget.free() < min(firstReadBytes, s.budget.capacity/4) {
+		s.metrics.requests.WithLabelValues("grpc", kindMemoryFull.statusLabel()).Inc()
+		return ctx, status.Error(codes.ResourceExhausted, "the server is holding as many request bytes as it may (--max_inflight_bytes); retry later")
 	}
 	return ctx, nil
 }
@@ -419,6 +509,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	errc := make(chan error, 2)
 	if httpLn != nil {
 		s.log.Info("serving HTTP", "addr", httpLn.Addr().String(), "model", s.cfg.ModelName)
+		httpLn = newLimitListener(httpLn, s.cfg.MaxConnections)
 		go func() {
 			if err := s.http.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("HTTP server: %w", err)
@@ -427,6 +518,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	}
 	if grpcLn != nil {
 		s.log.Info("serving gRPC", "addr", grpcLn.Addr().String(), "model", s.cfg.ModelName)
+		grpcLn = newLimitListener(grpcLn, s.cfg.MaxConnections)
 		go func() {
 			if err := s.grpc.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				errc <- fmt.Errorf("gRPC server: %w", err)
@@ -459,13 +551,24 @@ func (s *Server) drain(ctx context.Context) error {
 	s.health.Shutdown() // every service NOT_SERVING
 	s.log.Info("draining", "timeout", deadlineString(ctx))
 
+	// gRPC clients get GOAWAY now: they finish the RPCs they started and
+	// send no more on these connections.
 	grpcDone := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
 		close(grpcDone)
 	}()
+	// HTTP/1 has no GOAWAY: for the grace period, requests on open
+	// connections are answered 503 with "Connection: close", so that
+	// clients close them before the server does; closing a keep-alive
+	// connection under a client that is writing a request resets it.
+	s.graceWait(ctx)
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- s.http.Shutdown(ctx) }()
+	// net/http closes idle connections at once but waits 5 s for those
+	// that never sent a request (clients open spares): close them as idle.
+	stopFresh := s.fresh.closeWhile(freshAge)
+	defer stopFresh()
 
 	var cut bool
 	select {
@@ -504,12 +607,102 @@ func (s *Server) drain(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// freshAge is how long a connection may sit without sending its first
+// request once the drain closes connections: long enough for a request
+// already written to be read.
+const freshAge = 100 * time.Millisecond
+
+// freshConns tracks the HTTP connections that have not sent a request yet
+// (http.Server.ConnState), so that a drain can close them.
+type freshConns struct {
+	n     atomic.Int64 // len(conns), read without the lock
+	mu    sync.Mutex
+	conns map[net.Conn]time.Time
+}
+
+func (f *freshConns) track(c net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		f.mu.Lock()
+		if f.conns == nil {
+			f.conns = map[net.Conn]time.Time{}
+		}
+		f.conns[c] = time.Now()
+		f.n.Store(int64(len(f.conns)))
+		f.mu.Unlock()
+	case http.StateIdle:
+		// Only after StateActive, which removed it: keep-alive requests
+		// take no lock here.
+	default:
+		if f.n.Load() == 0 {
+			return
+		}
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.n.Store(int64(len(f.conns)))
+		f.mu.Unlock()
+	}
+}
+
+// closeWhile closes, every age/2 until stop is called, the connections
+// that have been fresh for longer than age.
+func (f *freshConns) closeWhile(age time.Duration) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(age / 2)
+		defer t.Stop()
+		for {
+			f.mu.Lock()
+			for c, since := range f.conns {
+				if time.Since(since) > age {
+					c.Close()
+					delete(f.conns, c)
+				}
+			}
+			f.n.Store(int64(len(f.conns)))
+			f.mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// graceWait waits out Config.DrainGrace, or less if ctx ends first. It
+// does not end early when no connection is open: a client may be about to
+// open one, and would find the listener closed.
+func (s *Server) graceWait(ctx context.Context) {
+	if s.cfg.DrainGrace <= 0 {
+		return
+	}
+	t := time.NewTimer(s.cfg.DrainGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // gRPC transport sizes: windows of 16 MiB let a batch of large images
 // stream without stalls, buffers of 1 MiB cut syscalls per image.
 const (
 	grpcWindow = 16 << 20
 	grpcBuffer = 1 << 20
 )
+
+// windowSize maps a configured gRPC window to gRPC's option: 0 is the
+// default, negative is none (gRPC-Go's dynamic window).
+func windowSize(n int32) int32 {
+	if n == 0 {
+		return grpcWindow
+	}
+	return n
+}
 
 // bufferSize maps a configured gRPC buffer size to gRPC's option: 0 is the
 // default, negative is none (gRPC's 0).

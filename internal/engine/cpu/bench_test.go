@@ -89,3 +89,67 @@ func benchForward(b *testing.B, g *model.Graph, size, n int, compile bool) {
 		b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
 	}
 }
+
+// BenchmarkResNet18Graph is BenchmarkResNet18 for the same network built
+// as a general graph (internal/torchvision) and run by LoadGraph (irexec),
+// so that the two executors compare like for like.
+// Run: go test -run XXX -bench ResNet18 ./internal/engine/cpu/
+func BenchmarkResNet18Graph(b *testing.B) {
+	if testing.Short() {
+		b.Skip("full ResNet-18 forwards take seconds; skipped in -short")
+	}
+	for _, size := range []int{224} {
+		mg, ig := resnet18Graphs(b, size)
+		macs, err := mg.MACs(size, size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 8} {
+			for _, compile := range []bool{false, true} {
+				mode := "eager"
+				if compile {
+					mode = "compiled"
+				}
+				b.Run(fmt.Sprintf("%d/bs%d/%s", size, n, mode), func(b *testing.B) {
+					m, err := Engine{}.LoadGraph(context.Background(), ig, engine.Options{Compile: compile, MaxBatch: n})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer m.Close()
+					benchModel(b, m, n, macs)
+				})
+			}
+		}
+	}
+}
+
+// benchModel times Forward of n samples on m.
+func benchModel(b *testing.B, m engine.Model, n int, macs int64) {
+	ctx := context.Background()
+	inst, err := m.NewInstance(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close()
+	info := m.Info()
+	in, _ := m.Device().Alloc(n * info.InputBytes())
+	out, _ := m.Device().Alloc(n * info.OutputBytes())
+	copy(in.(*Buffer).Bytes(), tensor.F32Bytes(randInput(1, n*info.Input().Elems())))
+	if err := inst.Forward(in, out, n); err != nil {
+		b.Fatal(err)
+	}
+	cpu0 := processCPU()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := inst.Forward(in, out, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds()
+	flops := 2 * float64(macs) * float64(n*b.N)
+	b.ReportMetric(float64(n*b.N)/sec, "img/s")
+	b.ReportMetric(flops/sec/1e9, "GFLOP/s")
+	if cpu := (processCPU() - cpu0).Seconds(); cpu > 0 {
+		b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
+	}
+}

@@ -152,7 +152,7 @@ func (s *convStep) run(in *instance, n int) {
 		pj.s, pj.in, pj.out = s, j.in, in.phaseBuf[:n*s.phaseElems()]
 		pj.per = max(1, planeChunk/(s.ih*s.iw))
 		pj.planes = n * s.inC
-		in.pool.parallel(pj, (pj.planes+pj.per-1)/pj.per)
+		in.pool.Run(pj, (pj.planes+pj.per-1)/pj.per)
 		j.in = pj.out
 	}
 	j.res = nil
@@ -164,7 +164,7 @@ func (s *convStep) run(in *instance, n int) {
 	// panels when the batch has several.
 	m, ntot := s.ocg, n*s.oh*s.ow
 	nch, mch := (ntot+ncMax-1)/ncMax, 1
-	target := tasksPerThread * in.pool.size
+	target := tasksPerThread * in.pool.Size()
 split:
 	for s.groups*nch*mch < target {
 		switch {
@@ -188,9 +188,9 @@ split:
 		j.shared = in.sharedB[:size]
 		pj := &in.pack
 		pj.c, pj.nkb = j, s.a[0].Blocks()
-		in.pool.parallel(pj, s.groups*j.nch*pj.nkb)
+		in.pool.Run(pj, s.groups*j.nch*pj.nkb)
 	}
-	in.pool.parallel(j, s.groups*j.nch*j.mch)
+	in.pool.Run(j, s.groups*j.nch*j.mch)
 }
 
 // sharedElems is the most floats a shared packing of B can take for a
@@ -215,7 +215,7 @@ type packJob struct {
 	nkb int
 }
 
-func (p *packJob) run(w, t int) {
+func (p *packJob) Run(w, t int) {
 	j := p.c
 	s := j.s
 	g, r := t/(j.nch*p.nkb), t%(j.nch*p.nkb)
@@ -293,7 +293,7 @@ func (s *scratch) bytes() int64 {
 	return int64(4 * (len(s.packB) + len(s.tile) + len(s.lanes)*gemm.NR + len(s.masks) + len(s.allOnes)))
 }
 
-func (j *convJob) run(w, t int) {
+func (j *convJob) Run(w, t int) {
 	const mr, nr = gemm.MR, gemm.NR
 	s := j.s
 	per := j.nch * j.mch
@@ -386,7 +386,7 @@ type phaseJob struct {
 	planes, per int
 }
 
-func (j *phaseJob) run(_, t int) {
+func (j *phaseJob) Run(_, t int) {
 	s := j.s
 	st, ph, pw := s.stride, s.ph, s.pw
 	for p := t * j.per; p < min(j.planes, (t+1)*j.per); p++ {

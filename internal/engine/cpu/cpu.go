@@ -78,16 +78,12 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 		Engine:      "cpu",
 		Device:      fmt.Sprintf("cpu (%d threads)", opts.Threads),
 		Arch:        g.Arch.Name(),
-		Classes:     g.Classes,
-		InChannels:  g.InChannels,
-		Height:      opts.Height,
-		Width:       opts.Width,
-		InputDType:  opts.InputDType,
 		Precision:   engine.FP32,
 		Compiled:    opts.Compile,
 		MaxBatch:    opts.MaxBatch,
 		WeightBytes: p.weightBytes,
 	}
+	info.Inputs, info.Outputs = engine.ClassifierSpecs(opts.InputDType, g.InChannels, opts.Height, opts.Width, g.Classes)
 	if opts.Compile {
 		info.CompileTime = time.Since(start)
 	}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -90,7 +91,7 @@ func runInstance(t testing.TB, m engine.Model, inst engine.Instance, raw []byte,
 	if err := inst.Forward(in, out, n); err != nil {
 		t.Fatal(err)
 	}
-	logits := make([]float32, n*info.Classes)
+	logits := make([]float32, n*info.OutputElems())
 	if err := s.CopyToHost(tensor.F32Bytes(logits), out, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -369,8 +370,9 @@ func TestInfo(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := m.Info()
-		if i.Engine != "cpu" || i.Device != "cpu (3 threads)" || i.Classes != 3 || i.InChannels != 3 ||
-			i.Height != 32 || i.Width != 30 || i.InputDType != tensor.Uint8 || i.Compiled != compile ||
+		in, out := i.Input(), i.Output()
+		if i.Engine != "cpu" || i.Device != "cpu (3 threads)" || in.Name != "input" || fmt.Sprint(in.Shape) != "[3 32 30]" ||
+			in.DType != tensor.Uint8 || out.Name != "logits" || fmt.Sprint(out.Shape) != "[3]" || out.DType != tensor.Float32 || i.Compiled != compile ||
 			i.MaxBatch != 2 || i.WeightBytes <= 0 || i.Precision != engine.FP32 {
 			t.Errorf("compile=%v: Info %+v", compile, i)
 		}
@@ -452,7 +454,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := context.Background()
 	g := narrowGraph(t, model.NewArch(model.Basic, []int{1, 1, 1, 1}, 4, 3, 1, 64), 1)
-	const pkg = "goinfer/internal/engine/cpu."
+	const pkg = "goinfer/internal/engine/cpu" // and its subpackages: the pool lives in cpu/parallel
 	before := leakcheck.Count(pkg)
 	m, err := Engine{}.Load(ctx, g, engine.Options{MaxBatch: 1, Height: 32, Width: 32, Threads: 8})
 	if err != nil {

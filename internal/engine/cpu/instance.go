@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/engine/cpu/parallel"
 	"goinfer/internal/tensor"
 )
 
@@ -14,7 +15,7 @@ type instance struct {
 	m      *cpuModel
 	plan   *plan
 	stream stream
-	pool   *pool
+	pool   *parallel.Pool
 
 	slots [][]float32 // activation slots, plan.chunk images each
 	linC  []float32   // a linear step's product, Out x plan.chunk
@@ -35,7 +36,7 @@ type instance struct {
 }
 
 func newInstance(m *cpuModel, p *plan, threads int) *instance {
-	in := &instance{m: m, plan: p, pool: newPool(threads)}
+	in := &instance{m: m, plan: p, pool: parallel.New(threads)}
 	in.slots = make([][]float32, len(p.slotElems))
 	for i, e := range p.slotElems {
 		in.slots[i] = make([]float32, e*p.chunk)
@@ -120,7 +121,7 @@ func (in *instance) Close() error {
 		return errors.New("cpu: instance closed twice")
 	}
 	in.closed = true
-	in.pool.close()
+	in.pool.Close()
 	in.slots, in.vals, in.linC, in.phaseBuf, in.sharedB = nil, nil, nil, nil, nil
 	in.m.release()
 	return nil

@@ -61,10 +61,10 @@ func (in *instance) runPlanes(j *eltJob, planes, hw int) {
 	j.planes = planes
 	j.per = max(1, planeChunk/max(hw, 1))
 	tasks := (planes + j.per - 1) / j.per
-	in.pool.parallel(j, tasks)
+	in.pool.Run(j, tasks)
 }
 
-func (j *eltJob) run(w, t int) {
+func (j *eltJob) Run(w, t int) {
 	s := j.s
 	p0, p1 := t*j.per, min(j.planes, (t+1)*j.per)
 	hw := s.hw
@@ -159,8 +159,8 @@ func (s *linearStep) run(in *instance, n int) {
 	j.s, j.n = s, n
 	j.x, j.y = in.vals[s.src], in.vals[s.dst]
 	j.c = in.linC[:s.out*n]
-	j.mw = roundUp(max(gemm.MR, (s.out+tasksPerThread*in.pool.size-1)/(tasksPerThread*in.pool.size)), gemm.MR)
-	in.pool.parallel(j, (s.out+j.mw-1)/j.mw)
+	j.mw = roundUp(max(gemm.MR, (s.out+tasksPerThread*in.pool.Size()-1)/(tasksPerThread*in.pool.Size())), gemm.MR)
+	in.pool.Run(j, (s.out+j.mw-1)/j.mw)
 }
 
 // linJob is one call of a linearStep, split into tasks of output rows.
@@ -173,7 +173,7 @@ type linJob struct {
 	scratch []scratch // per worker
 }
 
-func (j *linJob) run(w, t int) {
+func (j *linJob) Run(w, t int) {
 	s, n := j.s, j.n
 	m0, m1 := t*j.mw, min(s.out, (t+1)*j.mw)
 	bp, tile := j.scratch[w].packB, &j.scratch[w].tile

@@ -195,17 +195,13 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 		Engine:      "cuda",
 		Device:      dev.name,
 		Arch:        m.graph.Arch.Name(),
-		Classes:     m.graph.Classes,
-		InChannels:  m.graph.InChannels,
-		Height:      opts.Height,
-		Width:       opts.Width,
-		InputDType:  opts.InputDType,
 		Precision:   opts.Precision,
 		Compiled:    opts.Compile,
 		MaxBatch:    opts.MaxBatch,
 		CompileTime: compile,
 		WeightBytes: m.weightBytes,
 	}
+	m.info.Inputs, m.info.Outputs = engine.ClassifierSpecs(opts.InputDType, m.graph.InChannels, opts.Height, opts.Width, m.graph.Classes)
 	return m, ctx.Err()
 }
 

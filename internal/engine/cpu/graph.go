@@ -1,0 +1,276 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"goinfer/internal/engine"
+	"goinfer/internal/engine/cpu/irexec"
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+var _ engine.GraphLoader = Engine{}
+
+// LoadGraph prepares a general graph (any ops irexec runs) on the cpu
+// engine; see Engine.LoadGraph.
+func LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (engine.Model, error) {
+	return Engine{}.LoadGraph(ctx, g, opts)
+}
+
+// LoadGraph implements engine.GraphLoader. The graph must have one input
+// and at least one output, all batched along a leading Dynamic dimension
+// with every other dimension static; Forward takes the input as float32
+// and writes the first output (the others are computed and dropped). The
+// graph is bound and compiled for each batch size as it is first used
+// (opts.BatchSizes, or MaxBatch, at load); all batch sizes share one copy
+// of the packed weights. With opts.Compile the graph is optimized first
+// (ir.Optimize: batch norms folded, epilogues fused).
+func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (engine.Model, error) {
+	if g == nil {
+		return nil, errors.New("cpu: LoadGraph of a nil graph")
+	}
+	start := time.Now()
+	ins, outs, err := ir.Signature(g)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: graph %q: %w", g.Name, err)
+	}
+	if len(ins) != 1 || len(outs) < 1 {
+		return nil, fmt.Errorf("cpu: graph %q has %d inputs and %d outputs; the engine's Forward takes one input and writes the first output", g.Name, len(ins), len(outs))
+	}
+	specs := func(nts []ir.NamedType) ([]engine.TensorSpec, error) {
+		var out []engine.TensorSpec
+		for _, nt := range nts {
+			sh := nt.Type.Shape
+			if len(sh) < 1 || sh[0] != ir.Dynamic {
+				return nil, fmt.Errorf("cpu: graph %q: %s %s is not batched along its first dimension", g.Name, nt.Name, nt.Type)
+			}
+			for _, d := range sh[1:] {
+				if d == ir.Dynamic {
+					return nil, fmt.Errorf("cpu: graph %q: %s %s: only the batch may vary", g.Name, nt.Name, nt.Type)
+				}
+			}
+			out = append(out, engine.TensorSpec{Name: nt.Name, DType: nt.Type.DType, Shape: slices.Clone([]int(sh[1:]))})
+		}
+		return out, nil
+	}
+	inSpecs, err := specs(ins)
+	if err != nil {
+		return nil, err
+	}
+	outSpecs, err := specs(outs)
+	if err != nil {
+		return nil, err
+	}
+	if inSpecs[0].DType != tensor.Float32 || outSpecs[0].DType != tensor.Float32 {
+		return nil, fmt.Errorf("cpu: graph %q: input %s and output %s must be float32", g.Name, inSpecs[0], outSpecs[0])
+	}
+	if opts.Precision != engine.FP32 {
+		return nil, fmt.Errorf("cpu: precision %s is not supported: the cpu engine runs fp32 only", opts.Precision)
+	}
+	if opts.MaxBatch < 1 {
+		return nil, fmt.Errorf("cpu: MaxBatch %d: must be at least 1", opts.MaxBatch)
+	}
+	if opts.Threads < 0 {
+		return nil, fmt.Errorf("cpu: Threads %d: must be 0 (GOMAXPROCS) or positive", opts.Threads)
+	}
+	if opts.Threads == 0 {
+		opts.Threads = runtime.GOMAXPROCS(0)
+	}
+	switch opts.InputDType {
+	case tensor.Invalid, tensor.Float32:
+		opts.InputDType = tensor.Float32
+	default:
+		return nil, fmt.Errorf("cpu: input dtype %s: a general graph takes its input as float32", opts.InputDType)
+	}
+	if c, h, w, ok := (engine.Info{Inputs: inSpecs}).ImageInput(); ok {
+		if (opts.Height != 0 && opts.Height != h) || (opts.Width != 0 && opts.Width != w) {
+			return nil, fmt.Errorf("cpu: graph %q takes %dx%dx%d images, not the %dx%d asked for", g.Name, c, h, w, opts.Height, opts.Width)
+		}
+	}
+	m := &graphModel{g: g, opts: opts, weights: irexec.NewWeightCache(), plans: map[int]*irexec.Plan{}}
+	sizes := opts.BatchSizes
+	if len(sizes) == 0 {
+		sizes = []int{opts.MaxBatch}
+	}
+	for _, n := range sizes {
+		if n < 1 || n > opts.MaxBatch {
+			return nil, fmt.Errorf("cpu: batch size %d is outside [1, MaxBatch=%d]", n, opts.MaxBatch)
+		}
+		if _, err := m.plan(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	arch := g.Name
+	if a := g.Meta["arch"]; a != "" {
+		arch = a
+	}
+	m.info = engine.Info{
+		Engine: "cpu", Device: fmt.Sprintf("cpu (%d threads)", opts.Threads),
+		Arch: arch, Inputs: inSpecs, Outputs: outSpecs,
+		Precision: engine.FP32, Compiled: opts.Compile,
+		MaxBatch: opts.MaxBatch, WeightBytes: m.weights.Bytes(),
+	}
+	if opts.Compile {
+		m.info.CompileTime = time.Since(start)
+	}
+	return m, nil
+}
+
+// graphModel is a general graph loaded on the cpu engine.
+type graphModel struct {
+	g         *ir.Graph
+	opts      engine.Options
+	info      engine.Info
+	weights   *irexec.WeightCache
+	mu        sync.Mutex
+	plans     map[int]*irexec.Plan
+	instances int
+	closed    bool
+}
+
+// plan returns the plan for batch n, compiling it on first use.
+func (m *graphModel) plan(ctx context.Context, n int) (*irexec.Plan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.plans[n]; ok {
+		return p, nil
+	}
+	var b *ir.Graph
+	var err error
+	if m.opts.Compile {
+		// Batch norms folded into convolutions, epilogues fused.
+		b, _, err = ir.Optimize(m.g, n)
+	} else {
+		b, err = ir.Bind(m.g, n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cpu: graph %q at batch %d: %w", m.g.Name, n, err)
+	}
+	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: m.opts.Threads, Weights: m.weights})
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	m.plans[n] = p
+	return p, nil
+}
+
+// Info implements engine.Model.
+func (m *graphModel) Info() engine.Info { return m.info }
+
+// Device implements engine.Model.
+func (m *graphModel) Device() engine.Device { return device{} }
+
+// NewInstance implements engine.Model.
+func (m *graphModel) NewInstance(ctx context.Context) (engine.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errors.New("cpu: NewInstance on a closed model")
+	}
+	m.instances++
+	return &graphInstance{m: m, execs: map[int]*irexec.Exec{}, out: map[int][][]byte{}}, nil
+}
+
+// Close implements engine.Model.
+func (m *graphModel) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("cpu: model closed twice")
+	}
+	if m.instances > 0 {
+		return fmt.Errorf("cpu: closing a model with %d open instances: close them first", m.instances)
+	}
+	m.closed, m.plans = true, nil
+	return nil
+}
+
+// graphInstance runs forwards with one Exec per batch size it has seen.
+type graphInstance struct {
+	m      *graphModel
+	stream stream
+	execs  map[int]*irexec.Exec
+	in     [1][]byte
+	// out holds the output buffers: Forward's, then, per batch size, the
+	// graph's other outputs, which are computed and dropped.
+	out    map[int][][]byte
+	closed bool
+}
+
+// Stream implements engine.Instance.
+func (in *graphInstance) Stream() engine.Stream { return &in.stream }
+
+// MemoryBytes implements engine.Instance.
+func (in *graphInstance) MemoryBytes() int64 {
+	var n int64
+	for _, x := range in.execs {
+		n += x.MemoryBytes()
+	}
+	return n
+}
+
+// Forward implements engine.Instance.
+func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
+	if in.closed {
+		return errors.New("cpu: Forward on a closed instance")
+	}
+	if err := in.stream.check(); err != nil {
+		return err
+	}
+	info := in.m.info
+	if n < 1 || n > info.MaxBatch {
+		return fmt.Errorf("cpu: Forward of %d images: batch must be in [1, MaxBatch=%d]", n, info.MaxBatch)
+	}
+	x, ok := in.execs[n]
+	if !ok {
+		p, err := in.m.plan(context.Background(), n)
+		if err != nil {
+			return err
+		}
+		x = p.NewExec()
+		in.execs[n] = x
+		outs := make([][]byte, len(info.Outputs))
+		for i, o := range info.Outputs[1:] {
+			outs[i+1] = make([]byte, n*o.Bytes())
+		}
+		in.out[n] = outs
+	}
+	xb, err := bufferBytes(src, 0, n*info.InputBytes(), "input")
+	if err != nil {
+		return err
+	}
+	yb, err := bufferBytes(dst, 0, n*info.OutputBytes(), "output")
+	if err != nil {
+		return err
+	}
+	outs := in.out[n]
+	in.in[0], outs[0] = xb, yb
+	err = x.Run(context.Background(), in.in[:], outs)
+	in.in[0], outs[0] = nil, nil
+	return err
+}
+
+// Close implements engine.Instance.
+func (in *graphInstance) Close() error {
+	if in.closed {
+		return errors.New("cpu: instance closed twice")
+	}
+	in.closed = true
+	for _, x := range in.execs {
+		x.Close()
+	}
+	in.execs = nil
+	in.m.mu.Lock()
+	in.m.instances--
+	in.m.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,625 @@
+package irexec
+
+import (
+	"fmt"
+
+	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+// Convolutions with more than one input channel per group are GEMMs (M =
+// output channels of a group, N = output pixels of all images, K = input
+// channels of the group x kernel area) over an implicit im2col matrix that
+// is never built: each task packs its K-blocks of B straight from the
+// activations with masked loads (gemm.PackGather). All groups of a grouped
+// convolution are tasks of one parallel job. One task computes an
+// (M-range, N-range) block of one group: it packs a K-block of B for its
+// N-range and sweeps A's MC-row blocks over it, one NR-wide B micro-panel
+// at a time. Depthwise convolutions (one input channel per group) have
+// their own direct kernel (depthwise.go).
+const (
+	ncMax = 256
+	mcMax = 192 // a multiple of gemm.MR
+	// tasksPerThread is how many tasks per worker a parallel op aims for,
+	// so that dynamic scheduling evens out uneven task costs.
+	tasksPerThread = 4
+	// maxKernel bounds each kernel dimension, so that per-panel row and
+	// column masks live in fixed arrays.
+	maxKernel = 16
+	// maxSharedB bounds the floats of B a convolution packs once for all
+	// its M-range tasks.
+	maxSharedB = 2 << 20
+)
+
+// convGeom is a 2-D convolution's geometry (1-D ones have H = 1).
+type convGeom struct {
+	n, inC, outC, groups int
+	ih, iw, oh, ow       int
+	kh, kw               int
+	sh, sw               int
+	dh, dw               int
+	pt, pl               int // top and left padding; the output size implies the rest
+	icg, ocg             int
+}
+
+// convGeometry reads a Conv's attributes against its input and weight
+// shapes, resolving auto_pad.
+func convGeometry(op *ir.Conv, x, w, y *value) (convGeom, error) {
+	var g convGeom
+	rank := len(x.shape)
+	if rank != 3 && rank != 4 {
+		return g, unsupportedf(fmt.Sprintf("%d-D", rank-2), "%d-D convolution (the executor runs 1-D and 2-D)", rank-2)
+	}
+	sp := rank - 2
+	get := func(v []int, i, def int) int {
+		if i < len(v) {
+			return v[i]
+		}
+		return def
+	}
+	g.n, g.inC, g.outC = x.shape[0], x.shape[1], w.shape[0]
+	g.groups = max(op.Group, 1)
+	g.icg, g.ocg = g.inC/g.groups, g.outC/g.groups
+	g.ih, g.iw, g.oh, g.ow = 1, x.shape[rank-1], 1, y.shape[rank-1]
+	g.kh, g.kw = 1, w.shape[rank-1]
+	g.sh, g.sw, g.dh, g.dw = 1, get(op.Strides, sp-1, 1), 1, get(op.Dilations, sp-1, 1)
+	pads := op.Pads
+	if op.AutoPad != "" && op.AutoPad != "NOTSET" {
+		pads = autoPads(op.AutoPad, x.shape[2:], w.shape[2:], op.Strides, op.Dilations)
+	}
+	g.pl = get(pads, sp-1, 0)
+	if sp == 2 {
+		g.ih, g.oh, g.kh = x.shape[2], y.shape[2], w.shape[2]
+		g.sh, g.dh = get(op.Strides, 0, 1), get(op.Dilations, 0, 1)
+		g.pt = get(pads, 0, 0)
+	}
+	if g.kh > maxKernel || g.kw > maxKernel {
+		return g, unsupportedf("kernel over 16", "kernel %dx%d is larger than the executor's %d", g.kh, g.kw, maxKernel)
+	}
+	if g.groups*g.icg != g.inC || g.groups*g.ocg != g.outC || w.shape[1] != g.icg {
+		return g, fmt.Errorf("input %v and weight %v do not fit group %d", x.shape, w.shape, g.groups)
+	}
+	return g, nil
+}
+
+// autoPads resolves ONNX's auto_pad into begin-then-end pads.
+func autoPads(mode string, in, k tensor.Shape, strides, dil []int) []int {
+	sp := len(in)
+	pads := make([]int, 2*sp)
+	if mode == "VALID" {
+		return pads
+	}
+	for i := 0; i < sp; i++ {
+		s, d := 1, 1
+		if i < len(strides) {
+			s = strides[i]
+		}
+		if i < len(dil) {
+			d = dil[i]
+		}
+		out := (in[i] + s - 1) / s
+		total := max(0, (out-1)*s+(k[i]-1)*d+1-in[i])
+		small, big := total/2, total-total/2
+		if mode == "SAME_LOWER" {
+			pads[i], pads[i+sp] = big, small
+		} else {
+			pads[i], pads[i+sp] = small, big
+		}
+	}
+	return pads
+}
+
+// convLayout is how a convolution reads its implicit im2col matrix. Output
+// pixel n = oy*OW + ox; in the two contiguous layouts B's row for kernel
+// position (ky, kx) is the input read at a constant shift from n, so a
+// panel row is NR consecutive values, loaded under a padding mask.
+type convLayout uint8
+
+const (
+	// layoutShift: stride 1 and the input as wide as the output (a "same"
+	// convolution), so input pixel (oy+ky*dh-pt, ox+kx*dw-pl) is at flat
+	// index n + (ky*dh-pt)*IW + kx*dw-pl.
+	layoutShift convLayout = iota
+	// layoutPhases: strides > 1, no dilation, and ceil(IW/SW) == OW. The
+	// input is first split into SH*SW phase planes (rows py::SH, columns
+	// px::SW), where a strided window becomes a shift, as in layoutShift.
+	layoutPhases
+	// layoutGather: anything else; each lane is gathered.
+	layoutGather
+)
+
+// convStep is a convolution with its weights packed per group.
+type convStep struct {
+	convGeom
+	src, res, dst int // res is -1 without a residual input
+	bias          []float32
+	act           act
+	a             []*gemm.PackedA // per group: ocg x icg*kh*kw
+	layout        convLayout
+	// ph, pw are the phase planes' height and width (layoutPhases), and
+	// usedPhase says which of the phases the kernel reads.
+	ph, pw    int
+	usedPhase []bool
+	// kOff and kMask are, per row of B, the offset PackGather adds to each
+	// lane and the index of the row's kernel-position mask.
+	kOff, kMask []int32
+}
+
+func buildConv(nc *nodeCtx) (step, error) {
+	op := any(nc.n.Op).(*ir.Conv)
+	x, w, y := nc.inVal(0), nc.inVal(1), nc.outVal(0)
+	if x.dtype != tensor.Float32 {
+		return nil, unsupportedf(x.dtype.String(), "Conv of %s", x.dtype)
+	}
+	if w.kind != kindConst {
+		return nil, unsupportedf("with runtime weights", "weights %q are computed at run time", w.name)
+	}
+	g, err := convGeometry(op, x, w, y)
+	if err != nil {
+		return nil, err
+	}
+	ac, ok := newAct(op.Epilogue)
+	if !ok {
+		return nil, unsupportedf(fmt.Sprint("activation ", op.Epilogue.Act), "epilogue activation %d", op.Epilogue.Act)
+	}
+	var bias []float32
+	if b := nc.inVal(2); b != nil {
+		if b.kind != kindConst {
+			return nil, unsupportedf("with runtime bias", "bias %q is computed at run time", b.name)
+		}
+		bias, _, err = nc.constFloats(2)
+		if err != nil {
+			return nil, err
+		}
+	}
+	res := -1
+	if op.Epilogue.Residual {
+		if nc.inVal(3) == nil {
+			return nil, fmt.Errorf("the epilogue adds a residual but input 3 is absent")
+		}
+		if r := nc.inVal(3); r.dtype != tensor.Float32 || !r.shape.Equal(y.shape) {
+			return nil, unsupportedf("with a broadcast residual", "residual %s%v is not the output's shape %v", r.dtype, r.shape, y.shape)
+		}
+		res = nc.in[3]
+	}
+	wf, _, err := nc.constFloats(1)
+	if err != nil {
+		return nil, err
+	}
+	if g.icg == 1 {
+		return newDepthwise(nc, g, wf, bias, res, ac), nil
+	}
+	s := &convStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], bias: bias, act: ac}
+	kk := g.kh * g.kw
+	kdim := g.icg * kk
+	packed, err := nc.c.p.weights.derived(nc.n.Input(1).Const, "conv", func(v any) int64 {
+		n := int64(0)
+		for _, a := range v.([]*gemm.PackedA) {
+			n += 4 * int64(len(a.Data))
+		}
+		return n
+	}, func() (any, error) {
+		var as []*gemm.PackedA
+		for gi := 0; gi < g.groups; gi++ {
+			a, err := gemm.PackA(wf[gi*g.ocg*kdim:(gi+1)*g.ocg*kdim], g.ocg, kdim, kdim, gemm.BlockDepth(kdim))
+			if err != nil {
+				return nil, fmt.Errorf("packing weights of group %d: %w", gi, err)
+			}
+			as = append(as, a)
+		}
+		return as, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.a = packed.([]*gemm.PackedA)
+	s.ph, s.pw = (g.ih+g.sh-1)/g.sh, (g.iw+g.sw-1)/g.sw
+	switch {
+	case g.sh == 1 && g.sw == 1 && g.iw == g.ow:
+		s.layout = layoutShift
+	case (g.sh > 1 || g.sw > 1) && g.dh == 1 && g.dw == 1 && s.pw == g.ow:
+		s.layout = layoutPhases
+	default:
+		s.layout = layoutGather
+	}
+	if int64(g.inC)*int64(g.sh*g.sw)*int64(s.ph*s.pw)*int64(g.n) >= 1<<31 {
+		return nil, unsupportedf("over 2^31 elements", "input %v is too large", x.shape)
+	}
+	s.kOff, s.kMask = make([]int32, kdim), make([]int32, kdim)
+	s.usedPhase = make([]bool, g.sh*g.sw)
+	for k := 0; k < kdim; k++ {
+		ci, r := k/kk, k%kk
+		ky, kx := r/g.kw, r%g.kw
+		s.kMask[k] = int32(r)
+		switch s.layout {
+		case layoutShift:
+			s.kOff[k] = int32(ci*g.ih*g.iw + (ky*g.dh-g.pt)*g.iw + kx*g.dw - g.pl)
+		case layoutPhases:
+			py, dy := floorDivMod(ky-g.pt, g.sh)
+			px, dx := floorDivMod(kx-g.pl, g.sw)
+			plane := (ci*g.sh+py)*g.sw + px
+			s.usedPhase[py*g.sw+px] = true
+			s.kOff[k] = int32(plane*s.ph*s.pw + dy*s.pw + dx)
+		case layoutGather:
+			s.kOff[k] = int32(ci*g.ih*g.iw + ky*g.dh*g.iw + kx*g.dw)
+		}
+	}
+	p := nc.c.p
+	p.maxKK = max(p.maxKK, kk)
+	p.phase = max(p.phase, s.phaseElems())
+	p.sharedB = max(p.sharedB, min(s.sharedElems(), maxSharedB))
+	return s, nil
+}
+
+// phaseElems is the floats the phase planes of the input take
+// (layoutPhases), 0 otherwise.
+func (s *convStep) phaseElems() int {
+	if s.layout != layoutPhases {
+		return 0
+	}
+	return s.n * s.inC * s.sh * s.sw * s.ph * s.pw
+}
+
+// sharedElems is the most floats a shared packing of B can take.
+func (s *convStep) sharedElems() int {
+	return s.groups * s.icg * s.kh * s.kw * roundUp(s.n*s.oh*s.ow, gemm.NR)
+}
+
+// floorDivMod returns q mod m in [0, m) and floor(q/m).
+func floorDivMod(q, m int) (mod, div int) {
+	div = q / m
+	if q%m < 0 {
+		div--
+	}
+	return q - div*m, div
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// inPlane is the floats per input channel that B is read from: a plane, or
+// its phase planes.
+func (s *convStep) inPlane() int {
+	if s.layout == layoutPhases {
+		return s.sh * s.sw * s.ph * s.pw
+	}
+	return s.ih * s.iw
+}
+
+func (s *convStep) run(x *Exec) error {
+	j := &x.conv
+	j.s = s
+	j.in, j.out = x.f32(s.src), x.f32(s.dst)
+	if s.layout == layoutPhases {
+		pj := &x.phaseJ
+		pj.s, pj.in, pj.out = s, j.in, x.phaseBuf[:s.phaseElems()]
+		pj.per = max(1, (1<<14)/(s.ih*s.iw))
+		pj.planes = s.n * s.inC
+		x.pool.Run(pj, (pj.planes+pj.per-1)/pj.per)
+		j.in = pj.out
+	}
+	j.res = nil
+	if s.res >= 0 {
+		j.res = x.f32(s.res)
+	}
+	// The GEMM's N runs over the output pixels of all images, so that
+	// small late-stage images still fill whole NR-wide panels.
+	m, ntot := s.ocg, s.n*s.oh*s.ow
+	nch, mch := (ntot+ncMax-1)/ncMax, 1
+	target := tasksPerThread * x.pool.Size()
+split:
+	for s.groups*nch*mch < target {
+		switch {
+		case ntot/(nch+1) >= 4*gemm.NR:
+			nch++
+		case m/(mch+1) >= 4*gemm.MR:
+			mch++
+		default:
+			break split // tasks would get too thin
+		}
+	}
+	j.ntot = ntot
+	j.nw = roundUp((ntot+nch-1)/nch, gemm.NR)
+	j.mw = roundUp((m+mch-1)/mch, gemm.MR)
+	j.nch, j.mch = (ntot+j.nw-1)/j.nw, (m+j.mw-1)/j.mw
+	j.shared = nil
+	kdim := s.icg * s.kh * s.kw
+	if size := s.groups * j.nch * kdim * j.nw; j.mch > 1 && size <= len(x.sharedB) {
+		// Several tasks would pack the same columns of B: pack them once,
+		// in parallel over K-blocks, and let the tasks share them.
+		j.shared = x.sharedB[:size]
+		pk := &x.packJ
+		pk.c, pk.nkb = j, s.a[0].Blocks()
+		x.pool.Run(pk, s.groups*j.nch*pk.nkb)
+	}
+	x.pool.Run(j, s.groups*j.nch*j.mch)
+	j.in, j.out, j.res, j.shared = nil, nil, nil, nil
+	return nil
+}
+
+// convJob is one call of a convStep, split into tasks of (group, N-range,
+// M-range), N running over all images' output pixels.
+type convJob struct {
+	s            *convStep
+	in, res, out []float32
+	ntot         int // images x output pixels
+	// shared, when set, holds B packed once for all M-ranges.
+	shared   []float32
+	nw, mw   int // task width in pixels and channels
+	nch, mch int // tasks per group along N and M
+	scratch  []convScratch
+}
+
+// sharedBlock returns the packed K-block (rows k0...) of group g's N chunk
+// jn in the shared packing.
+func (j *convJob) sharedBlock(g, jn, k0 int) []float32 {
+	kdim := j.s.icg * j.s.kh * j.s.kw
+	off := ((g*j.nch+jn)*kdim + k0) * j.nw
+	return j.shared[off : off+(kdim-k0)*j.nw]
+}
+
+// packJob packs B for a convJob's shared mode: one task per group, N chunk
+// and K-block.
+type packJob struct {
+	c   *convJob
+	nkb int
+}
+
+func (p *packJob) Run(w, t int) {
+	j := p.c
+	s := j.s
+	g, r := t/(j.nch*p.nkb), t%(j.nch*p.nkb)
+	jn, kb := r/p.nkb, r%p.nkb
+	n0 := jn * j.nw
+	n1 := min(j.ntot, n0+j.nw)
+	ws := &j.scratch[w]
+	s.prepare(ws, n0, n1-n0, true)
+	k0, kc := s.a[g].BlockK(kb)
+	s.pack(j.sharedBlock(g, jn, k0), j.in[g*s.icg*s.inPlane():], ws, k0, kc, n1-n0)
+}
+
+// convScratch is one worker's private memory for convolution tasks.
+type convScratch struct {
+	packB []float32 // a packed KCMax x ncMax block of B
+	tile  [gemm.MR * gemm.NR]float32
+	// For a task's panels: the lane offsets and, per kernel position, the
+	// padding masks (see gemm.Gather).
+	lanes   [ncMax / gemm.NR][gemm.NR]int32
+	panels  [ncMax / gemm.NR]panel
+	masks   []int32 // ncMax/NR panels x maxKK masks x NR lanes
+	allOnes []int32 // maxKK masks that read every lane
+	maskOf  [ncMax / gemm.NR][]int32
+	// contiguous says a panel's lanes are consecutive.
+	contiguous [ncMax / gemm.NR]bool
+	gather     gemm.Gather
+}
+
+// panel is where an NR-wide panel of output pixels starts.
+type panel struct {
+	img, pix int
+	// whole says the panel's NR columns are consecutive pixels of one
+	// image, so the kernel can store its tile in place.
+	whole bool
+}
+
+func newConvScratch(maxKK int) convScratch {
+	s := convScratch{
+		packB:   make([]float32, gemm.KCMax*ncMax),
+		masks:   make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
+		allOnes: make([]int32, maxKK*gemm.NR),
+	}
+	for i := range s.allOnes {
+		s.allOnes[i] = -1
+	}
+	return s
+}
+
+func (s *convScratch) bytes() int64 {
+	return int64(4 * (len(s.packB) + len(s.tile) + len(s.lanes)*gemm.NR + len(s.masks) + len(s.allOnes)))
+}
+
+func (j *convJob) Run(w, t int) {
+	const mr, nr = gemm.MR, gemm.NR
+	s := j.s
+	per := j.nch * j.mch
+	g, r := t/per, t%per
+	npix := s.oh * s.ow
+	in := j.in[g*s.icg*s.inPlane():]
+	var bias []float32
+	if s.bias != nil {
+		bias = s.bias[g*s.ocg : (g+1)*s.ocg]
+	}
+	n0 := (r / j.mch) * j.nw
+	n1 := min(j.ntot, n0+j.nw)
+	m0 := (r % j.mch) * j.mw
+	m1 := min(s.ocg, m0+j.mw)
+	a := s.a[g]
+	ws := &j.scratch[w]
+	tile := &ws.tile
+	s.prepare(ws, n0, n1-n0, j.shared == nil)
+	nb := a.Blocks()
+	for kb := 0; kb < nb; kb++ {
+		k0, kc := a.BlockK(kb)
+		bp := ws.packB
+		if j.shared != nil {
+			bp = j.sharedBlock(g, n0/j.nw, k0)
+		} else {
+			s.pack(bp, in, ws, k0, kc, n1-n0)
+		}
+		last := kb == nb-1
+		for ic := m0; ic < m1; ic += mcMax {
+			ie := min(m1, ic+mcMax)
+			for jp := 0; n0+jp*nr < n1; jp++ {
+				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
+				pn := &ws.panels[jp]
+				for ip := ic / mr; ip*mr < ie; ip++ {
+					rows := min(mr, ie-ip*mr)
+					var ep gemm.Epilogue
+					if last {
+						ep.ReLU = s.act.relu
+						if bias != nil {
+							ep.Bias = bias[ip*mr:]
+						}
+					}
+					if rows == mr && pn.whole && (bias == nil || len(bias)-ip*mr >= mr) {
+						off := (pn.img*s.outC+g*s.ocg+ip*mr)*npix + pn.pix
+						if last && j.res != nil {
+							ep.Res, ep.LdRes = j.res[off:], npix
+						}
+						gemm.KernelEpilogue(kc, a.Panel(kb, ip), bpan, j.out[off:], npix, kb > 0, ep)
+						if last && s.act.f != nil {
+							for i := 0; i < mr; i++ {
+								s.act.apply(j.out[off+i*npix : off+i*npix+nr])
+							}
+						}
+						continue
+					}
+					// A partial tile, or one spanning images: compute it
+					// aside and store it image by image.
+					cols := min(nr, n1-n0-jp*nr)
+					gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
+					img, pix := pn.img, pn.pix
+					for l := 0; l < cols; {
+						seg := min(cols-l, npix-pix)
+						off := (img*s.outC+g*s.ocg+ip*mr)*npix + pix
+						gemm.MergeTile(j.out[off:], npix, tile[l:], rows, seg, kb > 0)
+						if last {
+							if j.res != nil {
+								ep.Res, ep.LdRes = j.res[off:], npix
+							}
+							gemm.ApplyEpilogue(j.out[off:], npix, rows, seg, ep)
+							if s.act.f != nil {
+								for i := 0; i < rows; i++ {
+									s.act.apply(j.out[off+i*npix : off+i*npix+seg])
+								}
+							}
+						}
+						l += seg
+						img, pix = img+1, 0
+					}
+				}
+			}
+		}
+	}
+}
+
+// phaseJob splits a strided convolution's input planes into phase planes:
+// phase (py, px) of a plane holds its pixels (py+SH*r, px+SW*c), zero past
+// the edge.
+type phaseJob struct {
+	s           *convStep
+	in, out     []float32
+	planes, per int
+}
+
+func (j *phaseJob) Run(_, t int) {
+	s := j.s
+	sh, sw, ph, pw := s.sh, s.sw, s.ph, s.pw
+	for p := t * j.per; p < min(j.planes, (t+1)*j.per); p++ {
+		src := j.in[p*s.ih*s.iw : (p+1)*s.ih*s.iw]
+		for iy := range ph * sh {
+			py, r := iy%sh, iy/sh
+			for px := range sw {
+				if !s.usedPhase[py*sw+px] {
+					continue // no kernel position reads it
+				}
+				d := j.out[((p*sh+py)*sw+px)*ph*pw+r*pw:][:pw]
+				if iy >= s.ih || px >= s.iw {
+					clear(d)
+					continue
+				}
+				row := src[iy*s.iw+px : (iy+1)*s.iw]
+				cnt := (len(row) + sw - 1) / sw
+				for c := range d[:cnt] {
+					d[c] = row[c*sw]
+				}
+				clear(d[cnt:])
+			}
+		}
+	}
+}
+
+// prepare computes, for the nw output columns from n0 on (column q is
+// pixel q%npix of image q/npix), where each NR-wide panel starts and, when
+// packing, its lane offsets and padding masks (one per kernel position:
+// lane l reads input pixel (iy0+ky*dh, ix0+kx*dw) if it lies inside the
+// image and l is a real column), which every K-block of the task reuses.
+func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
+	const nr = gemm.NR
+	kk := s.kh * s.kw
+	npix := s.oh * s.ow
+	imgStride := s.inC * s.inPlane()
+	for p := 0; p*nr < nw; p++ {
+		c0 := n0 + p*nr
+		w := min(nr, nw-p*nr)
+		img, pix := c0/npix, c0%npix
+		pn := &ws.panels[p]
+		pn.img, pn.pix = img, pix
+		pn.whole = w == nr && pix+nr <= npix
+		if !packing {
+			continue // the caller only stores tiles
+		}
+		oy, ox := pix/s.ow, pix%s.ow
+		// rowOK[ky][l] and colOK[kx][l] are -1 where lane l's input row
+		// (column) at kernel offset ky (kx) is inside the image.
+		var rowOK [maxKernel][nr]int32
+		var colOK [maxKernel][nr]int32
+		lanes := &ws.lanes[p]
+		interior := w == nr
+		for l := range nr {
+			iy0, ix0 := oy*s.sh-s.pt, ox*s.sw-s.pl
+			interior = interior && iy0 >= 0 && iy0+(s.kh-1)*s.dh < s.ih && ix0 >= 0 && ix0+(s.kw-1)*s.dw < s.iw
+			if s.layout == layoutGather {
+				lanes[l] = int32(img*imgStride + iy0*s.iw + ix0)
+			} else {
+				lanes[l] = int32(img*imgStride + oy*s.ow + ox)
+			}
+			for ky := range s.kh {
+				if l < w && uint(iy0+ky*s.dh) < uint(s.ih) {
+					rowOK[ky][l] = -1
+				}
+			}
+			for kx := range s.kw {
+				if uint(ix0+kx*s.dw) < uint(s.iw) {
+					colOK[kx][l] = -1
+				}
+			}
+			if ox++; ox == s.ow {
+				ox, oy = 0, oy+1
+				if oy == s.oh {
+					oy, img = 0, img+1
+				}
+			}
+		}
+		ws.contiguous[p] = s.layout != layoutGather && pn.whole
+		if interior {
+			ws.maskOf[p] = ws.allOnes[:kk*nr]
+			continue
+		}
+		masks := ws.masks[p*kk*nr : (p+1)*kk*nr]
+		ws.maskOf[p] = masks
+		for ky := range s.kh {
+			for kx := range s.kw {
+				m := masks[(ky*s.kw+kx)*nr : (ky*s.kw+kx+1)*nr]
+				r, c := &rowOK[ky], &colOK[kx]
+				for l := range m {
+					m[l] = r[l] & c[l]
+				}
+			}
+		}
+	}
+}
+
+// pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw
+// columns, prepared by prepare) into NR-wide panels.
+func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int) {
+	const nr = gemm.NR
+	g := &ws.gather
+	g.Offs, g.Mask = s.kOff[k0:k0+kc], s.kMask[k0:k0+kc]
+	for p := 0; p*nr < nw; p++ {
+		g.Contiguous = ws.contiguous[p]
+		g.Lanes = ws.lanes[p]
+		g.Masks = ws.maskOf[p]
+		gemm.PackGather(dst[p*nr*kc:(p+1)*nr*kc], src, g)
+	}
+}

@@ -1,0 +1,413 @@
+package irexec
+
+import (
+	"fmt"
+
+	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+// mmStep is a batch of matrix products Out = L * R with an epilogue, the
+// kernel of Gemm and MatMul. L (rows x k) is either packed once at
+// compile time (a constant operand, with alpha folded in) or packed per
+// task from a strided operand; R (k x cols) is read through strides, so
+// transposes cost nothing but a strided packing. Out element (i, j) is at
+// cOff + i*ors + j*ocs, which lets a product with constant weights on the
+// right run as Out^T = W^T X^T: the weights become the packed L and the
+// samples R's columns.
+type mmStep struct {
+	batch, rows, cols, k int
+	l, r, dst            int // value indices; l is -1 when pl is set
+	pl                   *gemm.PackedA
+	lrs, lcs             int // L's strides (when not packed)
+	rrs, rcs             int // R's strides
+	ors, ocs             int // Out's strides
+	lOff, rOff, oOff     []int
+	alpha                float32 // applied to the product when L is not packed
+	rowBias              []float32
+	// add is a broadcast addend (Gemm's C scaled by beta, or a residual):
+	// value index and its strides in (row, col) coordinates.
+	adds []mmAdd
+	act  act
+	// Task blocking: rw rows and cw columns per task, kc-deep blocks.
+	rw, cw, kc int
+	rt, ct     int // tasks along rows and columns per batch
+}
+
+type mmAdd struct {
+	v      int
+	scale  float32
+	rs, cs int
+	// batched: the addend has the output's shape, so each product of the
+	// batch reads it at the output's offset.
+	batched bool
+}
+
+// mmScratch is the floats a worker needs to pack one task's operands.
+func (s *mmStep) scratchElems() int {
+	n := roundUp(s.cw, gemm.NR) * s.k
+	if s.pl == nil {
+		n += roundUp(s.rw, gemm.MR) * s.k
+	}
+	return n + gemm.MR*gemm.NR
+}
+
+// block picks task sizes: panels of at most 1M floats per operand.
+func (s *mmStep) block(threads int) {
+	s.kc = gemm.BlockDepth(s.k)
+	if s.pl != nil {
+		s.kc = s.pl.KC
+	}
+	lim := max(gemm.NR, (1<<20)/max(s.k, 1)/gemm.NR*gemm.NR)
+	s.cw = min(roundUp(s.cols, gemm.NR), 256, lim)
+	s.rw = min(roundUp(s.rows, gemm.MR), 192, max(gemm.MR, lim/gemm.NR*gemm.MR))
+	// More tasks when the batch alone does not occupy the workers.
+split:
+	for s.batch*((s.rows+s.rw-1)/s.rw)*((s.cols+s.cw-1)/s.cw) < tasksPerThread*threads {
+		switch {
+		case s.cw > 2*gemm.NR:
+			s.cw = roundUp(s.cw/2, gemm.NR)
+		case s.rw > 2*gemm.MR:
+			s.rw = roundUp(s.rw/2, gemm.MR)
+		default:
+			break split
+		}
+	}
+	s.rt, s.ct = (s.rows+s.rw-1)/s.rw, (s.cols+s.cw-1)/s.cw
+}
+
+func (s *mmStep) run(x *Exec) error {
+	x.par(s, s.batch*s.rt*s.ct)
+	return nil
+}
+
+func (s *mmStep) task(x *Exec, w, t int) {
+	const mr, nr = gemm.MR, gemm.NR
+	b, rest := t/(s.rt*s.ct), t%(s.rt*s.ct)
+	i0, j0 := (rest/s.ct)*s.rw, (rest%s.ct)*s.cw
+	i1, j1 := min(s.rows, i0+s.rw), min(s.cols, j0+s.cw)
+	nw := roundUp(j1-j0, nr)
+	sc := x.scratch[w]
+	rp := sc[:nw*s.k]
+	tile := sc[len(sc)-mr*nr:]
+	// Pack R's columns [j0, j1): per K-block, NR-wide panels of kc rows.
+	rv := x.f32(s.r)[s.rOff[b]:]
+	for k0 := 0; k0 < s.k; k0 += s.kc {
+		kc := min(s.kc, s.k-k0)
+		blk := rp[k0*nw : (k0+kc)*nw]
+		for p := 0; p*nr < nw; p++ {
+			d := blk[p*nr*kc : (p+1)*nr*kc]
+			for kk := 0; kk < kc; kk++ {
+				row := d[kk*nr : (kk+1)*nr]
+				base := (k0+kk)*s.rrs + (j0+p*nr)*s.rcs
+				cw := min(nr, j1-j0-p*nr)
+				for l := 0; l < cw; l++ {
+					row[l] = rv[base+l*s.rcs]
+				}
+				clear(row[cw:])
+			}
+		}
+	}
+	pa, ipOff := s.pl, 0 // ip - ipOff is the panel's index in pa
+	var local gemm.PackedA
+	if pa == nil {
+		// Pack L's rows [i0, i1) as gemm.PackA lays them out.
+		rows := i1 - i0
+		panels := (rows + mr - 1) / mr
+		local = gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: sc[nw*s.k : nw*s.k+panels*mr*s.k]}
+		lv := x.f32(s.l)[s.lOff[b]:]
+		for k0 := 0; k0 < s.k; k0 += s.kc {
+			kc := min(s.kc, s.k-k0)
+			for ip := 0; ip < panels; ip++ {
+				d := local.Panel(k0/s.kc, ip)
+				for i := 0; i < mr; i++ {
+					r := ip*mr + i
+					if r >= rows {
+						for kk := 0; kk < kc; kk++ {
+							d[kk*mr+i] = 0
+						}
+						continue
+					}
+					base := (i0+r)*s.lrs + k0*s.lcs
+					for kk := 0; kk < kc; kk++ {
+						d[kk*mr+i] = lv[base+kk*s.lcs]
+					}
+				}
+			}
+		}
+		pa, ipOff = &local, i0/mr
+	}
+	out := x.f32(s.dst)
+	nkb := (s.k + s.kc - 1) / s.kc
+	for jp := 0; jp*nr < j1-j0; jp++ {
+		cols := min(nr, j1-j0-jp*nr)
+		for ip := i0 / mr; ip*mr < i1; ip++ {
+			rows := min(mr, i1-ip*mr)
+			for kb := 0; kb < nkb; kb++ {
+				k0, kc := kb*s.kc, min(s.kc, s.k-kb*s.kc)
+				bp := rp[k0*nw+jp*nr*kc : k0*nw+(jp+1)*nr*kc]
+				gemm.Kernel(kc, pa.Panel(kb, ip-ipOff), bp, tile, nr, kb > 0)
+			}
+			s.store(x, out, tile, b, ip*mr, j0+jp*nr, rows, cols)
+		}
+	}
+}
+
+// store writes a finished tile with the epilogue.
+func (s *mmStep) store(x *Exec, out, tile []float32, b, i0, j0, rows, cols int) {
+	base := s.oOff[b]
+	for i := 0; i < rows; i++ {
+		t := tile[i*gemm.NR : i*gemm.NR+cols]
+		if s.pl == nil && s.alpha != 1 {
+			for j := range t {
+				t[j] *= s.alpha
+			}
+		}
+		if s.rowBias != nil {
+			bv := s.rowBias[i0+i]
+			for j := range t {
+				t[j] += bv
+			}
+		}
+		for _, a := range s.adds {
+			src := x.f32(a.v)
+			o := (i0+i)*a.rs + j0*a.cs
+			if a.batched {
+				o += base
+			}
+			for j := range t {
+				t[j] += a.scale * src[o+j*a.cs]
+			}
+		}
+		s.act.apply(t)
+		o := base + (i0+i)*s.ors + j0*s.ocs
+		if s.ocs == 1 {
+			copy(out[o:o+cols], t)
+			continue
+		}
+		for j, v := range t {
+			out[o+j*s.ocs] = v
+		}
+	}
+}
+
+// packedWeights packs the constant w (as rows x k through strides rs, cs,
+// times alpha) once per cache.
+func packedWeights(nc *nodeCtx, input int, rows, k, rs, cs int, alpha float32) (*gemm.PackedA, error) {
+	t := nc.n.Input(input).Const
+	wf, err := nc.c.p.weights.floats(t)
+	if err != nil {
+		return nil, err
+	}
+	form := fmt.Sprintf("gemmL %d %d %d %d %g", rows, k, rs, cs, alpha)
+	v, err := nc.c.p.weights.derived(t, form, func(v any) int64 { return 4 * int64(len(v.(*gemm.PackedA).Data)) }, func() (any, error) {
+		m := make([]float32, rows*k)
+		for i := 0; i < rows; i++ {
+			for j := 0; j < k; j++ {
+				m[i*k+j] = alpha * wf[i*rs+j*cs]
+			}
+		}
+		return gemm.PackA(m, rows, k, k, gemm.BlockDepth(k))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*gemm.PackedA), nil
+}
+
+func buildGemm(nc *nodeCtx) (step, error) {
+	op := any(nc.n.Op).(*ir.Gemm)
+	a, b, y := nc.inVal(0), nc.inVal(1), nc.outVal(0)
+	if a.dtype != tensor.Float32 || b.dtype != tensor.Float32 {
+		return nil, unsupportedf(a.dtype.String(), "Gemm of %s and %s", a.dtype, b.dtype)
+	}
+	m, n := y.shape[0], y.shape[1]
+	k := a.shape[1]
+	ars, acs := a.shape[1], 1
+	if op.TransA {
+		k, ars, acs = a.shape[0], 1, a.shape[1]
+	}
+	brs, bcs := b.shape[1], 1 // B' (k x n)
+	if op.TransB {
+		brs, bcs = 1, b.shape[1]
+	}
+	ac, ok := newAct(op.Epilogue)
+	if !ok {
+		return nil, unsupportedf(fmt.Sprint("activation ", op.Epilogue.Act), "epilogue activation %d", op.Epilogue.Act)
+	}
+	s := &mmStep{batch: 1, k: k, act: ac, lOff: []int{0}, rOff: []int{0}, oOff: []int{0}, alpha: float32(op.Alpha), dst: nc.out[0]}
+	out := tensor.Shape{m, n}
+	type addend struct {
+		in    int
+		scale float64
+	}
+	addends := []addend{}
+	if nc.inVal(2) != nil && op.Beta != 0 {
+		addends = append(addends, addend{2, op.Beta})
+	}
+	if op.Epilogue.Residual {
+		if nc.inVal(3) == nil {
+			return nil, fmt.Errorf("the epilogue adds a residual but input 3 is absent")
+		}
+		addends = append(addends, addend{3, 1})
+	}
+	transposed := b.kind == kindConst
+	if transposed {
+		// Out^T (n x m) = B'^T (n x k, packed) * A'^T (k x m).
+		pl, err := packedWeights(nc, 1, n, k, bcs, brs, float32(op.Alpha))
+		if err != nil {
+			return nil, err
+		}
+		s.pl, s.l, s.r = pl, -1, nc.in[0]
+		s.rows, s.cols = n, m
+		s.rrs, s.rcs = acs, ars
+		s.ors, s.ocs = 1, n
+	} else {
+		s.l, s.r = nc.in[0], nc.in[1]
+		s.rows, s.cols = m, n
+		s.lrs, s.lcs, s.rrs, s.rcs = ars, acs, brs, bcs
+		s.ors, s.ocs = n, 1
+	}
+	for _, ad := range addends {
+		v := nc.inVal(ad.in)
+		if v.dtype != tensor.Float32 {
+			return nil, fmt.Errorf("input %d is %s, want float32", ad.in, v.dtype)
+		}
+		str := broadcastStrides(v.shape, out) // (m, n) strides
+		rs, cs := str[0], str[1]
+		if transposed {
+			rs, cs = cs, rs
+		}
+		if v.kind == kindConst && cs == 0 && ad.in == 2 && s.rowBias == nil {
+			// A constant bias along the rows: add it with the tile.
+			c, _, err := nc.constFloats(ad.in)
+			if err != nil {
+				return nil, err
+			}
+			s.rowBias = make([]float32, s.rows)
+			for i := range s.rowBias {
+				s.rowBias[i] = float32(ad.scale) * c[i*rs]
+			}
+			continue
+		}
+		s.adds = append(s.adds, mmAdd{v: nc.in[ad.in], scale: float32(ad.scale), rs: rs, cs: cs})
+	}
+	s.block(nc.c.p.threads)
+	nc.needScratch(s.scratchElems())
+	return s, nil
+}
+
+// matMulEpilogue maps a fused MatMul's bias (input 2) and residual (input
+// 3) onto the step: addends broadcast along everything but the last
+// dimension, or of the output's own shape.
+func (s *mmStep) matMulEpilogue(nc *nodeCtx, e ir.Epilogue, y *value) error {
+	ac, ok := newAct(e)
+	if !ok {
+		return unsupportedf(fmt.Sprint("activation ", e.Act), "epilogue activation %d", e.Act)
+	}
+	s.act = ac
+	transposed := s.pl != nil
+	for in := 2; in <= 3; in++ {
+		v := nc.inVal(in)
+		if v == nil || in == 3 && !e.Residual {
+			continue
+		}
+		if v.dtype != tensor.Float32 {
+			return fmt.Errorf("input %d is %s, want float32", in, v.dtype)
+		}
+		n := y.shape[len(y.shape)-1]
+		str := broadcastStrides(v.shape, y.shape)
+		vector := true
+		for _, d := range str[:len(str)-1] {
+			vector = vector && d == 0
+		}
+		a := mmAdd{v: nc.in[in], scale: 1}
+		switch {
+		case vector && transposed && v.kind == kindConst && in == 2:
+			c, _, err := nc.constFloats(in)
+			if err != nil {
+				return err
+			}
+			s.rowBias = make([]float32, n)
+			for i := range s.rowBias {
+				s.rowBias[i] = c[i*str[len(str)-1]]
+			}
+			continue
+		case vector && transposed:
+			a.rs, a.cs = str[len(str)-1], 0
+		case vector:
+			a.rs, a.cs = 0, str[len(str)-1]
+		case v.shape.Equal(y.shape) && transposed:
+			a.rs, a.cs = 1, n
+		case v.shape.Equal(y.shape):
+			a.rs, a.cs, a.batched = n, 1, true
+		default:
+			return unsupportedf("with a broadcast addend", "input %d %v does not match the output %v", in, v.shape, y.shape)
+		}
+		s.adds = append(s.adds, a)
+	}
+	return nil
+}
+
+func buildMatMul(nc *nodeCtx) (step, error) {
+	a, b, y := nc.inVal(0), nc.inVal(1), nc.outVal(0)
+	if a.dtype != tensor.Float32 || b.dtype != tensor.Float32 {
+		return nil, unsupportedf(a.dtype.String(), "MatMul of %s and %s", a.dtype, b.dtype)
+	}
+	as, bs := a.shape, b.shape
+	if len(as) == 1 {
+		as = tensor.Shape{1, as[0]}
+	}
+	if len(bs) == 1 {
+		bs = tensor.Shape{bs[0], 1}
+	}
+	m, k, n := as[len(as)-2], as[len(as)-1], bs[len(bs)-1]
+	batchShape, err := ir.BroadcastShape(as[:len(as)-2], bs[:len(bs)-2])
+	if err != nil {
+		return nil, err
+	}
+	batch := batchShape.NumElements()
+	if batch*m*n != y.elems {
+		return nil, fmt.Errorf("output %v does not hold %d products of %dx%d", y.shape, batch, m, n)
+	}
+	s := &mmStep{k: k, alpha: 1, dst: nc.out[0]}
+	bBatch := bs[:len(bs)-2].NumElements()
+	if b.kind == kindConst && bBatch == 1 {
+		// Constant weights: Out^T = W^T (n x k, packed) * A^T, every batch
+		// row of A one column.
+		pl, err := packedWeights(nc, 1, n, k, 1, n, 1)
+		if err != nil {
+			return nil, err
+		}
+		s.pl, s.l, s.r = pl, -1, nc.in[0]
+		s.batch, s.rows, s.cols = 1, n, batch*m
+		s.rrs, s.rcs = 1, k
+		s.ors, s.ocs = 1, n
+		s.lOff, s.rOff, s.oOff = []int{0}, []int{0}, []int{0}
+	} else {
+		s.l, s.r = nc.in[0], nc.in[1]
+		s.batch, s.rows, s.cols = batch, m, n
+		s.lrs, s.lcs, s.rrs, s.rcs = k, 1, n, 1
+		s.ors, s.ocs = n, 1
+		aStr := broadcastStrides(as[:len(as)-2], batchShape)
+		bStr := broadcastStrides(bs[:len(bs)-2], batchShape)
+		s.lOff, s.rOff, s.oOff = make([]int, batch), make([]int, batch), make([]int, batch)
+		for i := 0; i < batch; i++ {
+			r := i
+			for d := len(batchShape) - 1; d >= 0; d-- {
+				c := r % batchShape[d]
+				r /= batchShape[d]
+				s.lOff[i] += c * aStr[d] * m * k
+				s.rOff[i] += c * bStr[d] * k * n
+			}
+			s.oOff[i] = i * m * n
+		}
+	}
+	if err := s.matMulEpilogue(nc, any(nc.n.Op).(*ir.MatMul).Epilogue, y); err != nil {
+		return nil, err
+	}
+	s.block(nc.c.p.threads)
+	nc.needScratch(s.scratchElems())
+	return s, nil
+}

@@ -1,0 +1,227 @@
+package irexec
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+func TestConv(t *testing.T) {
+	type cs struct {
+		name                  string
+		n, c, h, w, m, kh, kw int
+		strides, dil, pads    []int
+		group                 int
+		autoPad               string
+		bias                  bool
+	}
+	cases := []cs{
+		{"3x3 same", 2, 16, 9, 11, 32, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
+		{"7x7 s2 stem", 1, 3, 17, 17, 8, 7, 7, []int{2, 2}, nil, []int{3, 3, 3, 3}, 1, "", false},
+		{"1x1 s2 downsample", 2, 8, 10, 10, 12, 1, 1, []int{2, 2}, nil, nil, 1, "", true},
+		{"1x1", 3, 20, 7, 7, 13, 1, 1, nil, nil, nil, 1, "", true},
+		{"asymmetric dilated strided grouped", 2, 8, 12, 9, 16, 3, 2, []int{1, 2}, []int{2, 1}, []int{2, 0, 1, 1}, 2, "", true},
+		{"depthwise 3x3", 2, 12, 9, 9, 12, 3, 3, nil, nil, []int{1, 1, 1, 1}, 12, "", true},
+		{"depthwise 5x5 s2", 1, 6, 11, 13, 6, 5, 5, []int{2, 2}, nil, []int{2, 2, 2, 2}, 6, "", false},
+		{"depthwise multiplier 2", 1, 6, 8, 8, 12, 3, 3, []int{2, 1}, nil, []int{1, 1, 0, 1}, 6, "", true},
+		{"depthwise dilated", 2, 8, 8, 8, 8, 3, 3, nil, []int{2, 2}, []int{2, 2, 2, 2}, 8, "", true},
+		{"grouped 4", 1, 32, 7, 7, 64, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}, 4, "", true},
+		{"wide batch", 3, 64, 14, 14, 64, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
+		{"same upper", 1, 5, 10, 7, 7, 4, 3, []int{2, 2}, nil, nil, 1, "SAME_UPPER", true},
+		{"same lower", 1, 5, 9, 9, 7, 2, 2, nil, nil, nil, 1, "SAME_LOWER", false},
+		{"valid", 2, 4, 9, 6, 5, 3, 3, []int{2, 1}, nil, nil, 1, "VALID", true},
+		{"kernel wider than input", 1, 2, 3, 3, 3, 5, 5, nil, nil, []int{2, 2, 2, 2}, 1, "", true},
+		{"odd sizes deep", 1, 300, 5, 5, 7, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range cases {
+		for _, act := range []ir.Activation{ir.ActNone, ir.ActRelu, ir.ActHardSwish} {
+			t.Run(fmt.Sprintf("%s/act%d", c.name, act), func(t *testing.T) {
+				op := &ir.Conv{Strides: c.strides, Dilations: c.dil, Pads: c.pads, Group: c.group, AutoPad: c.autoPad, Epilogue: ir.Epilogue{Act: act}}
+				ins := []in{f32in(c.n, c.c, c.h, c.w), randConst(r, c.m, c.c/c.group, c.kh, c.kw)}
+				if c.bias {
+					ins = append(ins, randConst(r, c.m))
+				}
+				check(t, oneNode(op, 1, ins...), 1e-5)
+			})
+		}
+	}
+	t.Run("residual", func(t *testing.T) {
+		for _, g := range []int{1, 8} {
+			op := &ir.Conv{Pads: []int{1, 1, 1, 1}, Group: g, Epilogue: ir.Epilogue{Act: ir.ActRelu, Residual: true}}
+			check(t, oneNode(op, 1, f32in(2, 8, 6, 5), randConst(r, 8, 8/g, 3, 3), randConst(r, 8), f32in(2, 8, 6, 5)), 1e-5)
+		}
+	})
+	t.Run("1-D", func(t *testing.T) {
+		op := &ir.Conv{Strides: []int{2}, Pads: []int{1, 2}, Dilations: []int{2}}
+		check(t, oneNode(op, 1, f32in(2, 6, 19), randConst(r, 4, 6, 3)), 1e-5)
+	})
+}
+
+func TestPool(t *testing.T) {
+	cases := []struct {
+		name string
+		op   *ir.Pool
+		in   []int
+	}{
+		{"max 3x3 s2 p1", &ir.Pool{Max: true, Kernel: []int{3, 3}, Strides: []int{2, 2}, Pads: []int{1, 1, 1, 1}}, []int{2, 4, 13, 13}},
+		{"max ceil", &ir.Pool{Max: true, Kernel: []int{3, 3}, Strides: []int{2, 2}, CeilMode: true}, []int{1, 3, 10, 10}},
+		{"max dilated", &ir.Pool{Max: true, Kernel: []int{2, 3}, Dilations: []int{2, 1}, Pads: []int{1, 0, 1, 2}}, []int{1, 2, 9, 8}},
+		{"avg", &ir.Pool{Kernel: []int{2, 2}, Strides: []int{2, 2}}, []int{2, 3, 8, 7}},
+		{"avg pad excluded", &ir.Pool{Kernel: []int{3, 3}, Strides: []int{1, 1}, Pads: []int{1, 1, 1, 1}}, []int{1, 3, 6, 6}},
+		{"avg pad included", &ir.Pool{Kernel: []int{3, 3}, Strides: []int{2, 2}, Pads: []int{1, 1, 1, 1}, CountIncludePad: true}, []int{1, 3, 7, 6}},
+		{"avg ceil pad included", &ir.Pool{Kernel: []int{3, 3}, Strides: []int{2, 2}, Pads: []int{1, 1, 1, 1}, CountIncludePad: true, CeilMode: true}, []int{1, 2, 8, 8}},
+		{"avg same upper", &ir.Pool{Kernel: []int{3, 2}, Strides: []int{2, 2}, AutoPad: "SAME_UPPER"}, []int{1, 2, 7, 7}},
+		{"max 1-D", &ir.Pool{Max: true, Kernel: []int{3}, Strides: []int{2}, Pads: []int{1, 1}}, []int{2, 3, 11}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { check(t, oneNode(c.op, 1, f32in(c.in...)), 1e-6) })
+	}
+	for _, m := range []bool{false, true} {
+		check(t, oneNode(&ir.GlobalPool{Max: m}, 1, f32in(2, 5, 7, 3)), 1e-6)
+	}
+}
+
+func TestGemmMatMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 2))
+	for _, ta := range []bool{false, true} {
+		for _, tb := range []bool{false, true} {
+			for _, constB := range []bool{false, true} {
+				as, bs := []int{5, 300}, []int{300, 20}
+				if ta {
+					as = []int{300, 5}
+				}
+				if tb {
+					bs = []int{20, 300}
+				}
+				b := f32in(bs...)
+				if constB {
+					b = randConst(r, bs...)
+				}
+				for _, c := range []in{absent, randConst(r, 20), randConst(r, 5, 1), f32in(5, 20)} {
+					t.Run(fmt.Sprintf("gemm ta=%v tb=%v constB=%v C=%v%v", ta, tb, constB, c.shape, c.c != nil), func(t *testing.T) {
+						op := &ir.Gemm{Alpha: 0.5, Beta: 2, TransA: ta, TransB: tb, Epilogue: ir.Epilogue{Act: ir.ActGELU}}
+						ins := []in{f32in(as...), b}
+						if c.c != nil || c.dt != tensor.Invalid {
+							ins = append(ins, c)
+						}
+						check(t, oneNode(op, 1, ins...), 1e-5)
+					})
+				}
+			}
+		}
+	}
+	mm := []struct {
+		name string
+		a, b in
+		ep   ir.Epilogue
+		more []in
+	}{
+		{"2-D", f32in(7, 9), f32in(9, 5), ir.Epilogue{}, nil},
+		{"batched broadcast", f32in(3, 1, 5, 9), f32in(2, 9, 7), ir.Epilogue{}, nil},
+		{"vector left", f32in(9), f32in(2, 9, 4), ir.Epilogue{}, nil},
+		{"vector right", f32in(2, 3, 9), f32in(9), ir.Epilogue{}, nil},
+		{"const weights", f32in(2, 3, 300), randConst(r, 300, 37), ir.Epilogue{}, nil},
+		{"const weights bias relu", f32in(2, 3, 64), randConst(r, 64, 40), ir.Epilogue{Act: ir.ActRelu}, []in{randConst(r, 40)}},
+		{"const weights bias residual", f32in(2, 3, 64), randConst(r, 64, 40), ir.Epilogue{Residual: true, Act: ir.ActTanh}, []in{randConst(r, 40), f32in(2, 3, 40)}},
+		{"runtime bias residual", f32in(2, 3, 16), f32in(2, 16, 8), ir.Epilogue{Residual: true}, []in{f32in(8), f32in(2, 3, 8)}},
+		{"batched const weights", f32in(4, 6, 10), randConst(r, 4, 10, 3), ir.Epilogue{}, nil},
+	}
+	for _, c := range mm {
+		t.Run("matmul "+c.name, func(t *testing.T) {
+			check(t, oneNode(&ir.MatMul{Epilogue: c.ep}, 1, append([]in{c.a, c.b}, c.more...)...), 1e-5)
+		})
+	}
+}
+
+func TestNormalization(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 2))
+	pos := func(n int) in {
+		c := randConst(r, n)
+		for i, v := range f32(c.c.Data) {
+			f32(c.c.Data)[i] = v*v + 0.1
+		}
+		return c
+	}
+	check(t, oneNode(&ir.BatchNorm{Epsilon: 1e-5}, 1, f32in(2, 6, 5, 3), randConst(r, 6), randConst(r, 6), randConst(r, 6), pos(6)), 1e-5)
+	check(t, oneNode(&ir.BatchNorm{Epsilon: 1e-3}, 1, f32in(3, 4), randConst(r, 4), randConst(r, 4), randConst(r, 4), pos(4)), 1e-5)
+	check(t, oneNode(&ir.InstanceNorm{Epsilon: 1e-5}, 1, f32in(2, 3, 7, 5), f32in(3), f32in(3)), 1e-5)
+	check(t, oneNode(&ir.LayerNorm{Axis: -1, Epsilon: 1e-5}, 1, f32in(2, 5, 32), randConst(r, 32), randConst(r, 32)), 1e-5)
+	check(t, oneNode(&ir.LayerNorm{Axis: 1, Epsilon: 1e-5}, 1, f32in(2, 3, 4), randConst(r, 4)), 1e-5)
+	check(t, oneNode(&ir.LayerNorm{Axis: -1, Epsilon: 1e-5}, 1, f32in(4, 16), f32in(16), f32in(16)), 1e-5)
+	check(t, oneNode(&ir.LayerNorm{Axis: 1, Epsilon: 1e-5}, 3, f32in(2, 3, 4), randConst(r, 3, 4), randConst(r, 4)), 1e-5)
+	check(t, oneNode(&ir.LRN{Alpha: 1e-4, Beta: 0.75, Bias: 2, Size: 5}, 1, f32in(2, 7, 3, 3)), 1e-5)
+	check(t, oneNode(&ir.LRN{Alpha: 0.01, Beta: 0.5, Bias: 1, Size: 2}, 1, f32in(1, 4, 2, 3)), 1e-5)
+}
+
+func TestSoftmax(t *testing.T) {
+	for _, op := range []*ir.Softmax{{Axis: -1}, {Axis: 1}, {Axis: 0, Log: true}, {Axis: 1, Hard: true}, {Axis: 1, Coerce2D: true}, {Axis: 2, Log: true, Coerce2D: true}} {
+		t.Run(fmt.Sprintf("%+v", *op), func(t *testing.T) { check(t, oneNode(op, 1, f32in(2, 3, 5)), 1e-6) })
+	}
+}
+
+func TestReduce(t *testing.T) {
+	kinds := []ir.ReduceKind{ir.ReduceMean, ir.ReduceSum, ir.ReduceMax, ir.ReduceMin, ir.ReduceProd, ir.ReduceL1, ir.ReduceL2, ir.ReduceSumSquare, ir.ReduceLogSumExp}
+	for _, k := range kinds {
+		for _, ax := range [][]int{{2, 3}, {1}, {-1}, {0, 2}, nil} {
+			for _, keep := range []bool{true, false} {
+				t.Run(fmt.Sprint(k, ax, keep), func(t *testing.T) {
+					check(t, oneNode(&ir.Reduce{Fn: k, Axes: ax, KeepDims: keep}, 1, f32in(2, 3, 4, 5)), 1e-5)
+				})
+			}
+		}
+	}
+	t.Run("axes input", func(t *testing.T) {
+		check(t, oneNode(&ir.Reduce{Fn: ir.ReduceMean, KeepDims: true}, 1, f32in(2, 3, 4), i64c(-1, 1)), 1e-6)
+	})
+	t.Run("noop", func(t *testing.T) {
+		check(t, oneNode(&ir.Reduce{Fn: ir.ReduceSumSquare, KeepDims: true, NoopWithEmptyAxes: true}, 1, f32in(2, 3)), 1e-6)
+	})
+	for _, m := range []bool{true, false} {
+		for _, last := range []bool{true, false} {
+			check(t, oneNode(&ir.ArgReduce{Max: m, Axis: 1, KeepDims: last, SelectLastIndex: last}, 1, f32in(3, 6, 2)), 0)
+		}
+	}
+}
+
+func TestActivations(t *testing.T) {
+	ops := []ir.Op{&ir.LeakyRelu{Alpha: 0.1}, &ir.Elu{Alpha: 0.7}, &ir.Selu{Alpha: 1.6, Gamma: 1.05}, &ir.Celu{Alpha: 1.3},
+		&ir.HardSigmoid{Alpha: 0.2, Beta: 0.5}, &ir.Gelu{}, &ir.Gelu{Tanh: true}, &ir.ThresholdedRelu{Alpha: 0.3}, &ir.Shrink{Bias: 0.2, Lambd: 0.5}}
+	for _, op := range ops {
+		t.Run(op.Kind(), func(t *testing.T) { check(t, oneNode(op, 1, f32in(4, 33)), 1e-6) })
+	}
+	check(t, oneNode(&ir.Clip{}, 1, f32in(9), f32c(nil, -0.5), f32c(nil, 0.25)), 0)
+	check(t, oneNode(&ir.Clip{}, 1, f32in(9), absent, f32c(nil, 0.25)), 0)
+	check(t, oneNode(&ir.Clip{}, 1, f32in(9)), 0)
+}
+
+func TestConvTranspose(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 2))
+	cases := []struct {
+		name string
+		op   *ir.ConvTranspose
+		x    []int
+		w    []int
+		bias bool
+	}{
+		{"3x3 s2", &ir.ConvTranspose{Strides: []int{2, 2}}, []int{2, 3, 4, 5}, []int{3, 4, 3, 3}, true},
+		{"pads output_padding", &ir.ConvTranspose{Strides: []int{3, 2}, Pads: []int{1, 0, 2, 1}, OutputPadding: []int{1, 1}}, []int{1, 2, 3, 3}, []int{2, 3, 3, 3}, false},
+		{"dilated grouped", &ir.ConvTranspose{Dilations: []int{2, 1}, Group: 2}, []int{1, 4, 3, 4}, []int{4, 3, 2, 3}, true},
+		{"output_shape", &ir.ConvTranspose{Strides: []int{2, 2}, OutputShape: []int{10, 8}}, []int{1, 2, 4, 3}, []int{2, 2, 3, 3}, true},
+		{"same upper", &ir.ConvTranspose{Strides: []int{2, 2}, AutoPad: "SAME_UPPER"}, []int{1, 2, 3, 3}, []int{2, 2, 3, 3}, false},
+		{"same lower", &ir.ConvTranspose{Strides: []int{2, 2}, AutoPad: "SAME_LOWER"}, []int{1, 2, 3, 3}, []int{2, 2, 3, 3}, false},
+		{"1-D", &ir.ConvTranspose{Strides: []int{3}, Pads: []int{1, 1}}, []int{2, 2, 5}, []int{2, 3, 4}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ins := []in{f32in(c.x...), randConst(r, c.w...)}
+			if c.bias {
+				ins = append(ins, randConst(r, c.w[1]*max(c.op.Group, 1)))
+			}
+			check(t, oneNode(c.op, 1, ins...), 1e-5)
+		})
+	}
+}

@@ -1,0 +1,237 @@
+package irexec
+
+import (
+	"fmt"
+	"math"
+
+	"goinfer/internal/engine/cpu/vec"
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+// poolStep is MaxPool or AveragePool over 1-D or 2-D windows, one plane
+// per task unit. Windows are clipped to the input (max pooling never sees
+// padding); an average divides by the taps inside the input, or with
+// count_include_pad by those inside the padded input.
+type poolStep struct {
+	convGeom
+	pb, pr          int // bottom and right padding
+	max, includePad bool
+	src, dst        int
+	// ys and xs are each output row's and column's window: its first
+	// input coordinate inside the image, its taps there, and its taps
+	// inside the padded image (count_include_pad's divisor).
+	ys, xs []span
+}
+
+// span is one output coordinate's window along a dimension.
+type span struct{ first, n, padded int }
+
+func spans(out, stride, pad, k, dil, in, padEnd int) []span {
+	sp := make([]span, out)
+	for o := range sp {
+		f, n := taps(o, stride, pad, k, dil, 0, in)
+		_, p := taps(o, stride, pad, k, dil, -pad, in+padEnd)
+		sp[o] = span{first: o*stride - pad + f*dil, n: n, padded: p}
+	}
+	return sp
+}
+
+func buildPool(nc *nodeCtx) (step, error) {
+	op := any(nc.n.Op).(*ir.Pool)
+	x, y := nc.inVal(0), nc.outVal(0)
+	if op.P > 0 {
+		return nil, unsupportedf("", "LpPool (no kernel yet)")
+	}
+	if x.dtype != tensor.Float32 {
+		return nil, unsupportedf(x.dtype.String(), "pooling of %s", x.dtype)
+	}
+	if nc.outVal(1) != nil {
+		return nil, unsupportedf("with indices", "MaxPool's Indices output")
+	}
+	rank := len(x.shape)
+	if rank != 3 && rank != 4 {
+		return nil, unsupportedf(fmt.Sprintf("%d-D", rank-2), "%d-D pooling", rank-2)
+	}
+	sp := rank - 2
+	get := func(v []int, i, def int) int {
+		if i < len(v) {
+			return v[i]
+		}
+		return def
+	}
+	pads := op.Pads
+	if op.AutoPad != "" && op.AutoPad != "NOTSET" {
+		pads = autoPads(op.AutoPad, x.shape[2:], tensor.Shape(op.Kernel), op.Strides, op.Dilations)
+	}
+	s := &poolStep{max: op.Max, includePad: op.CountIncludePad, src: nc.in[0], dst: nc.out[0]}
+	g := &s.convGeom
+	g.n, g.inC, g.outC = x.shape[0], x.shape[1], x.shape[1]
+	g.ih, g.iw, g.oh, g.ow = 1, x.shape[rank-1], 1, y.shape[rank-1]
+	g.kh, g.kw = 1, get(op.Kernel, sp-1, 1)
+	g.sh, g.sw, g.dh, g.dw = 1, get(op.Strides, sp-1, 1), 1, get(op.Dilations, sp-1, 1)
+	g.pl, s.pr = get(pads, sp-1, 0), get(pads, 2*sp-1, 0)
+	if sp == 2 {
+		g.ih, g.oh, g.kh = x.shape[2], y.shape[2], get(op.Kernel, 0, 1)
+		g.sh, g.dh = get(op.Strides, 0, 1), get(op.Dilations, 0, 1)
+		g.pt, s.pb = get(pads, 0, 0), get(pads, sp, 0)
+	}
+	s.ys = spans(g.oh, g.sh, g.pt, g.kh, g.dh, g.ih, s.pb)
+	s.xs = spans(g.ow, g.sw, g.pl, g.kw, g.dw, g.iw, s.pr)
+	if s.max && g.dh == 1 {
+		nc.needScratch(g.iw) // a row of column maxima
+	}
+	return s, nil
+}
+
+func (s *poolStep) run(x *Exec) error {
+	x.parRange(s, s.n*s.inC, max(1, 4096/(s.oh*s.ow)))
+	return nil
+}
+
+// taps returns, for output index o along one dimension, the first tap
+// index and count of taps inside [lo, hi) of input coordinates.
+func taps(o, stride, pad, k, dil, lo, hi int) (first, count int) {
+	start := o*stride - pad
+	first = 0
+	if start < lo {
+		first = (lo - start + dil - 1) / dil
+	}
+	last := k - 1
+	if e := start + last*dil; e >= hi {
+		last = (hi - 1 - start)
+		if last < 0 {
+			return first, 0
+		}
+		last /= dil
+	}
+	return first, max(0, last-first+1)
+}
+
+func (s *poolStep) rng(x *Exec, w, lo, hi int) {
+	src, dst := x.f32(s.src), x.f32(s.dst)
+	ihw, ohw := s.ih*s.iw, s.oh*s.ow
+	for p := lo; p < hi; p++ {
+		in := src[p*ihw : (p+1)*ihw]
+		out := dst[p*ohw : (p+1)*ohw]
+		if s.max && s.dh == 1 {
+			s.maxRows(in, out, x.scratch[w][:s.iw])
+			continue
+		}
+		for oy, y := range s.ys {
+			orow := out[oy*s.ow : (oy+1)*s.ow]
+			for ox, xs := range s.xs {
+				if s.max {
+					m := float32(math.Inf(-1))
+					for ky := 0; ky < y.n; ky++ {
+						row := in[(y.first+ky*s.dh)*s.iw:]
+						if s.dw == 1 {
+							for _, v := range row[xs.first : xs.first+xs.n] {
+								if v > m || v != v {
+									m = v
+								}
+							}
+							continue
+						}
+						for kx := 0; kx < xs.n; kx++ {
+							v := row[xs.first+kx*s.dw]
+							if v > m || v != v {
+								m = v
+							}
+						}
+					}
+					orow[ox] = m
+					continue
+				}
+				var sum float64
+				for ky := 0; ky < y.n; ky++ {
+					row := in[(y.first+ky*s.dh)*s.iw:]
+					for kx := 0; kx < xs.n; kx++ {
+						sum += float64(row[xs.first+kx*s.dw])
+					}
+				}
+				cnt := y.n * xs.n
+				if s.includePad {
+					cnt = y.padded * xs.padded
+				}
+				orow[ox] = float32(sum / float64(cnt))
+			}
+		}
+	}
+}
+
+// maxRows max-pools one plane row by row: the window's input rows are
+// first reduced to one row of column maxima (vectorized), then each
+// output takes the maximum of its columns of that row.
+func (s *poolStep) maxRows(in, out, row []float32) {
+	for oy, y := range s.ys {
+		orow := out[oy*s.ow : (oy+1)*s.ow]
+		if y.n == 0 {
+			for i := range orow {
+				orow[i] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		copy(row, in[y.first*s.iw:(y.first+1)*s.iw])
+		for ky := 1; ky < y.n; ky++ {
+			vec.Max(row, in[(y.first+ky)*s.iw:(y.first+ky+1)*s.iw])
+		}
+		for ox, xs := range s.xs {
+			m := float32(math.Inf(-1))
+			for kx := 0; kx < xs.n; kx++ {
+				if v := row[xs.first+kx*s.dw]; v > m || v != v {
+					m = v
+				}
+			}
+			orow[ox] = m
+		}
+	}
+}
+
+// globalPoolStep averages (or takes the max of) each plane.
+type globalPoolStep struct {
+	src, dst int
+	planes   int
+	hw       int
+	max      bool
+}
+
+func buildGlobalPool(nc *nodeCtx) (step, error) {
+	op := any(nc.n.Op).(*ir.GlobalPool)
+	x := nc.inVal(0)
+	if op.P > 0 {
+		return nil, unsupportedf("", "GlobalLpPool (no kernel yet)")
+	}
+	if x.dtype != tensor.Float32 || len(x.shape) < 2 {
+		return nil, unsupportedf(x.dtype.String(), "global pooling of %s%v", x.dtype, x.shape)
+	}
+	planes := x.shape[0] * x.shape[1]
+	return &globalPoolStep{src: nc.in[0], dst: nc.out[0], planes: planes, hw: x.elems / max(planes, 1), max: op.Max}, nil
+}
+
+func (s *globalPoolStep) run(x *Exec) error {
+	x.parRange(s, s.planes, max(1, eltGrain/max(s.hw, 1)))
+	return nil
+}
+
+func (s *globalPoolStep) rng(x *Exec, _, lo, hi int) {
+	src, dst := x.f32(s.src), x.f32(s.dst)
+	for p := lo; p < hi; p++ {
+		plane := src[p*s.hw : (p+1)*s.hw]
+		if s.max {
+			m := float32(math.Inf(-1))
+			for _, v := range plane {
+				if v > m || v != v {
+					m = v
+				}
+			}
+			dst[p] = m
+			continue
+		}
+		var sum float64
+		for _, v := range plane {
+			sum += float64(v)
+		}
+		dst[p] = float32(sum / float64(s.hw))
+	}
+}
