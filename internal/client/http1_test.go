@@ -341,6 +341,22 @@ func TestHTTPClientsServerErrors(t *testing.T) {
 			}
 		})
 	}
+	// A refusal read whole leaves the lean client's connection in use.
+	p := startProxy(t, s.HTTPAddr)
+	c := dial(t, p.url(), client.Options{})
+	before := p.accepted.Load()
+	for i := range 5 {
+		var se *client.ServerError
+		if _, err := c.Infer(context.Background(), images(1, 17, 13), nil); !errors.As(err, &se) || se.HTTPStatus != 400 {
+			t.Fatalf("refusal %d: %v", i, err)
+		}
+	}
+	if _, err := c.Infer(context.Background(), images(1, 16, 13), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.accepted.Load() - before; n != 1 {
+		t.Errorf("5 refusals and a request opened %d connections, want 1", n)
+	}
 }
 
 func TestDialRejectsUnknownHTTPClient(t *testing.T) {
