@@ -126,8 +126,9 @@ func (h *h1Client) close() error {
 // post sends an inference request to path: the JSON in js, followed by
 // bin in the binary tensor data extension when bin is not nil. It returns
 // the response's JSON and its logits, read into out when it has room
-// (with inPlace, the logits are elsewhere: see decodeInferBody). A request that fails on a reused connection before any byte of
-// the response arrived (the server had closed it while idle, or as it
+// (with inPlace, the logits are elsewhere: see decodeInferBody). A
+// request that fails on a reused connection before any byte of the
+// response arrived (the server had closed it while idle, or as it
 // drained) is sent once more on a new one.
 func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []float32, inPlace bool) (inferResponse, []float32, error) {
 	for attempt := 0; ; attempt++ {
