@@ -365,3 +365,66 @@ func TestDialRejectsUnknownHTTPClient(t *testing.T) {
 		t.Fatalf("HTTPClient curl: %v", err)
 	}
 }
+
+// TestLeanHTTPServerDrains: a draining server answers a request on an open
+// connection with 503 and Connection: close; the lean client reports the
+// server's answer, not a transport error, and the request in flight when
+// the drain began is answered.
+func TestLeanHTTPServerDrains(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Gated: true, Inflight: 1, MaxQueue: 8,
+		Server: func(c *server.Config) { c.DrainGrace = 2 * time.Second }})
+	c := dial(t, "http://"+s.HTTPAddr, client.Options{})
+	x := images(1, 16, 14)
+	// Two connections open and idle.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := c.Infer(context.Background(), x, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for released := 0; released < 2; {
+		if s.Gate.Held() > 0 {
+			s.Gate.Release(1)
+			released++
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+
+	held := s.Gate.Held()
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := c.Infer(context.Background(), x, nil)
+		inflight <- err
+	}()
+	s.Gate.WaitHeld(t, held+1)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop() }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		resp, err := http.Get("http://" + s.HTTPAddr + "/v2/health/ready")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not start draining")
+		}
+	}
+	_, err := c.Infer(context.Background(), x, nil)
+	var se *client.ServerError
+	if !errors.As(err, &se) || se.HTTPStatus != http.StatusServiceUnavailable || se.Code != codes.Unavailable {
+		t.Fatalf("request during the drain: %v; want the server's 503 (Unavailable)", err)
+	}
+	s.Gate.Open()
+	if err := <-inflight; err != nil {
+		t.Errorf("the request in flight when the drain began: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("drain: %v", err)
+	}
+}
