@@ -530,6 +530,10 @@ func FuzzDecodeONNX(f *testing.F) {
 	f.Add(marshal(f, m))
 	tb, _ := proto.Marshal(&onnxpb.TensorProto{Dims: []int64{2, 2}, DataType: 10, Int32Data: []int32{1, 2, 3, 4}})
 	f.Add(tb)
+	// A real export: convolutions, pools and Gemm with their attributes.
+	if b, err := os.ReadFile("../../testdata/golden/tiny_cnn.onnx"); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if g, err := Decode(data); err == nil {
 			if verr := g.Validate(); verr != nil {
