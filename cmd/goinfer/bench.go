@@ -23,7 +23,6 @@ import (
 	_ "goinfer/internal/engine/cpu" // the engines bench can run
 	"goinfer/internal/loadgen"
 	"goinfer/internal/metrics"
-	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 	"goinfer/internal/trace"
 )
@@ -110,6 +109,8 @@ type benchOptions struct {
 	sharedMem   string
 	grpc        grpcFlags
 	httpClient  string
+	images      string // --images DIR
+	topK        int
 	set         map[string]bool // flags given on the command line
 }
 
@@ -135,6 +136,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory: request tensors generated in registered objects, logits back through one per request in flight (Triton's system shared memory extension, as perf_analyzer --shared-memory system; the server needs --allow_shared_memory)")
 	o.grpc.register(fs, "client (with a grpc:// --url)")
 	fs.StringVar(&o.httpClient, "http_client", client.HTTPLean, "with an http:// --url, the `CLIENT` inference requests go through: lean (persistent HTTP/1.1 connections, each request written in one system call) or nethttp (Go's net/http)")
+	o.registerImages(fs)
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
 
@@ -173,6 +175,9 @@ func (o *benchOptions) check() error {
 		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
 	}
 	if err := o.grpc.check(); err != nil {
+		return err
+	}
+	if err := o.checkImages(); err != nil {
 		return err
 	}
 	if _, err := o.deviceList(); err != nil {
@@ -238,6 +243,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 
+	if o.url != "" && o.images != "" {
+		return runRemoteImageBench(ctx, &o, stdout, stderr)
+	}
 	if o.url != "" {
 		return runRemoteBench(ctx, &o, stdout, stderr)
 	}
@@ -256,8 +264,30 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dtype, _ := parseInputDType(o.inputDType)
 	prog := newProgress(stderr)
 
-	shape := loadgen.Shape{BatchSize: o.batchSize, Channels: 3, Height: o.imageSize, Width: o.imageSize, DType: dtype, Seed: o.mf.seed}
-	prog.line("generating the request tensors: %d x %s[%d 3 %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, o.imageSize, o.imageSize, mibString(shape.Bytes()))
+	// A general graph is read before the inputs are made, since its input
+	// shape is its own; the time counts in the cold start's load time. The
+	// ResNet graph is read by whichever device loader gets there first,
+	// while the warmup request waits, as the reference does.
+	var pre netGraph
+	channels := 3
+	if src.general() {
+		if pre, err = readNetGraph(ctx, src, o.imageSize); err != nil {
+			return err
+		}
+		h, w := pre.inputSize(o.imageSize, o.imageSize)
+		if h != w {
+			return fmt.Errorf("the model takes %dx%d images; bench sends square ones", h, w)
+		}
+		if h != o.imageSize && o.set["image_size"] {
+			return fmt.Errorf("--image_size %d: the model takes %dx%d images", o.imageSize, h, w)
+		}
+		o.imageSize = h
+		if channels, err = pre.channels(); err != nil {
+			return err
+		}
+	}
+	shape := loadgen.Shape{BatchSize: o.batchSize, Channels: channels, Height: o.imageSize, Width: o.imageSize, DType: dtype, Seed: o.mf.seed}
+	prog.line("generating the request tensors: %d x %s[%d %d %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, channels, o.imageSize, o.imageSize, mibString(shape.Bytes()))
 	inputs, err := loadgen.Generate(ctx, shape, o.numIters+1)
 	if err != nil {
 		return err
@@ -269,8 +299,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 
-	// The graph is read once, by whichever device loader gets there first.
-	graph := sync.OnceValues(func() (*model.Graph, error) { return loadGraph(ctx, src) })
+	graph := sync.OnceValues(func() (netGraph, error) {
+		if src.general() {
+			return pre, nil
+		}
+		return readNetGraph(ctx, src, o.imageSize)
+	})
 	var macs int64
 	loads := make([]backend.LoadFunc, len(devices))
 	for i, d := range devices {
@@ -283,11 +317,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return nil, err
 			}
 			if i == 0 {
-				if macs, err = g.MACs(o.imageSize, o.imageSize); err != nil {
+				if macs, err = g.macs(o.imageSize, o.imageSize); err != nil {
 					return nil, err
 				}
 			}
-			return eng.Load(ctx, g, opts)
+			return g.load(ctx, eng, opts)
 		}
 	}
 	queue := o.queueDepth
@@ -299,7 +333,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := b.StartDevices(ctx, loads...); err != nil {
 		return err
 	}
-	t := &localTarget{b: b, macs: &macs}
+	t := &localTarget{b: b, macs: &macs, read: pre.read}
 	lcfg := o.loadConfig()
 	if o.pinInputs && eng.Name() != "cpu" {
 		lcfg.PinAfterWarmup = b.AllocHost
@@ -347,6 +381,9 @@ type target interface {
 type localTarget struct {
 	b    *backend.Backend
 	macs *int64 // set by the first loader
+	// read is the time spent reading a general graph before the devices
+	// started loading it: part of the cold start's load time.
+	read time.Duration
 }
 
 func (t *localTarget) Submit(r backend.Request) error { return t.b.Submit(r) }
@@ -369,7 +406,7 @@ func (t *localTarget) describe() (engine.Info, time.Duration, time.Duration, int
 	if len(devs) > 1 {
 		info.Device = fmt.Sprintf("%d x %s", len(devs), info.Device)
 	}
-	return info, load, compile, len(devs), *t.macs
+	return info, load + t.read, compile, len(devs), *t.macs
 }
 
 func (t *localTarget) addTrace(tr *trace.Trace, resps []backend.Response) { t.b.AddTrace(tr, resps) }
@@ -423,6 +460,9 @@ func benchTarget(ctx context.Context, t target, inputs *loadgen.Inputs, lcfg loa
 	}
 	if macs > 0 {
 		row.GFLOPS = metrics.GFLOPS(macs, res.Throughput)
+	}
+	if o.images != "" {
+		row.InputDType = "encoded" // JPEG/PNG bytes, decoded by the server
 	}
 	printSummary(stdout, row, res, info, src)
 
