@@ -473,12 +473,8 @@ func runDataSet(c *confCase, si int, set confData) outcome {
 	if len(got) != len(want) {
 		return fail("%d outputs, the case expects %d", len(got), len(want))
 	}
-	rtol, atol := tolerance(tensor.Invalid)
-	if tol, ok := caseTolerance[c.name]; ok {
-		rtol, atol = tol.rtol, tol.atol
-	}
 	for i := range want {
-		if err := compareOutput(got[i], want[i], rtol, atol); err != nil {
+		if err := compareCase(c, got[i], want[i]); err != nil {
 			return fail("output %d %q: %v", i, g.Outputs[i].Name, err)
 		}
 	}
@@ -545,8 +541,21 @@ func tolerance(dt tensor.DType) (rtol, atol float64) {
 }
 
 // compareOutput checks got against want with the tolerance of want's
-// dtype, or rtol and atol where they are larger.
-func compareOutput(got *ir.Array, want *tensor.Tensor, rtol, atol float64) error {
+// dtype.
+func compareOutput(got *ir.Array, want *tensor.Tensor) error {
+	return compareOutputTol(got, want, 0, 0)
+}
+
+// compareCase is compareOutput with the case's entry in caseTolerance, if
+// any.
+func compareCase(c *confCase, got *ir.Array, want *tensor.Tensor) error {
+	tol := caseTolerance[c.name]
+	return compareOutputTol(got, want, tol.rtol, tol.atol)
+}
+
+// compareOutputTol is compareOutput with rtol and atol where they are
+// larger than the dtype's.
+func compareOutputTol(got *ir.Array, want *tensor.Tensor, rtol, atol float64) error {
 	w, err := ir.ArrayFromTensor(want)
 	if err != nil {
 		return err
