@@ -362,7 +362,11 @@ func (b *builder) checkNodes() ([]int, error) {
 	for i, n := range nodes {
 		d := normDomain(n.GetDomain())
 		if _, ok := b.opsets[d]; !ok {
-			return nil, fmt.Errorf("onnx: %s uses domain %q, which the model does not import", nodeDesc(i, n), n.GetDomain())
+			name := fmt.Sprintf("%q", n.GetDomain())
+			if d == "" {
+				name = `"" (ai.onnx, ONNX's default)`
+			}
+			return nil, fmt.Errorf("onnx: %s uses domain %s, which the model does not import", nodeDesc(i, n), name)
 		}
 		_, known := importers[n.GetOpType()]
 		if d == "" && known {

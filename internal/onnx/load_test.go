@@ -282,6 +282,11 @@ func TestOpsetsAndDomains(t *testing.T) {
 		{"too_old", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = 6; return m }, true, "opset 6"},
 		{"too_new", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = MaxOpset + 1; return m }, true, "supports opsets 7 to 23"},
 		{"no_imports", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport = nil; return m }, false, "no opset_import"},
+		{"no_default_import", func() *onnxpb.ModelProto {
+			m := addModel()
+			m.OpsetImport[0].Domain = "com.example"
+			return m
+		}, false, `uses domain "" (ai.onnx, ONNX's default), which the model does not import`},
 		{"unimported_domain", func() *onnxpb.ModelProto {
 			m := addModel()
 			m.Graph.Node[0].Domain = "com.example"
