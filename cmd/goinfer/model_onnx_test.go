@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"goinfer/internal/ir"
+	"goinfer/internal/onnxpb"
+	"goinfer/internal/tensor"
 )
 
 func TestModelInspectONNX(t *testing.T) {
@@ -56,5 +63,52 @@ func TestModelInspectONNXErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit 1 and %q", code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadNetGraphDynamicImageSize: an ONNX export with symbolic height
+// and width takes the size the command asks for (224 by default).
+func TestReadNetGraphDynamicImageSize(t *testing.T) {
+	dim := func(v any) *onnxpb.TensorShapeProto_Dimension {
+		if s, ok := v.(string); ok {
+			return &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimParam{DimParam: s}}
+		}
+		return &onnxpb.TensorShapeProto_Dimension{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: int64(v.(int))}}
+	}
+	vi := func(name string, dims ...any) *onnxpb.ValueInfoProto {
+		shape := &onnxpb.TensorShapeProto{}
+		for _, d := range dims {
+			shape.Dim = append(shape.Dim, dim(d))
+		}
+		return &onnxpb.ValueInfoProto{Name: name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+			TensorType: &onnxpb.TypeProto_Tensor{ElemType: 1, Shape: shape}}}}
+	}
+	m := &onnxpb.ModelProto{IrVersion: 8, OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: 17}}, Graph: &onnxpb.GraphProto{
+		Node: []*onnxpb.NodeProto{
+			{OpType: "Conv", Input: []string{"image", "w"}, Output: []string{"c"}, Attribute: []*onnxpb.AttributeProto{
+				{Name: "pads", Type: onnxpb.AttributeProto_INTS, Ints: []int64{1, 1, 1, 1}}}},
+			{OpType: "GlobalAveragePool", Input: []string{"c"}, Output: []string{"p"}},
+			{OpType: "Flatten", Input: []string{"p"}, Output: []string{"logits"}},
+		},
+		Initializer: []*onnxpb.TensorProto{{Name: "w", Dims: []int64{2, 3, 3, 3}, DataType: 1, FloatData: make([]float32, 54)}},
+		Input:       []*onnxpb.ValueInfoProto{vi("image", "batch", 3, "height", "width")},
+		Output:      []*onnxpb.ValueInfoProto{vi("logits", "batch", 2)},
+	}}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "dyn.onnx")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ size, want int }{{32, 32}, {0, 224}} {
+		g, err := readNetGraph(context.Background(), source{Path: path}, c.size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.general.Inputs[0].Type.Shape; !got.Equal(tensor.Shape{ir.Dynamic, 3, c.want, c.want}) {
+			t.Errorf("size %d: input shape %v, want [N 3 %d %d]", c.size, got, c.want, c.want)
+		}
 	}
 }

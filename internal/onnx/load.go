@@ -333,8 +333,11 @@ func (b *builder) inputType(vi *onnxpb.ValueInfoProto) (ir.Type, error) {
 	if tt.GetShape() == nil {
 		return ir.Type{}, fmt.Errorf("onnx: graph input %q has no shape (its rank is unknown); give one with WithInputShapes", name)
 	}
-	shape := make(tensor.Shape, len(tt.GetShape().GetDim()))
-	for i, d := range tt.GetShape().GetDim() {
+	dims := tt.GetShape().GetDim()
+	shape := make(tensor.Shape, len(dims))
+	params := make([]string, len(dims))
+	symbolic := false
+	for i, d := range dims {
 		switch v := d.GetValue().(type) {
 		case *onnxpb.TensorShapeProto_Dimension_DimValue:
 			if v.DimValue < 0 || v.DimValue > 1<<40 {
@@ -343,11 +346,12 @@ func (b *builder) inputType(vi *onnxpb.ValueInfoProto) (ir.Type, error) {
 			shape[i] = int(v.DimValue)
 		default:
 			// A symbol, or no size at all.
-			if i != 0 {
-				return ir.Type{}, fmt.Errorf("onnx: graph input %q: dimension %d is symbolic (%q); only the leading (batch) dimension may be, give the others with WithInputShapes", name, i, d.GetDimParam())
-			}
-			shape[i] = ir.Dynamic
+			shape[i], params[i] = ir.Dynamic, d.GetDimParam()
+			symbolic = symbolic || i != 0
 		}
+	}
+	if symbolic {
+		return ir.Type{}, fmt.Errorf("onnx: %w", &SymbolicShapeError{Input: name, Shape: shape, Params: params})
 	}
 	return ir.Type{DType: dt, Shape: shape}, nil
 }

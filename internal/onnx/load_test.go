@@ -470,8 +470,12 @@ func TestInputShapes(t *testing.T) {
 	m.Graph.Input[0] = tinfo("x", 1, "batch", "width")
 	m.Graph.Output[0] = tinfo("y", 1, "batch", "width")
 	_, err := Decode(marshal(t, m))
-	if err == nil || !strings.Contains(err.Error(), `dimension 1 is symbolic ("width")`) {
-		t.Fatalf("got %v, want an error about the symbolic width", err)
+	var se *SymbolicShapeError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), `dimension 1 is symbolic ("width")`) {
+		t.Fatalf("got %v, want a SymbolicShapeError about the symbolic width", err)
+	}
+	if se.Input != "x" || !se.Shape.Equal(tensor.Shape{ir.Dynamic, ir.Dynamic}) || !reflect.DeepEqual(se.Params, []string{"batch", "width"}) {
+		t.Errorf("error fields %+v", se)
 	}
 	g, err := Decode(marshal(t, m), WithInputShapes(map[string][]int{"x": {ir.Dynamic, 3}}))
 	if err != nil {
