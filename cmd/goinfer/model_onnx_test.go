@@ -102,6 +102,10 @@ func TestReadNetGraphDynamicImageSize(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	code, stdout, stderr := goinfer(t, "model", "inspect", path)
+	if code != 0 || !strings.Contains(stdout, "inputs:      image float32[N,3,224,224]") || !strings.Contains(stdout, `symbolic dimensions 0 (batch), 2 (height), 3 (width)`) {
+		t.Errorf("inspect: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
 	for _, c := range []struct{ size, want int }{{32, 32}, {0, 224}} {
 		g, err := readNetGraph(context.Background(), source{Path: path}, c.size)
 		if err != nil {
