@@ -49,6 +49,31 @@ func TestModelInspectONNXErrors(t *testing.T) {
 	if err := os.WriteFile(truncated, raw[:len(raw)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
+	write := func(name string, nodes ...*onnxpb.NodeProto) string {
+		vi := func(n string) *onnxpb.ValueInfoProto {
+			return &onnxpb.ValueInfoProto{Name: n, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{
+				TensorType: &onnxpb.TypeProto_Tensor{ElemType: 1, Shape: &onnxpb.TensorShapeProto{Dim: []*onnxpb.TensorShapeProto_Dimension{
+					{Value: &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: 4}}}}}}}}
+		}
+		b, err := proto.Marshal(&onnxpb.ModelProto{IrVersion: 8, OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: 17}},
+			Graph: &onnxpb.GraphProto{Node: nodes, Input: []*onnxpb.ValueInfoProto{vi("x")}, Output: []*onnxpb.ValueInfoProto{vi("y")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	n := func(op, name string, in, out []string) *onnxpb.NodeProto {
+		return &onnxpb.NodeProto{OpType: op, Name: name, Input: in, Output: out}
+	}
+	unsupported := write("unsupported.onnx", n("Relu", "r", []string{"x"}, []string{"a"}), n("Foo", "f1", []string{"a"}, []string{"b"}),
+		n("Bar", "b1", []string{"b"}, []string{"c"}), n("Foo", "f2", []string{"c"}, []string{"y"}))
+	cycle := write("cycle.onnx", n("Add", "a", []string{"x", "c"}, []string{"b"}), n("Relu", "r", []string{"b"}, []string{"c"}),
+		n("Neg", "n", []string{"c"}, []string{"y"}))
+	dangling := write("dangling.onnx", n("Add", "a", []string{"x", "ghost"}, []string{"y"}))
 	for _, tt := range []struct {
 		name string
 		file string
@@ -56,11 +81,14 @@ func TestModelInspectONNXErrors(t *testing.T) {
 	}{
 		{"truncated", truncated, "truncated.onnx: onnx: not a valid ONNX model"},
 		{"missing", filepath.Join(dir, "gone.onnx"), "no such file"},
+		{"unsupported", unsupported, `2 op type(s) goinfer does not support: Bar (first at node 2 "b1", 1 node(s)); Foo (first at node 1 "f1", 2 node(s))`},
+		{"cycle", cycle, `cycle through node`},
+		{"dangling", dangling, `node 0 "a" (Add): input "ghost" is not a graph input, an initializer or any node's output`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, stderr := goinfer(t, "model", "inspect", tt.file)
-			if code != 1 || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, stderr %q; want exit 1 and %q", code, stderr, tt.want)
+			if code != 1 || !strings.Contains(stderr, tt.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("exit %d, stderr %q; want exit 1 and one line with %q", code, stderr, tt.want)
 			}
 		})
 	}
