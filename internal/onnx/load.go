@@ -118,6 +118,7 @@ type builder struct {
 	ext    *externalData
 	opsets map[string]int // by domain, "" for ONNX's default
 	values map[string]*ir.Value
+	used   map[string]bool // names some node or the graph's outputs read
 }
 
 // normDomain maps ONNX's default domain's two spellings to "".
@@ -161,6 +162,15 @@ func (b *builder) build() (*ir.Graph, error) {
 	order, err := b.checkNodes()
 	if err != nil {
 		return nil, err
+	}
+	b.used = map[string]bool{}
+	for _, n := range gp.GetNode() {
+		for _, in := range n.GetInput() {
+			b.used[in] = true
+		}
+	}
+	for _, vi := range gp.GetOutput() {
+		b.used[vi.GetName()] = true
 	}
 	for _, i := range order {
 		n, err := b.convertNode(i, gp.GetNode()[i])
@@ -511,13 +521,20 @@ func (b *builder) convertNode(i int, n *onnxpb.NodeProto) (*ir.Node, error) {
 		node.Inputs = node.Inputs[:len(node.Inputs)-1]
 	}
 	for _, o := range n.GetOutput() {
-		if o == "" {
+		// An output nothing reads is left out: exporters list optional
+		// outputs an inference graph never uses (BatchNormalization's
+		// running statistics before opset 14, Dropout's mask), which the
+		// IR's ops need not produce.
+		if o == "" || !b.used[o] {
 			node.Outputs = append(node.Outputs, nil)
 			continue
 		}
 		v := &ir.Value{Name: o, Producer: node}
 		b.values[o] = v
 		node.Outputs = append(node.Outputs, v)
+	}
+	for len(node.Outputs) > 0 && node.Outputs[len(node.Outputs)-1] == nil {
+		node.Outputs = node.Outputs[:len(node.Outputs)-1]
 	}
 	return node, nil
 }

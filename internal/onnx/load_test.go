@@ -597,3 +597,36 @@ func TestTinyCNNFixture(t *testing.T) {
 		t.Errorf("max |got-ref| %g, max |ref| %g: relative %g > 1e-4", maxDiff, maxRef, maxDiff/maxRef)
 	}
 }
+
+// TestUnusedOptionalOutputs: exporters list outputs an inference graph
+// never reads (BatchNormalization's running statistics before opset 14);
+// the loader leaves them out instead of asking the op for them.
+func TestUnusedOptionalOutputs(t *testing.T) {
+	m := model(9, &onnxpb.GraphProto{
+		Node: []*onnxpb.NodeProto{
+			node("BatchNormalization", "bn", []string{"x", "s", "b", "mean", "var"}, []string{"y0", "rm", "rv", "sm", "sv"}),
+			node("Dropout", "drop", []string{"y0"}, []string{"y", "mask"}),
+		},
+		Initializer: []*onnxpb.TensorProto{
+			floatInit("s", []int64{2}, 2, 1), floatInit("b", []int64{2}, 0, 1),
+			floatInit("mean", []int64{2}, 1, 0), floatInit("var", []int64{2}, 1, 4),
+		},
+		Input:  []*onnxpb.ValueInfoProto{tinfo("x", 1, 1, 2, 1, 1)},
+		Output: []*onnxpb.ValueInfoProto{tinfo("y", 1, 1, 2, 1, 1)},
+	})
+	if _, ok := importers["BatchNormalization"]; !ok {
+		t.Skip("BatchNormalization's importer is not registered")
+	}
+	g, err := Decode(marshal(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := eval(t, g, map[string]*ir.Array{"x": arr(tensor.Float32, tensor.Shape{1, 2, 1, 1}, 3, 4)})
+	// (3-1)/sqrt(1+eps)*2 + 0 and (4-0)/sqrt(4+eps)*1 + 1.
+	want := []float64{4, 3}
+	for i, w := range want {
+		if math.Abs(out[0].Data[i]-w) > 1e-4 {
+			t.Errorf("got %v, want %v", out[0].Data, want)
+		}
+	}
+}
