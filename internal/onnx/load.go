@@ -16,11 +16,13 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// The default-domain opsets goinfer imports. Older opsets changed op
-// semantics in ways the importers do not translate; newer ones may have
-// changed them in ways goinfer does not know yet.
+// The default-domain opsets goinfer imports. Opset 6 is the one older
+// exporters (PyTorch's early ONNX export among them) wrote; its legacy
+// broadcasting is rewritten into the IR's NumPy form (legacy.go). Older
+// opsets changed op semantics in ways the importers do not translate;
+// newer ones may have changed them in ways goinfer does not know yet.
 const (
-	MinOpset = 7
+	MinOpset = 6
 	MaxOpset = 23
 )
 
@@ -176,6 +178,11 @@ func (b *builder) build() (*ir.Graph, error) {
 		n, err := b.convertNode(i, gp.GetNode()[i])
 		if err != nil {
 			return nil, err
+		}
+		if b.opsets[""] < 7 {
+			if err := b.legacyBroadcast(g, i, gp.GetNode()[i], n); err != nil {
+				return nil, err
+			}
 		}
 		g.Nodes = append(g.Nodes, n)
 	}

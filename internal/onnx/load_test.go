@@ -279,8 +279,8 @@ func TestOpsetsAndDomains(t *testing.T) {
 		unsupported bool
 		err         string
 	}{
-		{"too_old", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = 6; return m }, true, "opset 6"},
-		{"too_new", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = MaxOpset + 1; return m }, true, "supports opsets 7 to 23"},
+		{"too_old", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = 5; return m }, true, "opset 5"},
+		{"too_new", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = MaxOpset + 1; return m }, true, "supports opsets 6 to 23"},
 		{"no_imports", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport = nil; return m }, false, "no opset_import"},
 		{"no_default_import", func() *onnxpb.ModelProto {
 			m := addModel()
