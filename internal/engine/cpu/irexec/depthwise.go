@@ -1,5 +1,7 @@
 package irexec
 
+import "goinfer/internal/engine/cpu/vec"
+
 // dwStep is a depthwise convolution (one input channel per group, any
 // channel multiplier) computed directly: each output row accumulates, per
 // kernel position, a scaled and shifted input row, so the work is a few
@@ -14,6 +16,11 @@ type dwStep struct {
 }
 
 func newDepthwise(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act) *dwStep {
+	if g.sw > 1 {
+		// Strided: each input row is split into its sw column phases, in
+		// which a strided pass is contiguous.
+		nc.needScratch(g.sw * ((g.iw + g.sw - 1) / g.sw))
+	}
 	return &dwStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], w: w, bias: bias, act: ac}
 }
 
@@ -22,7 +29,12 @@ func (s *dwStep) run(x *Exec) error {
 	return nil
 }
 
-func (s *dwStep) rng(x *Exec, _, lo, hi int) {
+func (s *dwStep) rng(x *Exec, wk, lo, hi int) {
+	pw := (s.iw + s.sw - 1) / s.sw
+	var phases []float32
+	if s.sw > 1 {
+		phases = x.scratch[wk][:s.sw*pw]
+	}
 	src, dst := x.f32(s.src), x.f32(s.dst)
 	var res []float32
 	if s.res >= 0 {
@@ -50,6 +62,16 @@ func (s *dwStep) rng(x *Exec, _, lo, hi int) {
 					continue
 				}
 				irow := in[iy*s.iw : (iy+1)*s.iw]
+				if phases != nil {
+					for px := 0; px < s.sw; px++ {
+						ph := phases[px*pw : (px+1)*pw]
+						for c := range ph {
+							if i := c*s.sw + px; i < s.iw {
+								ph[c] = irow[i]
+							}
+						}
+					}
+				}
 				for kx := 0; kx < s.kw; kx++ {
 					wv := w[ky*s.kw+kx]
 					off := kx*s.dw - s.pl
@@ -66,17 +88,14 @@ func (s *dwStep) rng(x *Exec, _, lo, hi int) {
 						continue
 					}
 					if s.sw == 1 {
-						o := orow[x0:x1]
-						r := irow[x0+off : x1+off]
-						r = r[:len(o)]
-						for i := range o {
-							o[i] += wv * r[i]
-						}
+						vec.Axpy(orow[x0:x1], irow[x0+off:x1+off], wv)
 						continue
 					}
-					for ox := x0; ox < x1; ox++ {
-						orow[ox] += wv * irow[ox*s.sw+off]
-					}
+					// Input column ox*sw+off is phase off mod sw, column
+					// ox + floor(off/sw) there.
+					px, base := floorDivMod(off, s.sw)
+					ph := phases[px*pw : (px+1)*pw]
+					vec.Axpy(orow[x0:x1], ph[x0+base:x1+base], wv)
 				}
 			}
 			if res != nil {

@@ -28,6 +28,8 @@ func TestConv(t *testing.T) {
 		{"depthwise 5x5 s2", 1, 6, 11, 13, 6, 5, 5, []int{2, 2}, nil, []int{2, 2, 2, 2}, 6, "", false},
 		{"depthwise multiplier 2", 1, 6, 8, 8, 12, 3, 3, []int{2, 1}, nil, []int{1, 1, 0, 1}, 6, "", true},
 		{"depthwise dilated", 2, 8, 8, 8, 8, 3, 3, nil, []int{2, 2}, []int{2, 2, 2, 2}, 8, "", true},
+		{"depthwise strided dilated", 2, 8, 9, 15, 8, 3, 3, []int{2, 3}, []int{1, 2}, []int{1, 2, 0, 1}, 8, "", true},
+		{"depthwise 3x3 s2 wide", 1, 4, 7, 37, 4, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}, 4, "", true},
 		{"grouped 4", 1, 32, 7, 7, 64, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}, 4, "", true},
 		{"wide batch", 3, 64, 14, 14, 64, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
 		{"same upper", 1, 5, 10, 7, 7, 4, 3, []int{2, 2}, nil, nil, 1, "SAME_UPPER", true},

@@ -29,12 +29,24 @@ func Max(dst, src []float32) {
 	maxInto(dst, src)
 }
 
+// Axpy sets dst[i] += a*src[i] (fused multiply-add where the CPU has it).
+func Axpy(dst, src []float32, a float32) {
+	src = src[:len(dst)]
+	axpy(dst, src, a)
+}
+
 // Sum returns the sum of v (in an order of its choosing).
 func Sum(v []float32) float32 { return sum(v) }
 
 func scaleShiftGo(dst, src []float32, scale, shift float32) {
 	for i, v := range src {
 		dst[i] = v*scale + shift
+	}
+}
+
+func axpyGo(dst, src []float32, a float32) {
+	for i, v := range src {
+		dst[i] += a * v
 	}
 }
 

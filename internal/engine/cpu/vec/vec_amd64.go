@@ -71,3 +71,16 @@ func sum(v []float32) float32 {
 	}
 	return sumAVX2(&v[0], n) + sumGo(v[n:])
 }
+
+//go:noescape
+func axpyAVX2(dst, src *float32, n int, a float32)
+
+func axpy(dst, src []float32, a float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		axpyAVX2(&dst[0], &src[0], n, a)
+	} else {
+		n = 0
+	}
+	axpyGo(dst[n:], src[n:], a)
+}

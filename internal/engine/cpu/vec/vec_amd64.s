@@ -100,3 +100,21 @@ loop:
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET
+
+// func axpyAVX2(dst, src *float32, n int, a float32)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS a+24(FP), Y2
+	SHRQ $3, CX
+loop:
+	VMOVUPS (DI), Y0
+	VFMADD231PS (SI), Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET

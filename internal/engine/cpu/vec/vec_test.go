@@ -44,6 +44,16 @@ func TestMatchesGo(t *testing.T) {
 			}
 		}
 		check("ScaleShift", got, want)
+		copy(got, b)
+		copy(want, b)
+		Axpy(got, a, 0.75)
+		axpyGo(want, a, 0.75)
+		for i := range want { // FMA rounds once; allow that
+			if math.Abs(float64(got[i]-want[i])) <= 1e-6*(math.Abs(float64(a[i]*0.75))+math.Abs(float64(b[i]))) {
+				got[i] = want[i]
+			}
+		}
+		check("Axpy", got, want)
 		ReLU(got, a)
 		reluGo(want, a)
 		check("ReLU", got, want)
