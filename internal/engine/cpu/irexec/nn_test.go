@@ -57,6 +57,13 @@ func TestConv(t *testing.T) {
 			check(t, oneNode(op, 1, f32in(2, 8, 6, 5), randConst(r, 8, 8/g, 3, 3), randConst(r, 8), f32in(2, 8, 6, 5)), 1e-5)
 		}
 	})
+	t.Run("runtime weights", func(t *testing.T) {
+		for _, g := range []int{1, 2} {
+			op := &ir.Conv{Strides: []int{2, 1}, Pads: []int{1, 0, 1, 2}, Group: g}
+			check(t, oneNode(op, 1, f32in(2, 4, 7, 6), f32in(6, 4/g, 3, 2), f32in(6)), 1e-5)
+			check(t, oneNode(op, 1, f32in(2, 4, 7, 6), randConst(r, 6, 4/g, 3, 2), f32in(6)), 1e-5)
+		}
+	})
 	t.Run("1-D", func(t *testing.T) {
 		op := &ir.Conv{Strides: []int{2}, Pads: []int{1, 2}, Dilations: []int{2}}
 		check(t, oneNode(op, 1, f32in(2, 6, 19), randConst(r, 4, 6, 3)), 1e-5)
