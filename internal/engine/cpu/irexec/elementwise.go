@@ -198,12 +198,9 @@ func buildParamUnary(nc *nodeCtx) (step, error) {
 	case *ir.HardSigmoid:
 		s.ac = &act{kind: ir.ActHardSigmoid, a: float32(op.Alpha), b: float32(op.Beta)}
 	case *ir.Gelu:
+		s.ac = &act{kind: ir.ActGELU}
 		if op.Tanh {
-			s.f = f64fn(func(x float64) float64 {
-				return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
-			})
-		} else {
-			s.f = f64fn(func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) })
+			s.ac.kind = ir.ActGELUTanh
 		}
 	case *ir.ThresholdedRelu:
 		a := op.Alpha

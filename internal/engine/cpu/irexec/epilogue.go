@@ -20,7 +20,7 @@ type act struct {
 func newAct(e ir.Epilogue) (act, bool) {
 	a := act{kind: e.Act}
 	switch e.Act {
-	case ir.ActNone, ir.ActRelu, ir.ActSigmoid, ir.ActSiLU, ir.ActHardSwish, ir.ActTanh:
+	case ir.ActNone, ir.ActRelu, ir.ActSigmoid, ir.ActSiLU, ir.ActHardSwish, ir.ActTanh, ir.ActGELU, ir.ActGELUTanh:
 	case ir.ActRelu6:
 		a.lo, a.hi = 0, 6
 	case ir.ActClip:
@@ -82,6 +82,15 @@ func (a act) apply(v []float32) {
 		for i, x := range v {
 			v[i] = tanh32(x)
 		}
+	case ir.ActGELU:
+		for i, x := range v {
+			v[i] = 0.5 * x * (1 + erf32(x*(1/math.Sqrt2)))
+		}
+	case ir.ActGELUTanh:
+		const c = 0.7978845608028654 // sqrt(2/pi)
+		for i, x := range v {
+			v[i] = 0.5 * x * (1 + tanh32(c*(x+0.044715*x*x*x)))
+		}
 	default:
 		for i, x := range v {
 			v[i] = a.f(x)
@@ -141,4 +150,26 @@ func tanh32(x float32) float32 {
 		return -t
 	}
 	return t
+}
+
+// erf32 is the error function to within 5e-7 absolute (Abramowitz and
+// Stegun 7.1.26, with expf).
+func erf32(x float32) float32 {
+	if x != x {
+		return x
+	}
+	ax := x
+	if ax < 0 {
+		ax = -ax
+	}
+	if ax > 6 {
+		ax = 6 // erf is 1 to float32 precision well before
+	}
+	t := 1 / (1 + 0.3275911*ax)
+	p := ((((1.061405429*t-1.453152027)*t+1.421413741)*t-0.284496736)*t + 0.254829592) * t
+	y := 1 - p*expf(-ax*ax)
+	if x < 0 {
+		return -y
+	}
+	return y
 }

@@ -11,7 +11,7 @@ import (
 
 func TestExpf(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	xs := []float32{0, -0, 1, -1, 0.5, 87.9, -86.9, 88.5, -88, -104, 100, float32(math.Inf(1)), float32(math.Inf(-1))}
+	xs := []float32{0, -0, 1, -1, 0.5, 1e-3, -2e-5, 3.5, -5.9, 7, 87.9, -86.9, 88.5, -88, -104, 100, float32(math.Inf(1)), float32(math.Inf(-1))}
 	for i := 0; i < 100000; i++ {
 		xs = append(xs, float32(r.Float64()*180-90))
 	}
@@ -41,6 +41,9 @@ func TestExpf(t *testing.T) {
 		}
 		if d := math.Abs(float64(tanh32(x)) - math.Tanh(float64(x))); d > 2e-7 {
 			t.Fatalf("tanh32(%g) off by %g", x, d)
+		}
+		if d := math.Abs(float64(erf32(x)) - math.Erf(float64(x))); d > 5e-7 {
+			t.Fatalf("erf32(%g) off by %g", x, d)
 		}
 	}
 }

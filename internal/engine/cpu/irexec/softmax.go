@@ -72,7 +72,7 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 		}
 		var sum float64
 		for k := 0; k < s.d; k++ {
-			sum += math.Exp(float64(src[base+k*s.inner]) - m)
+			sum += float64(expf(src[base+k*s.inner] - float32(m)))
 		}
 		if s.log {
 			ls := math.Log(sum)
@@ -83,7 +83,7 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 		}
 		inv := 1 / sum
 		for k := 0; k < s.d; k++ {
-			dst[base+k*s.inner] = float32(math.Exp(float64(src[base+k*s.inner])-m) * inv)
+			dst[base+k*s.inner] = float32(float64(expf(src[base+k*s.inner]-float32(m))) * inv)
 		}
 	}
 }
