@@ -42,8 +42,10 @@ func (p *Plan) NewExec() *Exec {
 		v := &p.vals[i]
 		r := &p.vals[p.root(i)]
 		switch {
-		case v.cnst != nil || r.kind == kindConst:
-			x.views[i] = r.cnst[:v.nbytes:v.nbytes]
+		case r.kind == kindConst:
+			if r.cnst != nil { // else only packed at compile time
+				x.views[i] = r.cnst[:v.nbytes:v.nbytes]
+			}
 		case r.slot >= 0:
 			x.views[i] = x.slots[r.slot][:v.nbytes:v.nbytes]
 		}

@@ -254,3 +254,33 @@ func TestCompileUnsupported(t *testing.T) {
 		t.Errorf("error %q names a second node of a kind already listed", msg)
 	}
 }
+
+// TestPackedWeightsNotCopied checks that constants only packed at compile
+// time (convolution and linear weights) leave no second copy in the cache,
+// while constants read at run time are kept.
+func TestPackedWeightsNotCopied(t *testing.T) {
+	p := compileChain(t, 1, 1)
+	for _, v := range p.vals {
+		if v.kind != kindConst {
+			continue
+		}
+		runtime := v.name == "none" // the chain reads no constant at run time
+		if (v.cnst != nil) != runtime {
+			t.Errorf("constant %q: copied %v", v.name, v.cnst != nil)
+		}
+	}
+	g := oneNode(&ir.Binary{Fn: ir.OpAdd}, 1, f32in(3), f32c([]int{3}, 1, 2, 3))
+	b, err := ir.Bind(g, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Compile(context.Background(), b, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range q.vals {
+		if v.kind == kindConst && v.cnst == nil {
+			t.Errorf("constant %q read by Add was not kept", v.name)
+		}
+	}
+}

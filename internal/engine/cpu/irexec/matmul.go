@@ -196,6 +196,7 @@ func (s *mmStep) store(x *Exec, out, tile []float32, b, i0, j0, rows, cols int) 
 // times alpha) once per cache.
 func packedWeights(nc *nodeCtx, input int, rows, k, rs, cs int, alpha float32) (*gemm.PackedA, error) {
 	t := nc.n.Input(input).Const
+	nc.consumed(input)
 	wf, err := nc.c.p.weights.floats(t)
 	if err != nil {
 		return nil, err
