@@ -215,8 +215,8 @@ func TestLoadGraphLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := leakcheck.Count(pkg); got < before+2*2 {
-		t.Errorf("%d pool goroutines with two Execs of 3 threads, %d before", got, before)
+	if got := leakcheck.Count(pkg); got < before+2 {
+		t.Errorf("%d pool goroutines with an instance of 3 threads, %d before", got, before)
 	}
 	for _, n := range []int{0, 3} {
 		if err := inst.Forward(src, dst, n); err == nil || !strings.Contains(err.Error(), "MaxBatch") {
@@ -244,6 +244,50 @@ func TestLoadGraphLifecycle(t *testing.T) {
 	}
 	if _, err := m.NewInstance(ctx); err == nil {
 		t.Error("NewInstance on a closed model succeeded")
+	}
+}
+
+// TestLoadGraphArenaGrows runs a batch size compiled after the instance
+// was made, whose arena is larger, between runs of a smaller one, and
+// checks every result against a model of its own.
+func TestLoadGraphArenaGrows(t *testing.T) {
+	ctx := context.Background()
+	g := smallGraph(t)
+	m, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 3, BatchSizes: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ref, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 3, BatchSizes: []int{1, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	in := randInput(3, 3*m.Info().Input().Elems())
+	for _, n := range []int{1, 3, 1, 3} {
+		x := in[:n*m.Info().Input().Elems()]
+		if d := relDiff(runModel(t, m, n, x), runModel(t, ref, n, x)); d != 0 {
+			t.Errorf("batch %d: differs from a fresh model by %g", n, d)
+		}
+	}
+	inst, err := m.NewInstance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	info := m.Info()
+	src, _ := m.Device().Alloc(3 * info.InputBytes())
+	dst, _ := m.Device().Alloc(3 * info.OutputBytes())
+	copy(src.(*Buffer).Bytes(), tensor.F32Bytes(in))
+	var outs [][]float32
+	for _, n := range []int{1, 3, 1} {
+		if err := inst.Forward(src, dst, n); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, append([]float32(nil), tensor.BytesF32(dst.(*Buffer).Bytes())[:n*info.OutputElems()]...))
+	}
+	if d := relDiff(outs[2], outs[0]); d != 0 {
+		t.Errorf("batch 1 after the arena grew differs by %g", d)
 	}
 }
 

@@ -408,15 +408,6 @@ func (p *Plan) signature(idx []int) []ir.NamedType {
 	return out
 }
 
-// ArenaBytes is the memory one Exec's arena takes.
-func (p *Plan) ArenaBytes() int64 {
-	var n int64
-	for _, b := range p.slotBytes {
-		n += int64(b)
-	}
-	return n
-}
-
 // Weights returns the plan's weight cache.
 func (p *Plan) Weights() *WeightCache { return p.weights }
 
