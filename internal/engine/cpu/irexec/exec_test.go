@@ -248,8 +248,8 @@ func TestCompileUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Compile(context.Background(), b, Options{})
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("got %v, want ErrUnsupported", err)
+	if !errors.Is(err, ErrUnsupported) || !errors.Is(err, ir.ErrUnsupported) {
+		t.Fatalf("got %v, want ErrUnsupported and ir.ErrUnsupported", err)
 	}
 	msg := err.Error()
 	for _, want := range []string{"MaxPool with indices", `Sin int64 (first at node "sin"`} {

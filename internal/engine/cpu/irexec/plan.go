@@ -123,7 +123,9 @@ func (e *unsupportedError) Error() string {
 // dtypes the executor lacks.
 var ErrUnsupported = fmt.Errorf("unsupported by the cpu executor")
 
-func (e *unsupportedError) Unwrap() error { return ErrUnsupported }
+// Unwrap makes the error both ErrUnsupported and ir.ErrUnsupported, which
+// callers above the engines test for "valid, but not runnable here".
+func (e *unsupportedError) Unwrap() []error { return []error{ErrUnsupported, ir.ErrUnsupported} }
 
 // Compile builds a plan for g, which must be bound (ir.Bind): every shape
 // static. It fails with one error naming every unsupported op kind and the
