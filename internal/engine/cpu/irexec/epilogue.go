@@ -3,6 +3,7 @@ package irexec
 import (
 	"math"
 
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/ir"
 )
 
@@ -70,13 +71,25 @@ func (a act) apply(v []float32) {
 				v[i] = a.a * x
 			}
 		}
-	case ir.ActSigmoid:
-		for i, x := range v {
-			v[i] = sigmoid32(x)
-		}
-	case ir.ActSiLU:
-		for i, x := range v {
-			v[i] = x * sigmoid32(x)
+	case ir.ActSigmoid, ir.ActSiLU:
+		// 1/(1+e^-x) with e^-x from the vectorized exp, in chunks that
+		// live on the stack.
+		var neg, e [64]float32
+		for o := 0; o < len(v); o += len(e) {
+			c := v[o:min(o+len(e), len(v))]
+			for i, x := range c {
+				neg[i] = -x
+			}
+			vec.Exp(e[:len(c)], neg[:len(c)])
+			if a.kind == ir.ActSiLU {
+				for i, x := range c {
+					c[i] = x / (1 + e[i])
+				}
+			} else {
+				for i := range c {
+					c[i] = 1 / (1 + e[i])
+				}
+			}
 		}
 	case ir.ActTanh:
 		for i, x := range v {
@@ -122,16 +135,6 @@ func expf(x float32) float32 {
 	p := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
 	e := p*r*r + r + 1
 	return e * math.Float32frombits(uint32(n+127)<<23)
-}
-
-// sigmoid32 is 1/(1+e^-x), computed on the side where e^x cannot
-// overflow.
-func sigmoid32(x float32) float32 {
-	if x >= 0 {
-		return 1 / (1 + expf(-x))
-	}
-	e := expf(x)
-	return e / (1 + e)
 }
 
 // tanh32 is tanh through e^-2|x|; small arguments take the odd series'
