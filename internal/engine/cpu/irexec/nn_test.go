@@ -170,6 +170,9 @@ func TestSoftmax(t *testing.T) {
 	for _, op := range []*ir.Softmax{{Axis: -1}, {Axis: 1}, {Axis: 0, Log: true}, {Axis: 1, Hard: true}, {Axis: 1, Coerce2D: true}, {Axis: 2, Log: true, Coerce2D: true}} {
 		t.Run(fmt.Sprintf("%+v", *op), func(t *testing.T) { check(t, oneNode(op, 1, f32in(2, 3, 5)), 1e-6) })
 	}
+	// Rows longer than a vector and than a chunk of the vectorized path.
+	check(t, oneNode(&ir.Softmax{Axis: -1}, 1, f32in(3, 197)), 1e-6)
+	check(t, oneNode(&ir.Softmax{Axis: 1, Log: true}, 1, f32in(2, 70, 3)), 1e-6)
 }
 
 func TestReduce(t *testing.T) {
