@@ -129,7 +129,8 @@ func (n netGraph) preprocessing() preprocess.Spec {
 	if n.general != nil && n.general.Preprocess != nil {
 		return *n.general.Preprocess
 	}
-	return preprocess.ImageNet(n.inputSize(224, 224))
+	h, _ := n.inputSize(224, 224)
+	return preprocess.ImageNet().WithCrop(h)
 }
 
 // macs is the multiply-accumulates of one image of h x w.
