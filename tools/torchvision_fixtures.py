@@ -62,6 +62,10 @@ def fixtures():
     f["inception_v3"] = (lambda: M.Inception3(num_classes=10, aux_logits=True, transform_input=True, init_weights=False), 75, "hash")
     f["swin"] = (lambda: swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[2, 4],
                                                            window_size=[4, 4], num_classes=10), 36, "hash")
+    f["swin_v2"] = (lambda: swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[2, 4],
+                                                              window_size=[4, 4], num_classes=10,
+                                                              block=swin_transformer.SwinTransformerBlockV2,
+                                                              downsample_layer=swin_transformer.PatchMergingV2), 36, "hash")
     f["googlenet"] = (lambda: M.GoogLeNet(num_classes=10, aux_logits=False, transform_input=True, init_weights=False), 33, "hash")
     return f
 
@@ -108,10 +112,10 @@ def fill_hashed(model, seed):
     (other 1-D tensors) or (2u - 1) * sqrt(3 / fan_in)."""
     with torch.no_grad():
         for key, p in model.state_dict().items():
-            if not p.is_floating_point():
+            if not p.is_floating_point() or key.endswith("relative_coords_table"):
                 if key.endswith("num_batches_tracked"):
                     p.zero_()
-                continue  # fixed buffers (Swin's relative position index) keep their content
+                continue  # fixed buffers (Swin's relative position index and coordinates) keep their content
             base = np.uint64(fnv1a32(f"{seed}:{key}"))
             i = np.arange(p.numel(), dtype=np.uint64)
             u = mix32(base ^ ((i * np.uint64(0x9E3779B1)) & np.uint64(MASK))).astype(np.float64) / 2.0**32

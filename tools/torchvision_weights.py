@@ -12,7 +12,7 @@ from torchvision.models import get_model_weights, list_models
 
 SUPPORTED = re.compile(
     r"^(resnet\d+|resnext\w+|wide_resnet\w+|mobilenet_v[23]\w*|efficientnet_\w+|regnet_[xy]_\w+|"
-    r"convnext_\w+|vit_[blh]_\d+|densenet\d+|shufflenet_v2_\w+|squeezenet1_[01]|alexnet|vgg\d+(_bn)?|mnasnet\w+|googlenet|inception_v3|swin_[tsb])$"
+    r"convnext_\w+|vit_[blh]_\d+|densenet\d+|shufflenet_v2_\w+|squeezenet1_[01]|alexnet|vgg\d+(_bn)?|mnasnet\w+|googlenet|inception_v3|swin_[tsb]|swin_v2_[tsb])$"
 )
 
 

@@ -274,7 +274,7 @@ func ParamCount(cfg Config, size int) (int64, error) {
 	}
 	var n int64
 	for _, s := range specs {
-		if !s.Int && !isBuffer(s.Key) {
+		if !s.Int && !s.Buffer && !isBuffer(s.Key) {
 			n += int64(s.Shape.NumElements())
 		}
 	}
