@@ -17,7 +17,7 @@ from functools import partial
 import numpy as np
 import torch
 import torchvision.models as M
-from torchvision.models import (convnext, densenet, efficientnet, mobilenetv2, mobilenetv3, regnet, resnet,
+from torchvision.models import (convnext, densenet, efficientnet, maxvit, mobilenetv2, mobilenetv3, regnet, resnet,
                                 shufflenetv2, squeezenet, swin_transformer, vision_transformer)
 
 OUT = "testdata/torchvision"
@@ -66,6 +66,8 @@ def fixtures():
                                                               window_size=[4, 4], num_classes=10,
                                                               block=swin_transformer.SwinTransformerBlockV2,
                                                               downsample_layer=swin_transformer.PatchMergingV2), 36, "hash")
+    f["maxvit"] = (lambda: maxvit.MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2, block_channels=[16, 16],
+                                         block_layers=[1, 2], head_dim=8, stochastic_depth_prob=0.0, num_classes=10), 32, "hash")
     f["googlenet"] = (lambda: M.GoogLeNet(num_classes=10, aux_logits=False, transform_input=True, init_weights=False), 33, "hash")
     return f
 

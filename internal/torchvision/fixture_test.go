@@ -41,10 +41,12 @@ var fixtureConfigs = map[string]Config{
 	"mnasnet0_5":    MNASNetConfig{Alpha: 0.5, Classes: 10},
 	"mnasnet0_5_v1": MNASNetConfig{Alpha: 0.5, V1Stem: true, Classes: 10},
 	"googlenet":     GoogLeNetConfig{TransformInput: true, Classes: 10},
-	"swin":          SwinConfig{Patch: 4, EmbedDim: 8, Depths: []int{2, 2}, Heads: []int{2, 4}, Window: 4, MLPRatio: 4, Classes: 10},
-	"swin_v2":       SwinConfig{V2: true, Patch: 4, EmbedDim: 8, Depths: []int{2, 2}, Heads: []int{2, 4}, Window: 4, MLPRatio: 4, Classes: 10},
-	"inception_v3":  InceptionV3Config{TransformInput: true, AuxLogits: true, Classes: 10},
-	"resnext":       ResNetConfig{Bottleneck: true, Layers: []int{1, 2, 1, 1}, Groups: 4, WidthPerGroup: 4, Base: 64, Classes: 10},
+	"maxvit": MaxViTConfig{Stem: 8, Channels: []int{16, 16}, Layers: []int{1, 2}, HeadDim: 8, PartitionSize: 2,
+		Expansion: 4, Squeeze: 0.25, MLPRatio: 4, Classes: 10},
+	"swin":         SwinConfig{Patch: 4, EmbedDim: 8, Depths: []int{2, 2}, Heads: []int{2, 4}, Window: 4, MLPRatio: 4, Classes: 10},
+	"swin_v2":      SwinConfig{V2: true, Patch: 4, EmbedDim: 8, Depths: []int{2, 2}, Heads: []int{2, 4}, Window: 4, MLPRatio: 4, Classes: 10},
+	"inception_v3": InceptionV3Config{TransformInput: true, AuxLogits: true, Classes: 10},
+	"resnext":      ResNetConfig{Bottleneck: true, Layers: []int{1, 2, 1, 1}, Groups: 4, WidthPerGroup: 4, Base: 64, Classes: 10},
 }
 
 // fixtureTolerance loosens the comparison where the graph rounds to

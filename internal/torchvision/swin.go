@@ -60,9 +60,12 @@ func (c SwinConfig) Name() string {
 
 // intBuffer checks an integer buffer whose content the architecture
 // fixes (a Swin window's relative position index): when the state dict
-// holds it, its shape and values must be want.
-func (b *builder) intBuffer(key string, want []int64) {
+// holds it, its shape (1-D unless given) and values must be want.
+func (b *builder) intBuffer(key string, want []int64, shape ...int) {
 	s := tensor.Shape{len(want)}
+	if shape != nil {
+		s = tensor.Shape(shape).Clone()
+	}
 	b.specs = append(b.specs, ParamSpec{Key: key, Shape: s, Int: true, IntValues: want})
 	if b.sd == nil {
 		return
