@@ -129,8 +129,7 @@ func (n netGraph) preprocessing() preprocess.Spec {
 	if n.general != nil && n.general.Preprocess != nil {
 		return *n.general.Preprocess
 	}
-	h, _ := n.inputSize(224, 224)
-	return preprocess.ImageNet().WithCrop(h)
+	return preprocess.ImageNet(n.inputSize(224, 224))
 }
 
 // macs is the multiply-accumulates of one image of h x w.

@@ -143,7 +143,7 @@ func TestPreprocessTravels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Preprocess == nil || !g.Preprocess.Equal(w.Preprocess) || g.Inputs[0].Type.Shape[2] != 300 {
+	if g.Preprocess == nil || *g.Preprocess != w.Preprocess || g.Inputs[0].Type.Shape[2] != 300 {
 		t.Errorf("graph preprocess %v, input %s; want the weights' %v at 300px", g.Preprocess, g.Inputs[0].Type, w.Preprocess)
 	}
 	b, err := ir.Bind(g, 2)
@@ -157,8 +157,8 @@ func TestPreprocessTravels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := preprocess.ImageNet().WithCrop(64)
-	if !g.Preprocess.Equal(want) {
+	want := preprocess.ImageNet(64, 64)
+	if *g.Preprocess != want {
 		t.Errorf("default preprocess %v, want %v", g.Preprocess, want)
 	}
 }

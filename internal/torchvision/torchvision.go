@@ -196,16 +196,16 @@ func BuildWith(cfg Config, sd *checkpoint.StateDict, opts Options) (*ir.Graph, e
 	if sd == nil {
 		return nil, fmt.Errorf("torchvision: %s: no state dict", cfg.Name())
 	}
-	pp := ImageNetFor(opts)
+	pp := PreprocessFor(opts)
 	size := opts.ImageSize
 	if size == 0 {
-		size = pp.Crop
+		size = pp.Height
 	}
 	if size < 1 {
 		return nil, fmt.Errorf("torchvision: image size %d must be positive", size)
 	}
-	if pp.Crop != size {
-		pp = pp.WithCrop(size)
+	if pp.Height != size || pp.Width != size {
+		pp = pp.WithSize(size, size)
 	}
 	b := newBuilder(sd)
 	g, err := b.graph(cfg, size)
@@ -222,16 +222,16 @@ func BuildWith(cfg Config, sd *checkpoint.StateDict, opts Options) (*ir.Graph, e
 	return g, nil
 }
 
-// ImageNetFor is the preprocessing opts imply: the override, the weights'
-// own, or ImageNet's defaults.
-func ImageNetFor(opts Options) preprocess.Spec {
+// PreprocessFor is the preprocessing opts imply: the override, the
+// weights' own, or ImageNet's defaults.
+func PreprocessFor(opts Options) preprocess.Spec {
 	switch {
 	case opts.Preprocess != nil:
 		return *opts.Preprocess
 	case opts.Weights != nil:
 		return opts.Weights.Preprocess
 	}
-	return preprocess.ImageNet()
+	return preprocess.ImageNet(224, 224)
 }
 
 // graph runs cfg's build over a fresh input, recovering the panics an
