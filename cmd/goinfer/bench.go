@@ -109,6 +109,8 @@ type benchOptions struct {
 	sharedMem   string
 	grpc        grpcFlags
 	httpClient  string
+	images      string // --images DIR
+	topK        int
 	set         map[string]bool // flags given on the command line
 }
 
@@ -134,6 +136,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory: request tensors generated in registered objects, logits back through one per request in flight (Triton's system shared memory extension, as perf_analyzer --shared-memory system; the server needs --allow_shared_memory)")
 	o.grpc.register(fs, "client (with a grpc:// --url)")
 	fs.StringVar(&o.httpClient, "http_client", client.HTTPLean, "with an http:// --url, the `CLIENT` inference requests go through: lean (persistent HTTP/1.1 connections, each request written in one system call) or nethttp (Go's net/http)")
+	o.registerImages(fs)
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
 }
 
@@ -172,6 +175,9 @@ func (o *benchOptions) check() error {
 		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
 	}
 	if err := o.grpc.check(); err != nil {
+		return err
+	}
+	if err := o.checkImages(); err != nil {
 		return err
 	}
 	if _, err := o.deviceList(); err != nil {
@@ -237,6 +243,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 
+	if o.url != "" && o.images != "" {
+		return runRemoteImageBench(ctx, &o, stdout, stderr)
+	}
 	if o.url != "" {
 		return runRemoteBench(ctx, &o, stdout, stderr)
 	}
@@ -451,6 +460,9 @@ func benchTarget(ctx context.Context, t target, inputs *loadgen.Inputs, lcfg loa
 	}
 	if macs > 0 {
 		row.GFLOPS = metrics.GFLOPS(macs, res.Throughput)
+	}
+	if o.images != "" {
+		row.InputDType = "encoded" // JPEG/PNG bytes, decoded by the server
 	}
 	printSummary(stdout, row, res, info, src)
 

@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"goinfer/internal/engine"
 	"goinfer/internal/imageproc"
+	classlabels "goinfer/internal/labels"
 	"goinfer/internal/tensor"
 )
 
@@ -272,55 +270,8 @@ func readInputs(paths []string) (*tensor.Tensor, []string, error) {
 	return t, names, err
 }
 
-// readLabels reads class names: a JSON list, an object mapping class
-// indices to names (or to [wnid, name] as in imagenet_class_index.json),
-// or plain text with one name per line.
-func readLabels(path string) ([]string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("labels: %w", err)
-	}
-	text := strings.TrimSpace(string(raw))
-	switch {
-	case strings.HasPrefix(text, "["):
-		var list []string
-		if err := json.Unmarshal([]byte(text), &list); err != nil {
-			return nil, fmt.Errorf("labels %s: want a JSON list of strings: %w", path, err)
-		}
-		return list, nil
-	case strings.HasPrefix(text, "{"):
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(text), &obj); err != nil {
-			return nil, fmt.Errorf("labels %s: %w", path, err)
-		}
-		out := make([]string, len(obj))
-		for k, v := range obj {
-			i, err := strconv.Atoi(k)
-			if err != nil || i < 0 || i >= len(obj) {
-				return nil, fmt.Errorf("labels %s: key %q is not a class index in 0..%d", path, k, len(obj)-1)
-			}
-			var name string
-			var pair []string
-			switch {
-			case json.Unmarshal(v, &name) == nil:
-			case json.Unmarshal(v, &pair) == nil && len(pair) > 0:
-				name = pair[len(pair)-1]
-			default:
-				return nil, fmt.Errorf("labels %s: class %q maps to %s, want a name or [id, name]", path, k, v)
-			}
-			out[i] = name
-		}
-		return out, nil
-	}
-	if text == "" {
-		return nil, fmt.Errorf("labels %s is empty", path)
-	}
-	lines := strings.Split(text, "\n")
-	for i := range lines {
-		lines[i] = strings.TrimSpace(lines[i])
-	}
-	return lines, nil
-}
+// readLabels reads class names in any of labels.Load's formats.
+func readLabels(path string) ([]string, error) { return classlabels.Load(path) }
 
 // printTopK prints the k most probable classes of each image with their
 // softmax probabilities.

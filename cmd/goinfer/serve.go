@@ -22,6 +22,8 @@ import (
 	"goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines serve can run
+	classlabels "goinfer/internal/labels"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/server"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
@@ -105,6 +107,11 @@ type serveOptions struct {
 	pinnedPoolBytes  int64
 	allowShm         bool
 	grpc             grpcFlags
+	images           bool
+	imageCrop        int
+	maxImages        int
+	maxImagePixels   int
+	decodeWorkers    int
 	set              map[string]bool
 }
 
@@ -145,6 +152,11 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.drainTimeout, "drain_timeout", 30*time.Second, "how long SIGTERM waits for the requests in flight, --drain_grace included")
 	fs.DurationVar(&o.drainGrace, "drain_grace", time.Second, "after SIGTERM, how long HTTP connections stay open answering 503 with Connection: close (readiness false; gRPC gets GOAWAY at once) before they are closed")
 	fs.StringVar(&o.labels, "labels", "", "class names `FILE` for classification results (JSON list, imagenet_class_index.json, or one name per line)")
+	fs.BoolVar(&o.images, "images", true, "accept encoded images (JPEG, PNG) in the BYTES input \"image\", decoded and preprocessed on the host (ImageNet's eval transform scaled to --image_crop) and batched with tensor requests of that size")
+	fs.IntVar(&o.imageCrop, "image_crop", 0, "served image size in `PIXELS` that encoded images are center-cropped to (0: 224 where served, else the largest --image_size)")
+	fs.IntVar(&o.maxImages, "max_images", server.DefaultMaxImages, "most encoded images one request may send")
+	fs.IntVar(&o.maxImagePixels, "max_image_pixels", 40<<20, "largest image accepted, in `PIXELS` (width x height), checked on its header before decoding")
+	fs.IntVar(&o.decodeWorkers, "decode_workers", 0, "images decoded at once over all requests (0: GOMAXPROCS)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
 	o.grpc.register(fs, "server")
@@ -160,6 +172,7 @@ type servePlan struct {
 	devices    []int
 	dtype      string
 	batchSizes []int // compiled sizes, ascending, last = max batch
+	imageCrop  int   // the size encoded images are preprocessed to
 }
 
 func (o *serveOptions) check() (servePlan, error) {
@@ -183,6 +196,12 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--pinned_memory_pool_bytes %d: must not be negative", o.pinnedPoolBytes)
 	case o.requestTimeout < 0:
 		return p, fmt.Errorf("--request_timeout %v: must not be negative", o.requestTimeout)
+	case o.maxImages < 1:
+		return p, fmt.Errorf("--max_images %d: must be at least 1", o.maxImages)
+	case o.maxImagePixels < 1:
+		return p, fmt.Errorf("--max_image_pixels %d: must be at least 1", o.maxImagePixels)
+	case o.decodeWorkers < 0:
+		return p, fmt.Errorf("--decode_workers %d: must not be negative", o.decodeWorkers)
 	case o.drainTimeout <= 0:
 		return p, fmt.Errorf("--drain_timeout %v: must be positive", o.drainTimeout)
 	case o.drainGrace < 0 || o.drainGrace >= o.drainTimeout:
@@ -216,6 +235,9 @@ func (o *serveOptions) check() (servePlan, error) {
 	}
 	slices.Sort(p.sizes)
 	p.sizes = slices.Compact(p.sizes)
+	if p.imageCrop, err = o.pickImageCrop(p.sizes); err != nil {
+		return p, err
+	}
 	if p.devices, err = (&benchOptions{mf: o.mf, devices: o.devices}).deviceList(); err != nil {
 		return p, err
 	}
@@ -364,6 +386,7 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		GRPCWindow:        o.grpc.windowOption(),
 		GRPCReadBuffer:    o.grpc.readBufferOption(),
 		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
+		MaxImages:         o.maxImages,
 	}
 	if eng.Name() == "cuda" {
 		if nv, err := cuda.OpenNVML(); err == nil {
@@ -485,6 +508,8 @@ func addrOf(l net.Listener) string {
 type serveLoader struct {
 	o    *serveOptions
 	plan servePlan
+	// spec is the preprocessing a general graph carries (nil: ImageNet's).
+	spec *preprocess.Spec
 	eng  engine.Engine
 	prec engine.Precision
 	src  source
@@ -524,7 +549,9 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 				return nil, fmt.Errorf("the model takes %dx%d images only; serve it with --image_size %d", h, w, h)
 			}
 			plan.sizes = []int{h}
+			l.plan.sizes, l.plan.imageCrop = plan.sizes, h
 		}
+		l.spec = first.general.Preprocess
 	}
 	inflight := o.maxInflight
 	if inflight == 0 {
@@ -602,9 +629,13 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		m.Info = info
 		m.Lanes = append(m.Lanes, server.Lane{Height: plan.sizes[i], Width: plan.sizes[i], Batcher: bt})
 	}
-	if len(labels) > 0 && len(labels) != m.Info.OutputElems() {
-		l.log.Warn("--labels ignored: it does not name every class", "labels", len(labels), "classes", m.Info.OutputElems())
-		m.Labels = nil
+	if err := l.imageInput(m); err != nil {
+		return nil, err
+	}
+	if m.Labels == nil && m.Info.OutputElems() == classlabels.ImageNetClasses {
+		m.Labels = classlabels.ImageNet() // ImageNet's names ship in the binary
+	} else if err := classlabels.Check(m.Labels, m.Info.OutputElems()); m.Labels != nil && err != nil {
+		return nil, fmt.Errorf("--labels %s: %w", l.o.labels, err)
 	}
 	l.log.Info("model loaded", "took_s", time.Since(start).Seconds())
 	return m, nil

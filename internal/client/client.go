@@ -81,6 +81,11 @@ type Metadata struct {
 	InputShape []int64
 	OutputName string
 	Classes    int
+	// ImageInput is the model's input of encoded images (BYTES), "" if
+	// it has none.
+	ImageInput string
+	// Outputs names all of the model's outputs, OutputName first.
+	Outputs []string
 }
 
 // ServerError is an error the server answered with.

@@ -110,11 +110,18 @@ func (t *grpcTransport) metadata(ctx context.Context, model string) (Metadata, e
 	if err != nil {
 		return md, grpcErr(err)
 	}
-	if len(mm.Inputs) != 1 || len(mm.Outputs) < 1 {
-		return md, fmt.Errorf("model %q has %d inputs and %d outputs; want one image input and a logits output", model, len(mm.Inputs), len(mm.Outputs))
+	ti, img, err := pickInputs(model, len(mm.Inputs), len(mm.Outputs), func(i int) string { return mm.Inputs[i].Datatype })
+	if err != nil {
+		return md, err
 	}
-	in, out := mm.Inputs[0], mm.Outputs[0]
+	in, out := mm.Inputs[ti], mm.Outputs[0]
 	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, in.Name, in.Datatype, in.Shape, out.Name, out.Shape)
+	if img >= 0 {
+		md.ImageInput = mm.Inputs[img].Name
+	}
+	for _, o := range mm.Outputs {
+		md.Outputs = append(md.Outputs, o.Name)
+	}
 	return md, nil
 }
 

@@ -187,10 +187,17 @@ func (t *httpTransport) metadata(ctx context.Context, model string) (Metadata, e
 	if err := t.getJSON(ctx, "GET", "/v2/models/"+url.PathEscape(model), &mm); err != nil {
 		return md, err
 	}
-	if len(mm.Inputs) != 1 || len(mm.Outputs) < 1 {
-		return md, fmt.Errorf("model %q has %d inputs and %d outputs; want one image input and a logits output", model, len(mm.Inputs), len(mm.Outputs))
+	in, img, err := pickInputs(model, len(mm.Inputs), len(mm.Outputs), func(i int) string { return mm.Inputs[i].Datatype })
+	if err != nil {
+		return md, err
 	}
-	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, mm.Inputs[0].Name, mm.Inputs[0].Datatype, mm.Inputs[0].Shape, mm.Outputs[0].Name, mm.Outputs[0].Shape)
+	metadataFrom(&md, mm.Name, mm.Platform, mm.Versions, mm.Inputs[in].Name, mm.Inputs[in].Datatype, mm.Inputs[in].Shape, mm.Outputs[0].Name, mm.Outputs[0].Shape)
+	if img >= 0 {
+		md.ImageInput = mm.Inputs[img].Name
+	}
+	for _, o := range mm.Outputs {
+		md.Outputs = append(md.Outputs, o.Name)
+	}
 	return md, nil
 }
 

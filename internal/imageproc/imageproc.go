@@ -35,6 +35,10 @@ var (
 // claiming a huge size cannot make the decoder allocate gigabytes.
 const MaxPixels = 100 << 20
 
+// ErrTooManyPixels marks an image whose header declares more pixels than
+// the decoder's limit: a decompression bomb, or a photo too large to serve.
+var ErrTooManyPixels = errors.New("more pixels than allowed")
+
 // maxFileBytes bounds how much of an input is read.
 const maxFileBytes = 512 << 20
 
@@ -58,6 +62,12 @@ func Decode(r io.Reader) (*RGB, error) {
 	if len(data) > maxFileBytes {
 		return nil, fmt.Errorf("image file is over %d MiB", maxFileBytes>>20)
 	}
+	return DecodeBytes(data, MaxPixels)
+}
+
+// DecodeBytes is Decode of an image in memory, refusing (by its header,
+// before decoding) images of more than maxPixels pixels (width x height).
+func DecodeBytes(data []byte, maxPixels int) (*RGB, error) {
 	var (
 		decode func(io.Reader) (image.Image, error)
 		config func(io.Reader) (image.Config, error)
@@ -77,8 +87,8 @@ func Decode(r io.Reader) (*RGB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("corrupt %s: %w", format, err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
-		return nil, fmt.Errorf("%s is %dx%d pixels: want 1 to %d megapixels", format, cfg.Width, cfg.Height, MaxPixels>>20)
+	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > int64(maxPixels) {
+		return nil, fmt.Errorf("%s is %dx%d pixels: %w (%d)", format, cfg.Width, cfg.Height, ErrTooManyPixels, maxPixels)
 	}
 	img, err := decode(bytes.NewReader(data))
 	if err != nil {

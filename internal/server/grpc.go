@@ -12,6 +12,7 @@ import (
 	"goinfer/internal/kservepb"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // recoverUnary turns a panic in a gRPC handler into a logged INTERNAL
@@ -82,8 +83,8 @@ func (g *grpcService) ModelMetadata(ctx context.Context, req *kservepb.ModelMeta
 	}
 	return &kservepb.ModelMetadataResponse{
 		Name: md.Name, Versions: md.Versions, Platform: md.Platform,
-		Inputs:  []*kservepb.ModelMetadataResponse_TensorMetadata{tm(md.Inputs[0])},
-		Outputs: []*kservepb.ModelMetadataResponse_TensorMetadata{tm(md.Outputs[0])},
+		Inputs:  mapSlice(md.Inputs, tm),
+		Outputs: mapSlice(md.Outputs, tm),
 	}, nil
 }
 
@@ -146,6 +147,9 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			outs[i].classification = int(k.Int64Param)
 		}
 	}
+	if in.GetName() == ImageInputName {
+		return g.inferImages(ctx, req, st, outs)
+	}
 	p, err := st.plan(inputSpec{name: in.GetName(), datatype: in.GetDatatype(), shape: in.GetShape()}, outs)
 	if err != nil {
 		return nil, res, err
@@ -196,11 +200,12 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	if err != nil {
 		return nil, res, err
 	}
-	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: st.output.name, Datatype: "FP32", Shape: st.output.batched(p.n)}
+	p.postprocess(logits, classes)
+	out := &kservepb.ModelInferResponse_InferOutputTensor{Name: p.out.name, Datatype: "FP32", Shape: st.output.batched(p.n)}
 	if k := p.out.classification; k > 0 {
 		out.Datatype, out.Shape = "BYTES", []int64{int64(p.n), int64(k)}
 		var b []byte
-		topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		raw = b
 	}
 	resp := &kservepb.ModelInferResponse{

@@ -16,6 +16,7 @@ import (
 
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // HeaderContentLength is the binary tensor data extension's header: the
@@ -175,8 +176,8 @@ func (s *Server) modelMetadata(st *modelState) ModelMetadata {
 		Name:     s.cfg.ModelName,
 		Versions: []string{s.cfg.ModelVersion},
 		Platform: st.model.Platform,
-		Inputs:   []TensorMetadata{{Name: st.input.name, Datatype: st.input.datatype, Shape: st.input.shape}},
-		Outputs:  []TensorMetadata{{Name: st.output.name, Datatype: st.output.datatype, Shape: st.output.shape}},
+		Inputs:   st.inputsMetadata(),
+		Outputs:  st.outputsMetadata(),
 	}
 }
 
@@ -331,6 +332,9 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		outs[i].classification = int(k)
 	}
+	if in.Name == ImageInputName {
+		return s.inferImagesHTTP(ctx, w, body, hdrLen, st, req, outs, binaryOut)
+	}
 	p, err := st.plan(inputSpec{name: in.Name, datatype: in.Datatype, shape: in.Shape}, outs)
 	if err != nil {
 		return res, err
@@ -452,6 +456,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return res, err
 	}
+	p.postprocess(logits, classes)
 	if outShm {
 		return res, s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
 	}
@@ -469,7 +474,7 @@ func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id stri
 		buf := s.bufs.get(0)
 		defer s.bufs.put(buf)
 		b := (*buf)[:0]
-		topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		*buf = b
 		raw, datatype, shape = b, "BYTES", []int64{int64(p.n), int64(k)}
 	}
@@ -483,7 +488,7 @@ func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id stri
 	j.begin(s.cfg.ModelName, s.cfg.ModelVersion, id, responseParams{
 		queueMicros: res.QueueWait.Microseconds(), computeMicros: res.Compute.Microseconds(), batchSize: res.BatchSize,
 	})
-	j.output(st.output.name, datatype, shape)
+	j.output(p.out.name, datatype, shape)
 	j.shm(use.outRef.region, n)
 	j.end()
 	h := w.Header()
@@ -630,18 +635,18 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id st
 	var bin []byte
 	var binBuf *[]byte
 	if k := p.out.classification; k > 0 {
-		j.output(st.output.name, "BYTES", []int64{int64(p.n), int64(k)})
+		j.output(p.out.name, "BYTES", []int64{int64(p.n), int64(k)})
 		if p.out.binary {
 			binBuf = s.bufs.get(0)
 			b := (*binBuf)[:0]
-			topK(logits, p.n, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+			topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 			bin = b
 			j.binary(len(bin))
 		} else {
-			j.strings(func(add func([]byte)) { topK(logits, p.n, classes, k, st.model.Labels, add) })
+			j.strings(func(add func([]byte)) { topk.Classify(logits, classes, k, st.model.Labels, add) })
 		}
 	} else {
-		j.output(st.output.name, "FP32", st.output.batched(p.n))
+		j.output(p.out.name, "FP32", st.output.batched(p.n))
 		if p.out.binary {
 			bin = tensor.F32Bytes(logits)
 			j.binary(len(bin))

@@ -158,7 +158,7 @@ func TestHealthAndMetadata(t *testing.T) {
 		{"/v2/models/other/ready", 404, `"error":"unknown model \"other\"`},
 		{"/v2/models/tiny/versions/2/ready", 404, "no version"},
 		{"/v2", 200, `"extensions":["binary_tensor_data","classification","model_repository"]`},
-		{"/v2/models/tiny", 200, `"inputs":[{"name":"input","datatype":"FP32","shape":[-1,3,16,16]}],"outputs":[{"name":"logits","datatype":"FP32","shape":[-1,10]}]`},
+		{"/v2/models/tiny", 200, `"inputs":[{"name":"input","datatype":"FP32","shape":[-1,3,16,16]}],"outputs":[{"name":"logits","datatype":"FP32","shape":[-1,10]},{"name":"probabilities","datatype":"FP32","shape":[-1,10]}]`},
 		{"/v2/models/tiny/versions/1", 200, `"versions":["1"],"platform":"goinfer_cpu"`},
 		{"/v2/models/nope", 404, "unknown model"},
 		{"/v3/whatever", 404, "no endpoint"},

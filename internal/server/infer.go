@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
 
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
@@ -85,25 +84,33 @@ func (st *modelState) plan(in inputSpec, outs []outputSpec) (plan, error) {
 		return p, errorf(kindInvalid, "inputs[0].shape %v is too large", in.shape)
 	}
 	p = plan{lane: lane, dtype: dt, n: n, bytes: n * elems * dt.Size()}
+	var err error
+	p.out, err = st.planOutput(outs)
+	return p, err
+}
+
+// planOutput checks the outputs a request asks for: none (the model's
+// output), or one of the model's outputs, the probabilities included when
+// the model has them.
+func (st *modelState) planOutput(outs []outputSpec) (outputSpec, error) {
 	switch len(outs) {
 	case 0:
-		p.out = outputSpec{name: st.output.name}
+		return outputSpec{name: st.output.name}, nil
 	case 1:
-		if outs[0].name != st.output.name {
-			return p, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its output is %q)", outs[0].name, st.output.name)
+		if outs[0].name != st.output.name && (outs[0].name != ProbabilitiesName || !st.hasProbabilities()) {
+			return outputSpec{}, errorf(kindInvalid, "outputs[0].name %q is not an output of the model (its outputs are %s)", outs[0].name, st.outputNames())
 		}
 		if k := outs[0].classification; k < 0 {
-			return p, errorf(kindInvalid, "outputs[0].parameters.classification is %d; want a positive count", k)
+			return outputSpec{}, errorf(kindInvalid, "outputs[0].parameters.classification is %d; want a positive count", k)
 		}
 		if outs[0].classification > 0 && len(st.output.shape) != 2 {
-			return p, errorf(kindInvalid, "outputs[0].parameters.classification: the model's output %q of shape %v holds no class scores", st.output.name, st.output.shape)
+			return outputSpec{}, errorf(kindInvalid, "outputs[0].parameters.classification: the model's output %q of shape %v holds no class scores", st.output.name, st.output.shape)
 		}
-		p.out = outs[0]
-		p.out.classification = min(p.out.classification, st.model.Info.OutputElems())
-	default:
-		return p, errorf(kindInvalid, "%d outputs requested; the model has one, %q", len(outs), st.output.name)
+		o := outs[0]
+		o.classification = min(o.classification, st.model.Info.OutputElems())
+		return o, nil
 	}
-	return p, nil
+	return outputSpec{}, errorf(kindInvalid, "%d outputs requested; ask for one of %s", len(outs), st.outputNames())
 }
 
 // sizes lists the served image sizes for error messages.
@@ -116,43 +123,6 @@ func (st *modelState) sizes() string {
 		s += fmt.Sprintf("%dx%d", l.Height, l.Width)
 	}
 	return s
-}
-
-// topK writes the k best classes of each of n images as KServe
-// classification strings "score:index[:label]" through emit.
-func topK(logits []float32, n, classes, k int, labels []string, emit func(s []byte)) {
-	idx := make([]int, k)
-	var buf []byte
-	for i := range n {
-		row := logits[i*classes : (i+1)*classes]
-		// Insertion into a sorted top list: k is small in practice, and
-		// this is O(classes*k) at worst with no allocation per image.
-		m := 0
-		for c, v := range row {
-			if m == k && !(v > row[idx[m-1]]) {
-				continue
-			}
-			j := min(m, k-1)
-			for j > 0 && v > row[idx[j-1]] {
-				idx[j] = idx[j-1]
-				j--
-			}
-			idx[j] = c
-			if m < k {
-				m++
-			}
-		}
-		for _, c := range idx[:m] {
-			buf = strconv.AppendFloat(buf[:0], float64(row[c]), 'f', 6, 32)
-			buf = append(buf, ':')
-			buf = strconv.AppendInt(buf, int64(c), 10)
-			if c < len(labels) && labels[c] != "" {
-				buf = append(buf, ':')
-				buf = append(buf, labels[c]...)
-			}
-			emit(buf)
-		}
-	}
 }
 
 // appendBytesElem appends one BYTES tensor element in the binary layout of

@@ -128,6 +128,9 @@ type Config struct {
 	// shared memory extension). Off by default: a client can then make the
 	// server map any shared memory object its user can open.
 	AllowSharedMemory bool
+	// MaxImages bounds the encoded images one request may send through
+	// the image input (default DefaultMaxImages).
+	MaxImages int
 }
 
 // Lane is one image size the model serves: a batcher in front of a backend
@@ -157,6 +160,9 @@ type Model struct {
 	// (engine.HostRegisterer): shared memory regions are then read by the
 	// device directly instead of being copied.
 	RegisterHost func(b []byte) (engine.HostBuffer, error)
+	// Images, if set, lets requests send encoded images (ImageInputName)
+	// instead of a tensor; they are decoded and preprocessed here.
+	Images *Images
 }
 
 // registerHost is the model's RegisterHost for an input of dtype dt: nil
@@ -175,6 +181,7 @@ type modelState struct {
 	lanes  map[[2]int]*batcher.Batcher
 	input  tensorMeta
 	output tensorMeta
+	images *imageState // nil: the model takes no encoded images
 }
 
 type tensorMeta struct {
@@ -259,6 +266,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 64
+	}
+	if cfg.MaxImages <= 0 {
+		cfg.MaxImages = DefaultMaxImages
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -366,6 +376,9 @@ func (s *Server) SetModel(m *Model) error {
 	st.output = tensorMeta{name: info.Output().Name, datatype: "FP32", shape: []int64{-1}}
 	for _, d := range info.Output().Shape {
 		st.output.shape = append(st.output.shape, int64(d))
+	}
+	if err := st.setImages(m); err != nil {
+		return err
 	}
 	if m.Platform == "" {
 		m.Platform = "goinfer_" + info.Engine

@@ -18,6 +18,7 @@ import (
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu"
 	"goinfer/internal/model"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/server"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
@@ -53,6 +54,11 @@ type Options struct {
 	// page-locked (counted in HostRegisters), so that shared memory
 	// inputs take the GPU's zero-copy path.
 	Pinned bool
+	// Images serves the image input: encoded images decoded on the CPU
+	// with the ImageNet transform scaled to Size (preprocess.ImageNet).
+	Images bool
+	// MaxImagePixels bounds a decoded image (0: imageproc's default).
+	MaxImagePixels int
 }
 
 // Server is a running test server.
@@ -162,6 +168,13 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	s.model = &server.Model{Info: info, Labels: opts.Labels, Lanes: []server.Lane{{Height: opts.Size, Width: opts.Size, Batcher: bt}},
 		AllocHost: allocHost}
+	if opts.Images {
+		pre, err := preprocess.NewCPU(preprocess.ImageNet(opts.Size, opts.Size), preprocess.CPUOptions{Workers: 2, MaxPixels: opts.MaxImagePixels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.model.Images = &server.Images{Preprocessor: pre}
+	}
 	if opts.Pinned {
 		s.model.RegisterHost = func(b []byte) (engine.HostBuffer, error) {
 			s.HostRegisters.Add(1)

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"goinfer/internal/backend"
+	"goinfer/internal/client"
+	"goinfer/internal/engine"
+	"goinfer/internal/loadgen"
+	"goinfer/internal/tensor"
+	"goinfer/internal/trace"
+)
+
+// registerImages adds the flags of image benchmarks.
+func (o *benchOptions) registerImages(fs *flag.FlagSet) {
+	fs.StringVar(&o.images, "images", "", "with a --url: send the JPEG/PNG files in `DIR` (cycled, --batch_size per request) to the server's image input and measure encoded bytes in to top-k classes out")
+	fs.IntVar(&o.topK, "top_k", 5, "with --images: classes asked for per image (the classification extension)")
+}
+
+// checkImages validates the image flags.
+func (o *benchOptions) checkImages() error {
+	switch {
+	case o.images == "":
+		return nil
+	case o.url == "":
+		return errors.New("--images needs --url: it measures a server's image input (goinfer images is the in-process image benchmark)")
+	case o.sharedMem != "none":
+		return errors.New("--images and --shared_memory are exclusive: encoded images travel in the requests")
+	case o.topK < 1:
+		return fmt.Errorf("--top_k %d: must be at least 1", o.topK)
+	}
+	return nil
+}
+
+// imageTarget is a server's image input: each request sends the encoded
+// images of its batch and gets their top-k classes. The responses carry
+// the k scores of each image where logits would be, so that the load
+// generator's checks (count, finite values) apply.
+type imageTarget struct {
+	c   *client.Client
+	md  client.Metadata
+	url string
+	k   int
+	// batches maps each request tensor (the batch's BYTES elements, as
+	// the load generator hands them out) to its images.
+	batches map[*tensor.Tensor][][]byte
+	sem     chan struct{}
+}
+
+func (t *imageTarget) Submit(r backend.Request) error {
+	imgs, ok := t.batches[r.Input]
+	if !ok {
+		return fmt.Errorf("request %d: not one of the image batches", r.ID)
+	}
+	ctx := r.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case t.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	go func() {
+		res, err := t.c.InferImages(ctx, imgs, t.k)
+		<-t.sem
+		resp := backend.Response{ID: r.ID, SentAt: r.SentAt, DoneAt: time.Now(), Err: err}
+		if err == nil {
+			n := len(imgs)
+			scores := r.Output
+			if len(scores) < n*t.k {
+				scores = make([]float32, n*t.k)
+			}
+			scores = scores[:n*t.k]
+			for i, cls := range res.Classes {
+				if len(cls) != t.k {
+					resp.Err = fmt.Errorf("image %d: %d classes, asked for %d", i, len(cls), t.k)
+					break
+				}
+				for j, c := range cls {
+					scores[i*t.k+j] = c.Score
+				}
+			}
+			if resp.Err == nil {
+				resp.Logits, resp.N, resp.Classes = scores, n, t.k
+				resp.QueueWait, resp.Compute = res.QueueWait, res.Compute
+			}
+		}
+		r.Reply <- resp
+	}()
+	return nil
+}
+
+func (t *imageTarget) describe() (engine.Info, time.Duration, time.Duration, int, int64) {
+	scheme, _, _ := strings.Cut(t.url, "://")
+	info := engine.Info{Engine: "remote-" + scheme + "+images", Device: t.url, Arch: t.md.Model,
+		Inputs:  []engine.TensorSpec{{Name: t.md.ImageInput, DType: tensor.Uint8, Shape: []int{-1}}},
+		Outputs: []engine.TensorSpec{{Name: "top-k", DType: tensor.Float32, Shape: []int{t.k}}}}
+	return info, 0, 0, 1, 0
+}
+
+func (t *imageTarget) addTrace(*trace.Trace, []backend.Response) {}
+
+func (t *imageTarget) close(context.Context) error {
+	// Wait for the requests in flight (the semaphore drains), then close.
+	for range cap(t.sem) {
+		t.sem <- struct{}{}
+	}
+	return t.c.Close()
+}
+
+// runRemoteImageBench is `bench --url URL --images DIR`.
+func runRemoteImageBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
+	files, err := readImageDir(o.images)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	inflight := max(256, o.concurrency)
+	conns := o.connections
+	if conns <= 0 {
+		conns = min(16, max(1, max(o.concurrency, 64)/4))
+	}
+	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: inflight, Conns: conns})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "waiting for %s to be ready\n", o.url)
+	md, err := c.WaitReady(dctx, 100*time.Millisecond)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	if md.ImageInput == "" {
+		c.Close()
+		return fmt.Errorf("%s at %s has no image input (a BYTES input); serve it with goinfer serve --images", md.Model, o.url)
+	}
+	if len(md.InputShape) == 4 && md.InputShape[2] > 0 {
+		o.imageSize = int(md.InputShape[2]) // reported in the row: the size images are cropped to, when one is served
+	}
+	// One batch per request, as many distinct ones as the files make
+	// (cycling through them), at most one per request.
+	distinct := min(o.numIters+1, max(1, (len(files)+o.batchSize-1)/o.batchSize))
+	inputs := &loadgen.Inputs{Shape: loadgen.Shape{BatchSize: o.batchSize, Channels: 3, Height: o.imageSize, Width: o.imageSize, DType: tensor.Uint8}}
+	t := &imageTarget{c: c, md: md, url: o.url, k: o.topK, batches: map[*tensor.Tensor][][]byte{}, sem: make(chan struct{}, inflight)}
+	for j := range distinct {
+		batch := make([][]byte, o.batchSize)
+		var elems []byte
+		for i := range batch {
+			batch[i] = files[(j*o.batchSize+i)%len(files)]
+			elems = appendBytesElement(elems, batch[i])
+		}
+		// The request tensor is the batch as the wire carries it: its
+		// BYTES elements.
+		bt := &tensor.Tensor{DType: tensor.Uint8, Shape: tensor.Shape{len(elems)}, Data: elems}
+		inputs.Tensors = append(inputs.Tensors, bt)
+		t.batches[bt] = batch
+	}
+	size := 0
+	for _, f := range files {
+		size += len(f)
+	}
+	fmt.Fprintf(stderr, "model %s (%d classes) at %s, image input %q: %d files from %s (%s), %d distinct batches of %d, top-%d\n",
+		md.Model, md.Classes, o.url, md.ImageInput, len(files), o.images, mibString(size), distinct, o.batchSize, o.topK)
+	prog := newProgress(stderr)
+	lcfg := o.loadConfig()
+	probe, window, closeProbe := gpuSource("cuda", []int{o.mf.device}, io.Discard)
+	defer closeProbe()
+	lcfg.Probe, lcfg.UtilWindow = probe, window
+	defer printClientStats(stdout, c, false)
+	return benchTarget(ctx, t, inputs, lcfg, o, source{Path: o.url + " (" + o.images + ")"}, stdout, stderr, prog)
+}
+
+// appendBytesElement appends b as a BYTES element: its 4-byte
+// little-endian length, then b.
+func appendBytesElement(dst, b []byte) []byte {
+	n := len(b)
+	dst = append(dst, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+	return append(dst, b...)
+}
