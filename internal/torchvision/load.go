@@ -113,13 +113,13 @@ func Load(path, arch string, opts Options) (*ir.Graph, error) {
 	if named && opts.Weights == nil {
 		opts.Weights = &w
 	}
-	if opts.Weights == nil && opts.Preprocess == nil && opts.ImageSize == 0 {
+	if opts.Weights == nil && opts.Preprocess == nil {
 		// A checkpoint of unknown provenance gets its architecture's
-		// original weights' preprocessing: the best guess at how it was
-		// trained.
+		// original weights' preprocessing (scaled to the image size when
+		// one is asked for): the best guess at how it was trained.
 		if d, ok := DefaultWeights(arch); ok {
 			opts.Preprocess = &d.Preprocess
-			if impliedImageSize(arch, sd) == 0 {
+			if opts.ImageSize == 0 && impliedImageSize(arch, normalizeKeys(arch, sd)) == 0 {
 				opts.ImageSize = d.ImageSize()
 			}
 		}
