@@ -17,10 +17,21 @@ func Detect(sd *checkpoint.StateDict) (string, error) {
 	if sd == nil || sd.Len() == 0 {
 		return "", fmt.Errorf("torchvision: cannot detect the architecture of an empty state dict")
 	}
+	// Only architectures whose classifier key the state dict holds can
+	// fit; the others are compared only to name the closest one.
+	var candidates []string
+	for _, arch := range Archs() {
+		if _, ok := normalizeKeys(arch, sd).Get(archs[arch].classifier); ok {
+			candidates = append(candidates, arch)
+		}
+	}
+	if len(candidates) == 0 {
+		candidates = Archs()
+	}
 	var matches []string
 	best, bestScore := "", -1
 	var bestDiff []string
-	for _, arch := range Archs() {
+	for _, arch := range candidates {
 		nsd := normalizeKeys(arch, sd)
 		diff, score := compareSpecs(arch, nsd)
 		if len(diff) == 0 {
