@@ -127,13 +127,8 @@ func TestFixtures(t *testing.T) {
 			in := loadNPY(t, filepath.Join(fixtureDir, name+".input.npy"))
 			want := loadNPY(t, filepath.Join(fixtureDir, name+".logits.npy"))
 			in.DType = tensor.Float32
-			// Bind infers every shape and folds the constant subgraphs, as
-			// engines see the graph; the comparison evaluates the unbound
-			// graph, whose folded constants (Swin V2's position bias) are
-			// not rounded to float32.
-			if _, err := ir.Bind(g, in.Shape[0]); err != nil {
-				t.Fatal(err)
-			}
+			// The unbound graph's evaluation: its constant subgraphs (Swin
+			// V2's position bias) are not folded into float32 constants.
 			out, err := ir.Evaluate(context.Background(), g, map[string]*ir.Array{InputName: in})
 			if err != nil {
 				t.Fatal(err)
@@ -142,13 +137,7 @@ func TestFixtures(t *testing.T) {
 			if !got.Shape.Equal(want.Shape) {
 				t.Fatalf("logits shape %v, PyTorch's %v", got.Shape, want.Shape)
 			}
-			var maxDiff, maxRef float64
-			for i := range want.Data {
-				maxDiff = math.Max(maxDiff, math.Abs(got.Data[i]-want.Data[i]))
-				maxRef = math.Max(maxRef, math.Abs(want.Data[i]))
-			}
-			rel := maxDiff / maxRef
-			t.Logf("%d nodes, logits %v, max|got-ref|/max|ref| = %.3g", len(g.Nodes), got.Shape, rel)
+			rel := relDiff(got.Data, want.Data)
 			tol := 1e-12
 			if v, ok := fixtureTolerance[name]; ok {
 				tol = v
@@ -156,6 +145,41 @@ func TestFixtures(t *testing.T) {
 			if !(rel <= tol) {
 				t.Errorf("max|got-ref|/max|ref| = %.3g, want <= %g", rel, tol)
 			}
+			// As engines see it: bound (every shape inferred, constants
+			// folded), with the engine-neutral passes (BatchNorm folding,
+			// composite recognition, epilogue fusion) and then decomposed
+			// back to primitives. Folded weights are float32, hence the
+			// looser bound.
+			opt, _, err := ir.Optimize(g, in.Shape[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var relOpt [2]float64
+			for i, decompose := range []bool{false, true} {
+				if decompose {
+					if _, err := ir.Decompose(opt, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				res, err := ir.Evaluate(context.Background(), opt, map[string]*ir.Array{InputName: in})
+				if err != nil {
+					t.Fatalf("optimized (decomposed %v): %v", decompose, err)
+				}
+				if relOpt[i] = relDiff(res[0].Data, want.Data); !(relOpt[i] <= 1e-6) {
+					t.Errorf("optimized (decomposed %v): max|got-ref|/max|ref| = %.3g, want <= 1e-6", decompose, relOpt[i])
+				}
+			}
+			t.Logf("%d nodes, logits %v, max|got-ref|/max|ref| = %.3g (optimized %.3g, decomposed %.3g)", len(g.Nodes), got.Shape, rel, relOpt[0], relOpt[1])
 		})
 	}
+}
+
+// relDiff is max|got-want| / max|want|.
+func relDiff(got, want []float64) float64 {
+	var maxDiff, maxRef float64
+	for i := range want {
+		maxDiff = math.Max(maxDiff, math.Abs(got[i]-want[i]))
+		maxRef = math.Max(maxRef, math.Abs(want[i]))
+	}
+	return maxDiff / maxRef
 }
