@@ -112,6 +112,7 @@ type serveOptions struct {
 	maxImages        int
 	maxImagePixels   int
 	decodeWorkers    int
+	imageDecoder     string
 	set              map[string]bool
 }
 
@@ -156,7 +157,8 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.imageCrop, "image_crop", 0, "served image size in `PIXELS` that encoded images are center-cropped to (0: 224 where served, else the largest --image_size)")
 	fs.IntVar(&o.maxImages, "max_images", server.DefaultMaxImages, "most encoded images one request may send")
 	fs.IntVar(&o.maxImagePixels, "max_image_pixels", 40<<20, "largest image accepted, in `PIXELS` (width x height), checked on its header before decoding")
-	fs.IntVar(&o.decodeWorkers, "decode_workers", 0, "images decoded at once over all requests (0: GOMAXPROCS)")
+	fs.IntVar(&o.decodeWorkers, "decode_workers", 0, "images decoded at once over all requests: CPU decodes (0: GOMAXPROCS), or GPU decoders each with its own stream (0: 4)")
+	fs.StringVar(&o.imageDecoder, "image_decoder", "auto", "where encoded images are decoded and preprocessed (`WHERE`): cpu (Go, on the host), gpu (nvJPEG and a resize kernel on the model's first GPU, the result copied back and batched as tensors are), or auto (gpu on the cuda engine when nvJPEG loads and the input is fp32/fp16, else cpu)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
 	o.grpc.register(fs, "server")
@@ -200,6 +202,8 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--max_images %d: must be at least 1", o.maxImages)
 	case o.maxImagePixels < 1:
 		return p, fmt.Errorf("--max_image_pixels %d: must be at least 1", o.maxImagePixels)
+	case o.imageDecoder != "auto" && o.imageDecoder != "cpu" && o.imageDecoder != "gpu":
+		return p, fmt.Errorf("--image_decoder %q: want auto, cpu or gpu", o.imageDecoder)
 	case o.decodeWorkers < 0:
 		return p, fmt.Errorf("--decode_workers %d: must not be negative", o.decodeWorkers)
 	case o.drainTimeout <= 0:
@@ -466,6 +470,9 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 			errs = append(errs, cerr)
 		}
 	}
+	if l.closeImages != nil {
+		errs = append(errs, l.closeImages()) // no request decodes any more
+	}
 	// Only now is no device reading the pinned request buffers.
 	if cerr := srv.Close(); cerr != nil {
 		errs = append(errs, cerr)
@@ -516,6 +523,9 @@ type serveLoader struct {
 
 	backends []*backend.Backend
 	batchers []*batcher.Batcher
+	// closeImages frees the image decoder's resources (GPU decoders), nil
+	// if it holds none.
+	closeImages func() error
 }
 
 // load returns the model once every size is loaded and compiled, or an
