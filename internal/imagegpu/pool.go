@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"runtime"
 
+	"goinfer/internal/backend"
 	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
 	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
 )
@@ -185,3 +187,23 @@ func (p *Pool) Close() error {
 	p.all = nil
 	return errors.Join(errs...)
 }
+
+// Decode is Run behind the engine interfaces, which makes a Preprocessor a
+// backend.Decoder: the pipeline decodes a request's images into its device
+// input on its copy stream, in place of the copy.
+func (p *Preprocessor) Decode(images [][]byte, dst engine.Buffer, st engine.Stream) ([]error, error) {
+	ptr, ok := dst.(interface{ Ptr() cu.DevPtr })
+	if !ok {
+		return nil, errors.New("imagegpu: the input buffer is not CUDA device memory")
+	}
+	h, ok := st.(interface{ Handle() cu.Stream })
+	if !ok {
+		return nil, errors.New("imagegpu: the stream is not a CUDA stream")
+	}
+	if n := len(images); n > p.opts.MaxBatch {
+		return nil, fmt.Errorf("imagegpu: %d images, the decoder takes %d at most", n, p.opts.MaxBatch)
+	}
+	return p.Run(images, ptr.Ptr(), h.Handle())
+}
+
+var _ backend.Decoder = (*Preprocessor)(nil)
