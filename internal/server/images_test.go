@@ -124,8 +124,22 @@ func classes(entries []string) string {
 // and top-k classes against the tensor input fed with the same
 // preprocessing.
 func TestImagesEndToEnd(t *testing.T) {
+	for _, inBackend := range []bool{false, true} {
+		t.Run(decodeMode(inBackend), func(t *testing.T) { testImagesEndToEnd(t, inBackend) })
+	}
+}
+
+// decodeMode names where a test server decodes images.
+func decodeMode(inBackend bool) string {
+	if inBackend {
+		return "decoded in the backend"
+	}
+	return "decoded in the server"
+}
+
+func testImagesEndToEnd(t *testing.T, inBackend bool) {
 	labels := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
-	s := servertest.Start(t, servertest.Options{Images: true, Labels: labels})
+	s := servertest.Start(t, servertest.Options{Images: true, Labels: labels, DecodeInBackend: inBackend})
 	photos := testPhotos(t)
 	n := len(photos)
 	x := preprocessed(t, 16, photos)
@@ -260,7 +274,13 @@ func bomb(t *testing.T, w, h int) []byte {
 // refused with a status and a message that names the problem, over HTTP
 // and gRPC, and that the server keeps serving.
 func TestImagesErrors(t *testing.T) {
-	s := servertest.Start(t, servertest.Options{Images: true, MaxImagePixels: 4000 * 4000,
+	for _, inBackend := range []bool{false, true} {
+		t.Run(decodeMode(inBackend), func(t *testing.T) { testImagesErrors(t, inBackend) })
+	}
+}
+
+func testImagesErrors(t *testing.T, inBackend bool) {
+	s := servertest.Start(t, servertest.Options{Images: true, MaxImagePixels: 4000 * 4000, DecodeInBackend: inBackend,
 		Server: func(c *server.Config) { c.MaxRequestBytes = 1 << 20; c.MaxImages = 8 }})
 	photos := testPhotos(t)
 	good := photos[0]
