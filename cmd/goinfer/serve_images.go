@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
+	"goinfer/internal/backend"
 	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
 	"goinfer/internal/imagegpu"
 	"goinfer/internal/preprocess"
 	"goinfer/internal/server"
@@ -29,31 +32,75 @@ func (o *serveOptions) pickImageCrop(sizes []int) (int, error) {
 	return o.imageCrop, nil
 }
 
+// gpuImages resolves --image_decoder: whether the backend decodes encoded
+// images on the GPU. auto picks the GPU on the cuda engine with an fp32 or
+// fp16 input when nvJPEG loads, and says why not otherwise.
+func (o *serveOptions) gpuImages(engineName string, dtype tensor.DType, log *slog.Logger) (bool, error) {
+	if !o.images || o.imageDecoder == "cpu" {
+		return false, nil
+	}
+	var why error
+	switch {
+	case engineName != "cuda":
+		why = fmt.Errorf("the %s engine has no GPU", engineName)
+	case dtype != tensor.Float32 && dtype != tensor.Float16:
+		why = fmt.Errorf("the GPU decoder writes fp32 or fp16 input, and --input_dtype is %s", dtype)
+	default:
+		if _, _, err := cu.OpenJPEG(); err != nil {
+			why = fmt.Errorf("nvJPEG: %w", err)
+		}
+	}
+	switch {
+	case why == nil:
+		return true, nil
+	case o.imageDecoder == "gpu":
+		return false, fmt.Errorf("--image_decoder gpu: %w", why)
+	}
+	log.Info("encoded images are decoded on the host", "why", why.Error())
+	return false, nil
+}
+
+// decoders is the backend's decoder factory for the lane of image size
+// size: nvJPEG on each pipeline's copy stream for the --image_crop lane
+// when the GPU decodes, else none.
+func (l *serveLoader) decoders(size int) func(int, engine.Device, engine.Info) (backend.Decoder, error) {
+	if !l.gpuImages || size != l.plan.imageCrop {
+		return nil
+	}
+	spec, err := imagegpu.SpecFor(preprocess.ImageNet().WithCrop(size))
+	return func(device int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
+		if err != nil {
+			return nil, err
+		}
+		libs, err := cu.Load()
+		if err != nil {
+			return nil, err
+		}
+		return imagegpu.New(libs, imagegpu.Options{Device: l.plan.devices[device], MaxBatch: l.o.maxBatch, Spec: spec,
+			Out: info.Input().DType, MaxPixels: l.o.maxImagePixels})
+	}
+}
+
 // imageInput gives m the image input (--images): ImageNet's eval
-// transform at the crop size, on the GPU or the host (--image_decoder).
+// transform at the crop size, decoded by the backend on the GPU or by the
+// server on the host (--image_decoder).
 func (l *serveLoader) imageInput(m *server.Model) error {
 	o := l.o
 	if !o.images {
 		return nil
 	}
 	if c, _, _, ok := m.Info.ImageInput(); !ok || c != 3 {
+		if l.gpuImages {
+			return errors.New("--image_decoder gpu: the model does not take RGB images")
+		}
 		l.log.Warn("image input off: the model does not take RGB images", "input", m.Info.Input().String())
 		return nil
 	}
 	spec := preprocess.ImageNet().WithCrop(l.plan.imageCrop)
-	if o.imageDecoder != "cpu" {
-		pool, err := l.gpuDecoder(m, spec)
-		switch {
-		case err == nil:
-			m.Images = &server.Images{Preprocessor: pool}
-			l.closeImages = pool.Close
-			l.log.Info("image input on", "input", server.ImageInputName, "resize", spec.Resize, "crop", spec.Crop,
-				"decoder", "gpu", "nvjpeg_backends", pool.Backends(), "device", l.plan.devices[0])
-			return nil
-		case o.imageDecoder == "gpu":
-			return fmt.Errorf("--image_decoder gpu: %w", err)
-		}
-		l.log.Info("images are decoded on the host", "why", err.Error())
+	if l.gpuImages {
+		m.Images = &server.Images{Spec: spec}
+		l.log.Info("image input on", "input", server.ImageInputName, "resize", spec.Resize, "crop", spec.Crop, "decoder", "gpu")
+		return nil
 	}
 	pre, err := preprocess.NewCPU(spec, preprocess.CPUOptions{Workers: o.decodeWorkers, MaxPixels: o.maxImagePixels})
 	if err != nil {
@@ -62,21 +109,4 @@ func (l *serveLoader) imageInput(m *server.Model) error {
 	m.Images = &server.Images{Preprocessor: pre}
 	l.log.Info("image input on", "input", server.ImageInputName, "resize", spec.Resize, "crop", spec.Crop, "decoder", "cpu")
 	return nil
-}
-
-// gpuDecoder starts nvJPEG decoders on the model's first GPU.
-func (l *serveLoader) gpuDecoder(m *server.Model, spec preprocess.Spec) (*imagegpu.Pool, error) {
-	if m.Info.Engine != "cuda" {
-		return nil, errors.New("the engine is not cuda")
-	}
-	dt := m.Info.Input().DType
-	if dt != tensor.Float32 && dt != tensor.Float16 {
-		return nil, fmt.Errorf("the GPU decoder writes fp32 or fp16, and the engine takes %s", dt)
-	}
-	libs, err := cu.Load()
-	if err != nil {
-		return nil, err
-	}
-	return imagegpu.NewPool(libs, spec, imagegpu.PoolOptions{Device: l.plan.devices[0], Workers: l.o.decodeWorkers,
-		Out: dt, MaxPixels: l.o.maxImagePixels})
 }
