@@ -11,7 +11,9 @@ import (
 	"image/jpeg"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -414,4 +416,45 @@ func TestImagesMemoryBudget(t *testing.T) {
 	if r.status != 200 {
 		t.Errorf("two small images: %d %s", r.status, r.body)
 	}
+}
+
+// TestImagesMixedWithTensors sends image and tensor requests at once to a
+// server whose backend decodes the images, so that the batcher has both
+// kinds queued together: every request must get its own logits (a batch
+// mixing the kinds would fail or answer garbage).
+func TestImagesMixedWithTensors(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Images: true, DecodeInBackend: true, MaxBatch: 4, MaxDelay: 20 * time.Millisecond, MaxQueue: 64})
+	photos := testPhotos(t)
+	x := preprocessed(t, 16, photos)
+	want := binaryFloats(t, inferBinary(t, s, map[string]any{"inputs": []any{binaryInput("FP32", []int{len(photos), 3, 16, 16}, len(x))},
+		"outputs": []any{map[string]any{"name": "logits", "parameters": map[string]any{"binary_data": true}}}}, x))
+	per := 3 * 16 * 16 * 4
+	var wg sync.WaitGroup
+	for round := range 3 {
+		for i := range photos {
+			wg.Go(func() {
+				out := []any{map[string]any{"name": "logits", "parameters": map[string]any{"binary_data": true}}}
+				var r httpResult
+				if (i+round)%2 == 0 {
+					elems := bytesElems(photos[i : i+1])
+					r = inferBinary(t, s, map[string]any{"inputs": []any{imageInput(1, map[string]any{"binary_data_size": len(elems)})}, "outputs": out}, elems)
+				} else {
+					r = inferBinary(t, s, map[string]any{"inputs": []any{binaryInput("FP32", []int{1, 3, 16, 16}, per)}, "outputs": out}, x[i*per:(i+1)*per])
+				}
+				if r.status != 200 {
+					t.Errorf("image %d: %d %s", i, r.status, r.body)
+					return
+				}
+				_, bin := splitResponse(t, r)
+				got := tensor.BytesF32(bytes.Clone(bin))
+				for c, v := range got {
+					if d := v - want[i*10+c]; d > 1e-4 || d < -1e-4 {
+						t.Errorf("image %d (round %d): logit %d is %v, want %v", i, round, c, v, want[i*10+c])
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
 }
