@@ -13,6 +13,11 @@
 #   CGO_ENABLED=0 go test -c -o .bin/server.test ./internal/server     # optional
 #   GOINFER=.bin/goinfer OUT=/tmp/out RUNS=5 tools/gpu_latency.sh [sections...]
 # Sections: micro inprocess serve (default: all), and not by default:
+# protocol (batch 1, one in flight, tensors in the messages: HTTP with the
+# lean and the net/http client, gRPC with the default transport sizes and
+# with gRPC-Go's own flow-control windows, both with FP16 tensors (serve
+# --input_dtype fp16), $RUNS rounds; with
+# .bin/server.test, the protocol micro-benchmarks at 1, 2 and 16 cores),
 # breakdown (the server's own time per request from its /metrics, against
 # what the client measures),
 # uint8 (the server's engine takes raw pixels, clients send UINT8: a quarter
@@ -100,6 +105,36 @@ if has serve; then
   bench grpc_c1_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench http_c1_nopin --url http://127.0.0.1:8000 --batch_size 1 --concurrency 1 --num_iters "$ITERS"
   bench grpc_c64_nopin --url grpc://127.0.0.1:8001 --batch_size 1 --concurrency 64 --num_iters 40000
+  stop_server
+fi
+
+if has protocol; then
+  if [ -x .bin/server.test ]; then
+    log "the protocols' own cost at 1, 2 and 16 cores: 250x250 FP32 answered at once, one in flight"
+    .bin/server.test -test.run '^$' -test.bench 'Protocol$/^(http|grpc)$/^c1$|ProtocolDType|HTTPClient/.*/c1$|GRPCWindow/.*/c1$|RoundTripFloor' \
+      -test.cpu 1,2,16 -test.benchtime 2000x | grep Benchmark
+  fi
+  c1="--batch_size 1 --concurrency 1 --num_iters $ITERS"
+  log "batch 1, one in flight, tensors in the messages: $RUNS rounds on one server (defaults)"
+  start_server "$OUT/serve_protocol"
+  for r in $(seq "$RUNS"); do
+    bench "http_lean_c1_run$r" --url http://127.0.0.1:8000 $c1 --http_client lean
+    bench "http_nethttp_c1_run$r" --url http://127.0.0.1:8000 $c1 --http_client nethttp
+    bench "grpc_c1_run$r" --url grpc://127.0.0.1:8001 $c1
+  done
+  stop_server
+  log "FP16 tensors in the messages (375 KB): serve --input_dtype fp16, clients --input_dtype fp16"
+  start_server "$OUT/serve_protocol_fp16" --input_dtype fp16
+  for r in $(seq "$RUNS"); do
+    bench "grpc_c1_fp16_run$r" --url grpc://127.0.0.1:8001 $c1 --input_dtype fp16
+    bench "http_lean_c1_fp16_run$r" --url http://127.0.0.1:8000 $c1 --input_dtype fp16
+  done
+  stop_server
+  log "gRPC with gRPC-Go's own flow-control windows at both ends (--grpc_window_bytes 0)"
+  start_server "$OUT/serve_protocol_window0" --grpc_window_bytes 0
+  for r in $(seq "$RUNS"); do
+    bench "grpc_c1_window0_run$r" --url grpc://127.0.0.1:8001 $c1 --grpc_window_bytes 0
+  done
   stop_server
 fi
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torchvision.models as M
 from torchvision.models import (convnext, densenet, efficientnet, mobilenetv2, mobilenetv3, regnet, resnet,
-                                shufflenetv2, squeezenet, vision_transformer)
+                                shufflenetv2, squeezenet, swin_transformer, vision_transformer)
 
 OUT = "testdata/torchvision"
 
@@ -58,7 +58,27 @@ def fixtures():
     f["resnet18"] = (lambda: M.resnet18(num_classes=10), 40, "hash")
     f["resnext"] = (lambda: resnet.ResNet(resnet.Bottleneck, [1, 2, 1, 1], groups=4, width_per_group=4, num_classes=10), 40, "hash")
     f["mnasnet0_5"] = (lambda: M.mnasnet0_5(num_classes=10), 32, "hash")
+    f["mnasnet0_5_v1"] = (mnasnet_v1, 32, "hash")
+    f["inception_v3"] = (lambda: M.Inception3(num_classes=10, aux_logits=True, transform_input=True, init_weights=False), 75, "hash")
+    f["swin"] = (lambda: swin_transformer.SwinTransformer(patch_size=[4, 4], embed_dim=8, depths=[2, 2], num_heads=[2, 4],
+                                                           window_size=[4, 4], num_classes=10), 36, "hash")
+    f["googlenet"] = (lambda: M.GoogLeNet(num_classes=10, aux_logits=False, transform_input=True, init_weights=False), 33, "hash")
     return f
+
+
+def mnasnet_v1():
+    """mnasnet0_5 as torchvision loads its published (version 1) weights:
+    loading a version-1 state dict swaps in the fixed 32/16 stem."""
+    m = M.mnasnet0_5(num_classes=10)
+    sd = m.state_dict()
+    meta = getattr(sd, "_metadata")
+    meta[""]["version"] = 1
+    v1 = M.mnasnet0_5(num_classes=10)
+    try:
+        v1.load_state_dict(sd)
+    except RuntimeError:
+        pass  # the shapes of the old stem differ; the modules are swapped now
+    return v1
 
 
 MASK = 0xFFFFFFFF
@@ -89,8 +109,9 @@ def fill_hashed(model, seed):
     with torch.no_grad():
         for key, p in model.state_dict().items():
             if not p.is_floating_point():
-                p.zero_()
-                continue
+                if key.endswith("num_batches_tracked"):
+                    p.zero_()
+                continue  # fixed buffers (Swin's relative position index) keep their content
             base = np.uint64(fnv1a32(f"{seed}:{key}"))
             i = np.arange(p.numel(), dtype=np.uint64)
             u = mix32(base ^ ((i * np.uint64(0x9E3779B1)) & np.uint64(MASK))).astype(np.float64) / 2.0**32

@@ -12,12 +12,12 @@ from torchvision.models import get_model_weights, list_models
 
 SUPPORTED = re.compile(
     r"^(resnet\d+|resnext\w+|wide_resnet\w+|mobilenet_v[23]\w*|efficientnet_\w+|regnet_[xy]_\w+|"
-    r"convnext_\w+|vit_[blh]_\d+|densenet\d+|shufflenet_v2_\w+|squeezenet1_[01]|alexnet|vgg\d+(_bn)?|mnasnet\w+|googlenet)$"
+    r"convnext_\w+|vit_[blh]_\d+|densenet\d+|shufflenet_v2_\w+|squeezenet1_[01]|alexnet|vgg\d+(_bn)?|mnasnet\w+|googlenet|inception_v3|swin_[tsb])$"
 )
 
 
 def go_floats(v):
-    return "[]float64{" + ", ".join(repr(float(x)) for x in v) + "}"
+    return "[3]float32{" + ", ".join(repr(float(x)) for x in v) + "}"
 
 
 def main(out):
@@ -36,7 +36,7 @@ def main(out):
             rows.append(
                 f'\t{{Arch: "{arch}", Name: "{w.name}", File: "{file}", SHA256Prefix: "{m.group(1)}", '
                 f'Classes: {len(cats)}, Params: {w.meta["num_params"]}, Preprocess: preprocess.Spec{{'
-                f'Resize: {kw.get("resize_size", 256)}, Crop: {kw["crop_size"]}, Interpolation: "{interp}", '
+                f'Resize: {kw.get("resize_size", 256)}, Height: {kw["crop_size"]}, Width: {kw["crop_size"]}, Interpolation: "{interp}", '
                 f'Mean: {go_floats(kw.get("mean", (0.485, 0.456, 0.406)))}, Std: {go_floats(kw.get("std", (0.229, 0.224, 0.225)))}}}}},'
             )
     with open(out, "w") as f:

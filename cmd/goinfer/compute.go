@@ -16,7 +16,6 @@ import (
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines compute can measure
 	cudaengine "goinfer/internal/engine/cuda"
-	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
 
@@ -177,13 +176,31 @@ func parseInts(flagName, s string) ([]int, error) {
 // unsupported precision) is reported on stderr and skipped, so one bad cell
 // does not lose the others. The error is the first failure.
 func runCompute(ctx context.Context, e engine.Engine, cfg computeConfig, stderr io.Writer) ([]computeRow, error) {
-	g, err := loadGraph(ctx, cfg.src)
-	if err != nil {
-		return nil, err
+	// The ResNet graph runs at any size; a general graph is bound to its
+	// image size when read.
+	var g netGraph
+	var err error
+	if !cfg.src.general() {
+		if g, err = readNetGraph(ctx, cfg.src, 0); err != nil {
+			return nil, err
+		}
 	}
 	var rows []computeRow
 	var first error
 	for _, size := range cfg.imageSizes {
+		if cfg.src.general() {
+			if g, err = readNetGraph(ctx, cfg.src, size); err != nil {
+				return rows, err
+			}
+			if h, w := g.inputSize(size, size); h != size || w != size {
+				err := fmt.Errorf("image size %d: the model takes %dx%d images only (--image_sizes %d)", size, h, w, h)
+				fmt.Fprintf(stderr, "compute: %v\n", err)
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+		}
 		for _, p := range cfg.precisions {
 			for _, compile := range cfg.compile {
 				for _, bs := range cfg.batchSizes {
@@ -208,11 +225,11 @@ func runCompute(ctx context.Context, e engine.Engine, cfg computeConfig, stderr 
 	return rows, first
 }
 
-func computeCell(ctx context.Context, e engine.Engine, g *model.Graph, cfg computeConfig, size int, p engine.Precision, compile bool, bs int) (computeRow, error) {
+func computeCell(ctx context.Context, e engine.Engine, g netGraph, cfg computeConfig, size int, p engine.Precision, compile bool, bs int) (computeRow, error) {
 	opts := engine.Options{Compile: compile, Precision: p, MaxBatch: bs, BatchSizes: []int{bs}, Height: size, Width: size,
 		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, Progress: cfg.progress}
 	t0 := time.Now()
-	m, err := e.Load(ctx, g, opts)
+	m, err := g.load(ctx, e, opts)
 	if err != nil {
 		return computeRow{}, err
 	}

@@ -10,10 +10,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"goinfer/internal/checkpoint"
+	"goinfer/internal/ir"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
+	"goinfer/internal/torchvision"
 )
 
 func init() {
@@ -28,7 +31,8 @@ const modelUsage = `Usage: goinfer model <subcommand> [flags]
 
 Subcommands:
   init     write seeded random weights for an architecture (.safetensors, .pth or .pt)
-  inspect  print a checkpoint's architecture, parameter count, dtypes and format
+  inspect  print a checkpoint's architecture, parameter count, dtypes and format;
+           for a .onnx model: inputs, outputs, opsets, producer, op counts, parameters, MACs
 
 Run 'goinfer model <subcommand> -h' for its flags.
 `
@@ -43,6 +47,8 @@ func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runModelInit(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		return runModelInspect(args[1:], stdout, stderr)
+	case "archs":
+		return runModelArchs(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stderr, modelUsage)
 		return flag.ErrHelp
@@ -53,7 +59,7 @@ func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runModelInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("model init", "model init --arch NAME --out FILE [flags]", stderr)
-	arch := fs.String("arch", "resnet18", "architecture: "+strings.Join(model.KnownArchNames(), ", "))
+	arch := fs.String("arch", "resnet18", "architecture: "+strings.Join(model.KnownArchNames(), ", ")+", or any other of `goinfer model archs` (--width and --layers apply to ResNets only)")
 	out := fs.String("out", "", "output `FILE`; the extension picks the format: .safetensors, .pth or .pt")
 	seed := fs.Uint64("seed", 0, "random seed: the same seed gives the same weights on every machine")
 	classes := fs.Int("classes", 1000, "output classes")
@@ -75,13 +81,24 @@ func runModelInit(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil || (dt != tensor.Float32 && dt != tensor.Float16 && dt != tensor.BFloat16) {
 		return fmt.Errorf("--dtype %q: want fp32, fp16 or bf16", *dtype)
 	}
-	a, err := initArch(*arch, *classes, *width, *layers)
-	if err != nil {
-		return err
-	}
-	sd, err := model.Init(ctx, a, *seed)
-	if err != nil {
-		return err
+	var sd *checkpoint.StateDict
+	desc := *arch
+	if !isResNet(*arch) && torchvision.Known(*arch) {
+		if *layers != "" || *width != 64 {
+			return fmt.Errorf("--width and --layers narrow ResNets only; %s is built as torchvision defines it", *arch)
+		}
+		if sd, err = torchvision.RandomStateDict(*arch, *classes, uint32(*seed)); err != nil {
+			return err
+		}
+	} else {
+		a, err := initArch(*arch, *classes, *width, *layers)
+		if err != nil {
+			return err
+		}
+		if sd, err = model.Init(ctx, a, *seed); err != nil {
+			return err
+		}
+		desc = describeArch(a)
 	}
 	if dt != tensor.Float32 {
 		if sd, err = checkpoint.CastFloats(sd, dt); err != nil {
@@ -97,7 +114,7 @@ func runModelInit(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	trainable, buffers := countParams(sd)
 	fmt.Fprintf(stdout, "wrote %s: %s, seed %d, %s parameters (+ %s buffer values), %d tensors, %s, %s\n",
-		*out, describeArch(a), *seed, commas(trainable), commas(buffers), sd.Len(), dt, sizeString(st.Size()))
+		*out, desc, *seed, commas(trainable), commas(buffers), sd.Len(), dt, sizeString(st.Size()))
 	return nil
 }
 
@@ -152,6 +169,9 @@ func runModelInspect(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	path := fs.Arg(0)
+	if isONNX(path) {
+		return inspectONNX(path, stdout)
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -166,6 +186,9 @@ func runModelInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	defer sd.Close()
 	g, err := model.FromStateDict(sd)
+	if errors.Is(err, model.ErrNotResNet) {
+		return inspectTorchVision(path, format, st.Size(), stdout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -254,4 +277,63 @@ func sizeString(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// runModelArchs lists --arch's architectures: the engines that run each
+// and torchvision's default weights (file, parameters, preprocessing).
+func runModelArchs(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("model archs", "model archs", stderr)
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "arch\tengines\tdefault weights\tparameters\tpreprocessing")
+	for _, a := range torchvision.Archs() {
+		engines := "cpu"
+		if isResNet(a) {
+			engines = "cpu, cuda"
+		}
+		file, params, pre := "-", "-", "-"
+		if w, ok := torchvision.DefaultWeights(a); ok {
+			file, params, pre = w.File, commas(w.Params), w.Preprocess.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a, engines, file, params, pre)
+	}
+	return tw.Flush()
+}
+
+// inspectTorchVision describes a state dict of a torchvision architecture
+// beyond the ResNets, found by its file name or its keys.
+func inspectTorchVision(path string, format checkpoint.Format, size int64, stdout io.Writer, notResNet error) error {
+	g, err := torchvision.Load(path, "", torchvision.Options{})
+	if err != nil {
+		return fmt.Errorf("%s: %w; as another torchvision architecture: %w", path, notResNet, err)
+	}
+	ins, outs, err := ir.Signature(g)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	w := func(k, f string, v ...any) { fmt.Fprintf(stdout, "%-14s "+f+"\n", append([]any{k + ":"}, v...)...) }
+	w("file", "%s", path)
+	w("format", "%s, %s", format, sizeString(size))
+	w("arch", "%s (torchvision)", g.Meta["arch"])
+	if wt := g.Meta["weights"]; wt != "" {
+		w("weights", "%s", wt)
+	}
+	for _, in := range ins {
+		w("input", "%s %s", in.Name, in.Type)
+	}
+	for _, out := range outs {
+		w("output", "%s %s", out.Name, out.Type)
+	}
+	if g.Preprocess != nil {
+		w("preprocessing", "%s", g.Preprocess)
+	}
+	w("parameters", "%s", commas(g.ParamCount()))
+	if b, err := ir.Bind(g, 1); err == nil {
+		if macs, err := ir.MACs(b); err == nil {
+			w("compute", "%.2f GMAC per image", float64(macs)/1e9)
+		}
+	}
+	return nil
 }

@@ -110,7 +110,7 @@ func TestModelInitErrors(t *testing.T) {
 		{"no subcommand", nil, 2, "Usage: goinfer model"},
 		{"unknown subcommand", []string{"export"}, 2, `unknown subcommand "export"`},
 		{"no out", []string{"init"}, 2, "--out is required"},
-		{"unknown arch", []string{"init", "--arch", "vgg16", "--out", out}, 1, `unknown architecture "vgg16"`},
+		{"unknown arch", []string{"init", "--arch", "vgg17", "--out", out}, 1, `unknown architecture "vgg17"`},
 		{"bad extension", []string{"init", "--out", filepath.Join(dir, "m.onnx")}, 1, ".safetensors, .pth or .pt"},
 		{"bad dtype", []string{"init", "--dtype", "int8", "--out", out}, 1, `--dtype "int8"`},
 		{"bad layers", []string{"init", "--layers", "2,x", "--out", out}, 1, `--layers "2,x"`},

@@ -16,6 +16,7 @@ import (
 	"goinfer/internal/engine"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
+	"goinfer/internal/torchvision"
 )
 
 // modelFlags are the flags every command that runs a model shares: where
@@ -32,13 +33,24 @@ type modelFlags struct {
 	threads    int
 	device     int
 	tuneCache  string
+	fs         *flag.FlagSet // to tell flags given from defaults
+}
+
+// given reports whether the flag was set on the command line.
+func (m *modelFlags) given(name string) bool {
+	set := false
+	if m.fs != nil {
+		m.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	}
+	return set
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
-	fs.StringVar(&m.checkpoint, "checkpoint", "", "checkpoint `FILE` (.pth, .pt or .safetensors); overrides --model_dir")
+	m.fs = fs
+	fs.StringVar(&m.checkpoint, "checkpoint", "", "model `FILE`: an ONNX model (.onnx), or a PyTorch state dict (.pth, .pt or .safetensors) of a ResNet or of the torchvision architecture --arch names (torchvision's own file names say theirs); overrides --model_dir")
 	fs.StringVar(&m.modelDir, "model_dir", ".", "`DIR` to look for "+checkpoint.ResNet18File+" in, as the reference does")
 	fs.BoolVar(&m.download, "download", false, "fetch "+checkpoint.ResNet18File+" from download.pytorch.org into --model_dir when it is missing (checked against its sha256)")
-	fs.StringVar(&m.arch, "arch", "resnet18", "architecture of the seeded random weights used when no checkpoint is found")
+	fs.StringVar(&m.arch, "arch", "resnet18", "torchvision architecture (resnet18, mobilenet_v3_large, efficientnet_b0, convnext_tiny, vit_b_16, ...: `goinfer model archs` lists them) of a --checkpoint state dict, and of the seeded random weights used when no checkpoint is found")
 	fs.Uint64Var(&m.seed, "seed", 0, "seed for random weights and generated inputs")
 	fs.StringVar(&m.engine, "engine", "auto", "engine: auto (cuda if usable, else cpu), cpu or cuda")
 	fs.StringVar(&m.precision, "precision", "", "arithmetic: fp32, tf32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
@@ -73,6 +85,9 @@ type source struct {
 	Random bool
 	Seed   uint64
 	Arch   string
+	// TorchVision is the torchvision architecture (beyond the ResNets) the
+	// weights are for, when known before reading them.
+	TorchVision string
 }
 
 func (s source) String() string {
@@ -90,7 +105,16 @@ func (m *modelFlags) resolve(ctx context.Context, stderr io.Writer) (source, err
 		if _, err := os.Stat(m.checkpoint); err != nil {
 			return source{}, fmt.Errorf("checkpoint: %w", err)
 		}
-		return source{Path: m.checkpoint}, nil
+		src := source{Path: m.checkpoint}
+		if !isONNX(m.checkpoint) && m.given("arch") && !isResNet(m.arch) {
+			if !torchvision.Known(m.arch) {
+				return source{}, fmt.Errorf("--arch %q: unknown architecture (known: %s)", m.arch, strings.Join(torchvision.Archs(), ", "))
+			}
+			src.TorchVision = m.arch
+		} else if w, named, _ := torchvision.FromFileName(m.checkpoint); named && !isResNet(w.Arch) {
+			src.TorchVision = w.Arch
+		}
+		return src, nil
 	}
 	p := filepath.Join(m.modelDir, checkpoint.ResNet18File)
 	_, err := os.Stat(p)
@@ -107,14 +131,26 @@ func (m *modelFlags) resolve(ctx context.Context, stderr io.Writer) (source, err
 		}
 		return source{Path: got}, nil
 	}
-	if _, err := model.KnownArch(m.arch, 1000); err != nil {
-		return source{}, err
+	src := source{Random: true, Seed: m.seed, Arch: m.arch}
+	if !isResNet(m.arch) {
+		if !torchvision.Known(m.arch) {
+			_, err := model.KnownArch(m.arch, 1000)
+			return source{}, fmt.Errorf("%w; torchvision architectures: %s", err, strings.Join(torchvision.Archs(), ", "))
+		}
+		src.TorchVision = m.arch
 	}
 	fmt.Fprintf(stderr, "notice: no checkpoint at %s: using seeded random %s weights (seed %d); pass --checkpoint FILE, or --download for torchvision's weights\n", p, m.arch, m.seed)
-	return source{Random: true, Seed: m.seed, Arch: m.arch}, nil
+	return src, nil
 }
 
-// loadGraph reads the weights src names and builds the eager graph.
+// isResNet reports whether arch is one of the ResNets the ResNet graph
+// (and so every engine, the cuda one included) runs.
+func isResNet(arch string) bool {
+	_, err := model.KnownArch(arch, 1000)
+	return err == nil
+}
+
+// loadGraph reads the weights src names and builds the eager ResNet graph.
 func loadGraph(ctx context.Context, src source) (*model.Graph, error) {
 	var sd *checkpoint.StateDict
 	if src.Random {
@@ -148,15 +184,17 @@ type loadTimes struct {
 	Compile time.Duration // compile-only work the engine reported
 }
 
-// loadModel resolves, reads and loads the model onto e: the whole cold start
-// before the first forward.
+// loadModel reads the model src names and loads it onto e: the whole cold
+// start before the first forward. A general graph whose image size is
+// fixed overrides opts.Height and opts.Width.
 func loadModel(ctx context.Context, e engine.Engine, src source, opts engine.Options) (engine.Model, loadTimes, error) {
 	t0 := time.Now()
-	g, err := loadGraph(ctx, src)
+	g, err := readNetGraph(ctx, src, opts.Height)
 	if err != nil {
 		return nil, loadTimes{}, err
 	}
-	m, err := e.Load(ctx, g, opts)
+	opts.Height, opts.Width = g.inputSize(opts.Height, opts.Width)
+	m, err := g.load(ctx, e, opts)
 	if err != nil {
 		return nil, loadTimes{}, err
 	}

@@ -23,7 +23,7 @@ import (
 	"goinfer/internal/engine"
 	_ "goinfer/internal/engine/cpu" // the engines serve can run
 	classlabels "goinfer/internal/labels"
-	"goinfer/internal/model"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/server"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
@@ -515,6 +515,8 @@ func addrOf(l net.Listener) string {
 type serveLoader struct {
 	o    *serveOptions
 	plan servePlan
+	// spec is the preprocessing a general graph carries (nil: ImageNet's).
+	spec *preprocess.Spec
 	eng  engine.Engine
 	prec engine.Precision
 	src  source
@@ -534,7 +536,33 @@ type serveLoader struct {
 func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, labels []string) (*server.Model, error) {
 	o, plan := l.o, l.plan
 	start := time.Now()
-	graph := sync.OnceValues(func() (*model.Graph, error) { return loadGraph(ctx, l.src) })
+	// The ResNet graph serves every size; a general graph is bound to its
+	// image size when read, so each size reads its own.
+	resnet := sync.OnceValues(func() (netGraph, error) { return readNetGraph(ctx, l.src, 0) })
+	var first netGraph
+	graphFor := func(size int) func() (netGraph, error) {
+		switch {
+		case !l.src.general():
+			return resnet
+		case size == plan.sizes[0]:
+			return func() (netGraph, error) { return first, nil }
+		}
+		return sync.OnceValues(func() (netGraph, error) { return readNetGraph(ctx, l.src, size) })
+	}
+	if l.src.general() {
+		var err error
+		if first, err = readNetGraph(ctx, l.src, plan.sizes[0]); err != nil {
+			return nil, err
+		}
+		if h, w := first.inputSize(plan.sizes[0], plan.sizes[0]); h != plan.sizes[0] || w != plan.sizes[0] {
+			if h != w || len(plan.sizes) > 1 || o.set["image_size"] {
+				return nil, fmt.Errorf("the model takes %dx%d images only; serve it with --image_size %d", h, w, h)
+			}
+			plan.sizes = []int{h}
+			l.plan.sizes, l.plan.imageCrop = plan.sizes, h
+		}
+		l.spec = first.general.Preprocess
+	}
 	inflight := o.maxInflight
 	if inflight == 0 {
 		// Enough to fill every slot of every device's pipeline, plus one
@@ -549,12 +577,13 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 				Progress: func(format string, args ...any) {
 					l.log.Info(fmt.Sprintf(format, args...), "device", d, "image_size", size)
 				}}
+			graph := graphFor(size)
 			loads[i] = func(ctx context.Context) (engine.Model, error) {
 				g, err := graph()
 				if err != nil {
 					return nil, err
 				}
-				return l.eng.Load(ctx, g, opts)
+				return g.load(ctx, l.eng, opts)
 			}
 		}
 		b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: inflight, CopyStreams: o.copyStreams, MaxBatch: o.maxBatch,

@@ -60,17 +60,33 @@ func (o *serveOptions) gpuImages(engineName string, dtype tensor.DType, log *slo
 	return false, nil
 }
 
+// imageSpec is the preprocessing of encoded images: the model's own (a
+// general graph's) or ImageNet's, at the --image_crop size.
+func (l *serveLoader) imageSpec() preprocess.Spec {
+	crop := l.plan.imageCrop
+	if l.spec != nil {
+		return l.spec.WithSize(crop, crop)
+	}
+	return preprocess.ImageNet(crop, crop)
+}
+
 // decoders is the backend's decoder factory for the lane of image size
 // size: nvJPEG on each pipeline's copy stream for the --image_crop lane
-// when the GPU decodes, else none.
+// when the GPU decodes, else none. A preprocessing the kernel cannot do
+// sends auto back to the host.
 func (l *serveLoader) decoders(size int) func(int, engine.Device, engine.Info) (backend.Decoder, error) {
 	if !l.gpuImages || size != l.plan.imageCrop {
 		return nil
 	}
-	spec, err := imagegpu.SpecFor(preprocess.ImageNet().WithCrop(size))
+	spec, err := imagegpu.SpecFor(l.imageSpec())
+	if err != nil && l.o.imageDecoder != "gpu" {
+		l.log.Info("encoded images are decoded on the host", "why", err.Error())
+		l.gpuImages = false
+		return nil
+	}
 	return func(device int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--image_decoder gpu: %w", err)
 		}
 		libs, err := cu.Load()
 		if err != nil {
@@ -96,10 +112,10 @@ func (l *serveLoader) imageInput(m *server.Model) error {
 		l.log.Warn("image input off: the model does not take RGB images", "input", m.Info.Input().String())
 		return nil
 	}
-	spec := preprocess.ImageNet().WithCrop(l.plan.imageCrop)
+	spec := l.imageSpec()
 	if l.gpuImages {
 		m.Images = &server.Images{Spec: spec}
-		l.log.Info("image input on", "input", server.ImageInputName, "resize", spec.Resize, "crop", spec.Crop, "decoder", "gpu")
+		l.log.Info("image input on", "input", server.ImageInputName, "preprocessing", spec.String(), "decoder", "gpu")
 		return nil
 	}
 	pre, err := preprocess.NewCPU(spec, preprocess.CPUOptions{Workers: o.decodeWorkers, MaxPixels: o.maxImagePixels})
@@ -107,6 +123,6 @@ func (l *serveLoader) imageInput(m *server.Model) error {
 		return err
 	}
 	m.Images = &server.Images{Preprocessor: pre}
-	l.log.Info("image input on", "input", server.ImageInputName, "resize", spec.Resize, "crop", spec.Crop, "decoder", "cpu")
+	l.log.Info("image input on", "input", server.ImageInputName, "preprocessing", spec.String(), "decoder", "cpu")
 	return nil
 }

@@ -253,7 +253,7 @@ func TestServeEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop")
 	}
-	for _, msg := range []string{`"msg":"image input on","input":"image","resize":27,"crop":24,"decoder":"cpu"`, `"msg":"draining"`, `"msg":"drained"`, `"msg":"stopped"`} {
+	for _, msg := range []string{`"msg":"image input on","input":"image","preprocessing":"resize 27 (bilinear), center crop 24x24`, `"msg":"draining"`, `"msg":"drained"`, `"msg":"stopped"`} {
 		if !strings.Contains(logs.String(), msg) {
 			t.Errorf("log lacks %s", msg)
 		}

@@ -157,17 +157,18 @@ type tally struct {
 	queueFull, memoryFull, draining  atomic.Int64
 	other                            atomic.Int64 // any other status
 	lostAfterSIGTERM                 atomic.Int64
+	errKinds                         sync.Map     // transport error kind -> *atomic.Int64
 	drainNoClose                     atomic.Int64 // a draining 503 without Connection: close
 	firstLost                        atomic.Pointer[string]
 }
 
 // attackTally counts what the hostile clients saw.
 type attackTally struct {
-	bigRefused, bigCut, bigOther         atomic.Int64
-	hdrRefused, hdrCut, hdrOther         atomic.Int64
-	slowCut, slowOther                   atomic.Int64
-	slowMaxWait                          atomic.Int64 // ns
-	shapeRefused, shapeOther, shapeBytes atomic.Int64
+	bigRefused, bigCut, bigOther, bigHeld atomic.Int64
+	hdrRefused, hdrCut, hdrOther, hdrHeld atomic.Int64
+	slowCut, slowOther, slowHeld          atomic.Int64
+	slowMaxWait                           atomic.Int64 // ns
+	shapeRefused, shapeOther, shapeBytes  atomic.Int64
 }
 
 func (s *soak) logf(format string, args ...any) {
@@ -459,11 +460,16 @@ func (s *soak) normalClient(ctx context.Context, c *http.Client, who int, t *tal
 			return
 		case err != nil:
 			t.lost.Add(1)
-			if sigterm != nil && sigterm.Load() {
-				t.lostAfterSIGTERM.Add(1)
-			}
+			v, _ := t.errKinds.LoadOrStore(transportErrorKind(err), new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
 			msg := fmt.Sprintf("%s: %v", id, err)
 			t.firstLost.CompareAndSwap(nil, &msg)
+			if sigterm != nil && sigterm.Load() {
+				// A client that fails over to another server: it counts
+				// once.
+				t.lostAfterSIGTERM.Add(1)
+				return
+			}
 			time.Sleep(50 * time.Millisecond)
 		case a.status == 200:
 			if a.id != id || !closeTo(a.logits, s.want[k]) {
@@ -494,6 +500,39 @@ func (s *soak) normalClient(ctx context.Context, c *http.Client, who int, t *tal
 			t.firstLost.CompareAndSwap(nil, &msg)
 		}
 	}
+}
+
+// transportErrorKind names what kind of transport error err is.
+func transportErrorKind(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken pipe"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed before the answer (EOF)"
+	case errors.Is(err, context.DeadlineExceeded), os.IsTimeout(err):
+		return "timeout"
+	case strings.Contains(err.Error(), "server closed idle connection"):
+		return "idle connection closed under the request"
+	}
+	return "other"
+}
+
+// errorKinds formats a tally's transport errors by kind.
+func (t *tally) errorKinds() string {
+	var parts []string
+	t.errKinds.Range(func(k, v any) bool {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	slices.Sort(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // closeTo compares logits of the same image from different batches.
@@ -563,6 +602,9 @@ func (s *soak) bigBody(ctx context.Context) {
 		st, _ := s.rawAttack(ctx, 255<<20, 255<<20-1)
 		switch {
 		case ctx.Err() != nil:
+			if st == 0 {
+				s.attacks.bigHeld.Add(1)
+			}
 		case st == 503:
 			s.attacks.bigRefused.Add(1)
 		case st == 408:
@@ -580,6 +622,9 @@ func (s *soak) headerOnlyBody(ctx context.Context) {
 		st, _ := s.rawAttack(ctx, 256<<20, 0)
 		switch {
 		case ctx.Err() != nil:
+			if st == 0 {
+				s.attacks.hdrHeld.Add(1)
+			}
 		case st == 503:
 			s.attacks.hdrRefused.Add(1)
 		case st == 408:
@@ -597,6 +642,9 @@ func (s *soak) slowBody(ctx context.Context) {
 		st, took := s.rawAttack(ctx, 1000, 10)
 		switch {
 		case ctx.Err() != nil:
+			if st == 0 {
+				s.attacks.slowHeld.Add(1)
+			}
 		case st == 408:
 			s.attacks.slowCut.Add(1)
 			for {
@@ -746,17 +794,17 @@ func (s *soak) report(base, stamp string, attackTook time.Duration, hwm, maxRSS 
 	fmt.Fprintf(&b, "%d normal clients beside %d connections sending 255 MiB bodies and holding the last byte, %d sending only headers that claim 256 MiB, %d sending 10 of 1,000 declared bytes, and %d clients sending %d-byte JSON requests that declare [256,3,%d,%d].\n\n",
 		o.clients, o.bigBodies, o.headerOnly, o.slowBodies, o.shapeClients, a.shapeBytes.Load(), o.imageSize, o.imageSize)
 	fmt.Fprintf(&b, "| normal clients | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| requests | %d |\n| answered (id and logits checked) | %d |\n| 503 queue full | %d |\n| 503 memory budget | %d |\n| lost (no HTTP answer) | %d |\n| mismatched | %d |\n| other statuses | %d |\n| latency p50 / p99 | %v / %v |\n\n",
-		n.sent.Load(), n.answered.Load(), n.queueFull.Load(), n.memoryFull.Load(), n.lost.Load(), n.mismatched.Load(), n.other.Load(),
+	fmt.Fprintf(&b, "| requests | %d |\n| answered (id and logits checked) | %d |\n| 503 queue full | %d |\n| 503 memory budget | %d |\n| lost (no HTTP answer) | %d (%s) |\n| mismatched | %d |\n| other statuses | %d |\n| latency p50 / p99 | %v / %v |\n\n",
+		n.sent.Load(), n.answered.Load(), n.queueFull.Load(), n.memoryFull.Load(), n.lost.Load(), n.errorKinds(), n.mismatched.Load(), n.other.Load(),
 		pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond))
-	fmt.Fprintf(&b, "| hostile clients | refused 503 | cut off 408 | other |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| 255 MiB bodies, last byte held | %d | %d | %d |\n", a.bigRefused.Load(), a.bigCut.Load(), a.bigOther.Load())
-	fmt.Fprintf(&b, "| headers claiming 256 MiB | %d | %d | %d |\n", a.hdrRefused.Load(), a.hdrCut.Load(), a.hdrOther.Load())
-	fmt.Fprintf(&b, "| 10 of 1,000 bytes (longest wait %v) | - | %d | %d |\n", time.Duration(a.slowMaxWait.Load()).Round(time.Millisecond), a.slowCut.Load(), a.slowOther.Load())
-	fmt.Fprintf(&b, "| small JSON, huge shape | %d (400) | - | %d |\n\n", a.shapeRefused.Load(), a.shapeOther.Load())
+	fmt.Fprintf(&b, "| hostile clients | refused 503 | cut off 408 | other answer | still held at the end |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| 255 MiB bodies, last byte held | %d | %d | %d | %d |\n", a.bigRefused.Load(), a.bigCut.Load(), a.bigOther.Load(), a.bigHeld.Load())
+	fmt.Fprintf(&b, "| headers claiming 256 MiB | %d | %d | %d | %d |\n", a.hdrRefused.Load(), a.hdrCut.Load(), a.hdrOther.Load(), a.hdrHeld.Load())
+	fmt.Fprintf(&b, "| 10 of 1,000 bytes (longest wait %v) | - | %d | %d | %d |\n", time.Duration(a.slowMaxWait.Load()).Round(time.Millisecond), a.slowCut.Load(), a.slowOther.Load(), a.slowHeld.Load())
+	fmt.Fprintf(&b, "| small JSON, huge shape | %d (400) | - | %d | - |\n\n", a.shapeRefused.Load(), a.shapeOther.Load())
 	fmt.Fprintf(&b, "## Drain (%d keep-alive clients for %v, then SIGTERM)\n\n", o.drainClients, o.drainLoad)
-	fmt.Fprintf(&b, "| | |\n|---|---|\n| requests | %d |\n| answered | %d |\n| 503 shutting down (with Connection: close) | %d (%d) |\n| 503 queue full | %d |\n| lost | %d |\n| transport errors after SIGTERM | %d |\n| mismatched | %d |\n| drain (server's log) | %s |\n| SIGTERM to exit | %v |\n| exit | %v |\n\n",
-		d.sent.Load(), d.answered.Load(), d.draining.Load(), d.draining.Load()-d.drainNoClose.Load(), d.queueFull.Load(), d.lost.Load(), d.lostAfterSIGTERM.Load(), d.mismatched.Load(),
+	fmt.Fprintf(&b, "| | |\n|---|---|\n| requests | %d |\n| answered | %d |\n| 503 shutting down (with Connection: close) | %d (%d) |\n| 503 queue full | %d |\n| lost | %d |\n| clients with a transport error after SIGTERM | %d (%s) |\n| mismatched | %d |\n| drain (server's log) | %s |\n| SIGTERM to exit | %v |\n| exit | %v |\n\n",
+		d.sent.Load(), d.answered.Load(), d.draining.Load(), d.draining.Load()-d.drainNoClose.Load(), d.queueFull.Load(), d.lost.Load(), d.lostAfterSIGTERM.Load(), d.errorKinds(), d.mismatched.Load(),
 		drainTook, exitTook.Round(time.Millisecond), errString(exitErr))
 	fmt.Fprintf(&b, "## Totals\n\n| | |\n|---|---|\n| requests | %d |\n| answered | %d |\n| 503s | %d |\n| lost | %d |\n| mismatched | %d |\n| server peak RSS (VmHWM) | %s |\n| drain | %s |\n| transport errors at SIGTERM | %d |\n\n",
 		n.sent.Load()+d.sent.Load(), n.answered.Load()+d.answered.Load(),

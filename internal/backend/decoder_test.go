@@ -26,7 +26,7 @@ func TestEncodedRequests(t *testing.T) {
 		}
 		photos = append(photos, b)
 	}
-	pre, err := preprocess.NewCPU(preprocess.ImageNet().WithCrop(16), preprocess.CPUOptions{})
+	pre, err := preprocess.NewCPU(preprocess.ImageNet(16, 16), preprocess.CPUOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,8 @@
 package checkpoint
 
 import (
-	"archive/zip"
 	"bytes"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,13 +33,12 @@ func checkDict(t *testing.T, sd *StateDict) {
 	}
 }
 
+// FuzzLoadSafetensors starts from small files only: sample() (which
+// holds bfloat16, float16 and empty tensors) and hand-made headers.
 func FuzzLoadSafetensors(f *testing.F) {
 	f.Add(smallFile(f, FormatSafetensors))
 	f.Add([]byte("\x02\x00\x00\x00\x00\x00\x00\x00{}"))
 	f.Add([]byte("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}    \x00\x00\x80\x3f"))
-	if raw, err := os.ReadFile(golden + "bottleneck_w4_g2_bf16.safetensors"); err == nil {
-		f.Add(raw)
-	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sd, err := readSafetensors(data)
 		if err != nil {
@@ -63,11 +60,16 @@ func FuzzLoadSafetensors(f *testing.F) {
 	})
 }
 
+// FuzzLoadPTH mutates whole checkpoints: the zip container, the records'
+// layout and the pickle. Its seeds are small (the golden checkpoints are
+// hundreds of kilobytes, which made each execution and each minimisation
+// slow): sample() written by goinfer, archives of one tensor, and
+// testdata/fuzz/FuzzLoadPTH/torch-*-tiny, written by torch itself
+// (testdata/torch_tiny_seeds.py).
 func FuzzLoadPTH(f *testing.F) {
 	f.Add(smallFile(f, FormatPTH))
-	if raw, err := os.ReadFile(golden + "bottleneck_w4_g2.pth"); err == nil {
-		f.Add(raw)
-	}
+	f.Add(archive(f, oneTensor("FloatStorage", 6, 0, []int64{3, 2}, []int64{1, 3}), map[string][]byte{"0": make([]byte, 24)}))
+	f.Add(archive(f, oneTensor("HalfStorage", 3, 1, []int64{2}, []int64{1}), map[string][]byte{"0": make([]byte, 6)}, "byteorder", "little"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sd, err := readPTH(data)
 		if err != nil {
@@ -89,7 +91,9 @@ func FuzzLoadPTH(f *testing.F) {
 }
 
 // FuzzUnpicklePTH mutates only data.pkl, inside an archive whose storages
-// are valid, so that the fuzzer spends its time in the pickle path.
+// are valid, so that the fuzzer spends its time in the pickle path. The
+// archive around the pickle is rebuilt per input; it is a few hundred
+// bytes of stored (uncompressed) records.
 func FuzzUnpicklePTH(f *testing.F) {
 	sd := sample()
 	storages := map[string][]byte{}
@@ -107,11 +111,8 @@ func FuzzUnpicklePTH(f *testing.F) {
 	}()))
 	f.Add(oneTensor("FloatStorage", 6, 0, []int64{3, 2}, []int64{1, 3}))
 	f.Add(oneTensor("HalfStorage", 3, 1, []int64{2}, []int64{1}))
-	if raw, err := os.ReadFile(golden + "resnet18_w8.pth"); err == nil {
-		if old, err := readRecordNamed(raw, "resnet18_w8/data.pkl"); err == nil {
-			f.Add(old)
-		}
-	}
+	// testdata/fuzz/FuzzUnpicklePTH/torch-*-tiny is a data.pkl that torch
+	// wrote, with the opcodes torch uses; it loads against storages.
 	f.Fuzz(func(t *testing.T, pkl []byte) {
 		got, err := readPTH(archive(t, pkl, storages))
 		if err != nil {
@@ -119,20 +120,6 @@ func FuzzUnpicklePTH(f *testing.F) {
 		}
 		checkDict(t, got)
 	})
-}
-
-// readRecordNamed returns one record of a zip held in memory.
-func readRecordNamed(raw []byte, name string) ([]byte, error) {
-	zr, err := zip.NewReader(bytes.NewReader(raw), int64(len(raw)))
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range zr.File {
-		if f.Name == name {
-			return readRecord(raw, f, maxPickleBytes)
-		}
-	}
-	return nil, os.ErrNotExist
 }
 
 // TestRandomCorruption is a deterministic stand-in for the fuzzers in

@@ -29,7 +29,7 @@ func TestInferImages(t *testing.T) {
 		}
 		photos = append(photos, b)
 	}
-	pre, _ := preprocess.NewCPU(preprocess.ImageNet().WithCrop(16), preprocess.CPUOptions{})
+	pre, _ := preprocess.NewCPU(preprocess.ImageNet(16, 16), preprocess.CPUOptions{})
 	x := make([]byte, len(photos)*3*16*16*4)
 	for _, err := range pre.Preprocess(context.Background(), photos, tensor.Float32, x) {
 		if err != nil {

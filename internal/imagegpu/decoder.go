@@ -13,14 +13,13 @@ import (
 // SpecFor turns a model's preprocessing into the kernel's: bilinear
 // resizes of the shorter side only.
 func SpecFor(s preprocess.Spec) (Spec, error) {
-	if err := s.Validate(3); err != nil {
+	if err := s.Validate(); err != nil {
 		return Spec{}, err
 	}
-	if s.Interpolation != preprocess.Bilinear || s.Resize < 1 {
-		return Spec{}, fmt.Errorf("imagegpu: the kernel resizes bilinearly to a shorter side; the spec is %s", s)
+	if s.Filter() != preprocess.Bilinear {
+		return Spec{}, fmt.Errorf("imagegpu: the kernel resizes bilinearly; the model's preprocessing is %s", s)
 	}
-	mean, std := s.MeanStd32()
-	return Spec{Resize: s.Resize, CropW: s.Crop, CropH: s.Crop, Mean: [3]float32(mean), Std: [3]float32(std)}, nil
+	return Spec{Resize: s.Resize, CropW: s.Width, CropH: s.Height, Mean: s.Mean, Std: s.Std}, nil
 }
 
 // Decode is Run behind the engine interfaces, which makes a Preprocessor a

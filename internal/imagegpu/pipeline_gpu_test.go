@@ -51,7 +51,7 @@ func TestBackendDecodesOnGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := preprocess.ImageNet()
+	spec := preprocess.ImageNet(224, 224)
 	ks, err := imagegpu.SpecFor(spec)
 	if err != nil {
 		t.Fatal(err)

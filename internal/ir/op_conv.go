@@ -2,6 +2,8 @@ package ir
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"goinfer/internal/tensor"
 )
@@ -67,6 +69,38 @@ func (c *Conv) Infer(in []*Value) ([]Type, error) {
 	return []Type{out}, nil
 }
 
+// parallelFor calls f(i) for i in [0, n) on up to GOMAXPROCS goroutines;
+// the calls must touch disjoint data.
+func parallelFor(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var next sync.Mutex
+	i := 0
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				next.Lock()
+				k := i
+				i++
+				next.Unlock()
+				if k >= n {
+					return
+				}
+				f(k)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // floorDiv is a/b rounded toward minus infinity.
 func floorDiv(a, b int) int {
 	q := a / b
@@ -106,30 +140,38 @@ func (c *Conv) Eval(in []*Array) ([]*Array, error) {
 	kSp := w.Shape[2:].NumElements()
 	outSp := tensor.Shape(win.out).NumElements()
 	out := NewArray(x.DType, append(tensor.Shape{n, m}, win.out...))
-	taps := win.taps()
+	runs := win.runs()
 	b := arg(in, 2)
-	for ni := 0; ni < n; ni++ {
-		for mi := 0; mi < m; mi++ {
-			gi := mi / mg
-			dst := out.Data[(ni*m+mi)*outSp : (ni*m+mi+1)*outSp]
-			for ci := 0; ci < cg; ci++ {
-				src := x.Data[(ni*ch+gi*cg+ci)*inSp:]
-				ker := w.Data[(mi*cg+ci)*kSp:]
-				for o, list := range taps {
-					s := 0.0
-					for _, t := range list {
-						s += src[t.i] * ker[t.k]
+	parallelFor(n*m, func(plane int) {
+		ni, mi := plane/m, plane%m
+		gi := mi / mg
+		dst := out.Data[plane*outSp : (plane+1)*outSp]
+		for ci := 0; ci < cg; ci++ {
+			src := x.Data[(ni*ch+gi*cg+ci)*inSp : (ni*ch+gi*cg+ci+1)*inSp]
+			ker := w.Data[(mi*cg+ci)*kSp : (mi*cg+ci+1)*kSp]
+			for k, list := range runs {
+				wv := ker[k]
+				for _, r := range list {
+					d := dst[r.dst : r.dst+r.n]
+					if r.step == 1 {
+						sv := src[r.src : r.src+r.n]
+						for t := range d {
+							d[t] += wv * sv[t]
+						}
+						continue
 					}
-					dst[o] += s
-				}
-			}
-			if b != nil {
-				for o := range dst {
-					dst[o] += b.Data[mi]
+					for t, si := 0, int(r.src); t < len(d); t, si = t+1, si+int(r.step) {
+						d[t] += wv * src[si]
+					}
 				}
 			}
 		}
-	}
+		if b != nil {
+			for o := range dst {
+				dst[o] += b.Data[mi]
+			}
+		}
+	})
 	if err := c.Epilogue.apply(out, in, 3); err != nil {
 		return nil, err
 	}

@@ -66,26 +66,18 @@ func (g *Gemm) Eval(in []*Array) ([]*Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	alpha := g.Alpha
 	out := NewArray(a.DType, tensor.Shape{m, n})
-	for i := 0; i < m; i++ {
-		for j := 0; j < n; j++ {
-			s := 0.0
-			for p := 0; p < k; p++ {
-				var av, bv float64
-				if g.TransA {
-					av = a.Data[p*m+i]
-				} else {
-					av = a.Data[i*k+p]
-				}
-				if g.TransB {
-					bv = b.Data[j*k+p]
-				} else {
-					bv = b.Data[p*n+j]
-				}
-				s += av * bv
-			}
-			out.Data[i*n+j] = alpha * s
+	ad, bd := a.Data, b.Data
+	if g.TransA {
+		ad = transpose2D(ad, k, m)
+	}
+	if g.TransB {
+		bd = transpose2D(bd, n, k)
+	}
+	matmulInto(out.Data, ad, bd, m, k, n)
+	if g.Alpha != 1 {
+		for q := range out.Data {
+			out.Data[q] *= g.Alpha
 		}
 	}
 	if c := arg(in, 2); c != nil && g.Beta != 0 {
@@ -196,20 +188,9 @@ func (mm *MatMul) Eval(in []*Array) ([]*Array, error) {
 	ai := BroadcastIndex(p.aBatch, p.batch)
 	bi := BroadcastIndex(p.bBatch, p.batch)
 	mk, kn, mn := p.m*p.k, p.k*p.n, p.m*p.n
-	for q := 0; q < nb; q++ {
-		as := a.Data[ai[q]*mk:]
-		bs := b.Data[bi[q]*kn:]
-		dst := out.Data[q*mn:]
-		for i := 0; i < p.m; i++ {
-			for j := 0; j < p.n; j++ {
-				s := 0.0
-				for r := 0; r < p.k; r++ {
-					s += as[i*p.k+r] * bs[r*p.n+j]
-				}
-				dst[i*p.n+j] = s
-			}
-		}
-	}
+	parallelFor(nb, func(q int) {
+		matmulInto(out.Data[q*mn:(q+1)*mn], a.Data[ai[q]*mk:(ai[q]+1)*mk], b.Data[bi[q]*kn:(bi[q]+1)*kn], p.m, p.k, p.n)
+	})
 	if bias := arg(in, 2); bias != nil {
 		if err := addBroadcast(out, bias); err != nil {
 			return nil, fmt.Errorf("bias: %w", err)
@@ -222,4 +203,30 @@ func (mm *MatMul) Eval(in []*Array) ([]*Array, error) {
 		out.RoundTo()
 	}
 	return []*Array{out}, nil
+}
+
+// matmulInto adds the product of a [m,k] and b [k,n] (row-major) to dst
+// [m,n], a row of b at a time so that the inner loop is contiguous.
+func matmulInto(dst, a, b []float64, m, k, n int) {
+	for i := 0; i < m; i++ {
+		row := dst[i*n : (i+1)*n]
+		for r := 0; r < k; r++ {
+			av := a[i*k+r]
+			br := b[r*n : (r+1)*n]
+			for j := range row {
+				row[j] += av * br[j]
+			}
+		}
+	}
+}
+
+// transpose2D returns the [cols,rows] transpose of a [rows,cols] matrix.
+func transpose2D(a []float64, rows, cols int) []float64 {
+	t := make([]float64, len(a))
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			t[j*rows+i] = a[i*cols+j]
+		}
+	}
+	return t
 }

@@ -63,9 +63,11 @@ type ConvTranspose struct {
 	AutoPad       string
 }
 
-// Pool is MaxPool or AveragePool over the spatial dimensions.
+// Pool is MaxPool, AveragePool or (P > 0) LpPool over the spatial
+// dimensions.
 type Pool struct {
 	Max             bool
+	P               int // LpPool's norm order; 0 for the other pools
 	Kernel          []int
 	Strides         []int
 	Pads            []int
@@ -77,9 +79,12 @@ type Pool struct {
 	WantIndices     bool // MaxPool with its Indices output
 }
 
-// GlobalPool averages (or takes the max of) every spatial dimension,
-// keeping them as size 1.
-type GlobalPool struct{ Max bool }
+// GlobalPool averages (or takes the max of, or with P > 0 the Lp norm
+// of) every spatial dimension, keeping them as size 1.
+type GlobalPool struct {
+	Max bool
+	P   int
+}
 
 // Gemm is ONNX's Gemm: Y = alpha * A' B' + beta * C, A' = A or A^T,
 // B' = B or B^T; with a fused Epilogue a residual input follows C.

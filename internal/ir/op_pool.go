@@ -9,7 +9,10 @@ import (
 
 // Kind implements Op.
 func (p *Pool) Kind() string {
-	if p.Max {
+	switch {
+	case p.P > 0:
+		return "LpPool"
+	case p.Max:
 		return "MaxPool"
 	}
 	return "AveragePool"
@@ -21,6 +24,9 @@ func (p *Pool) plan(x tensor.Shape) (*window, error) {
 	}
 	if len(p.Kernel) == 0 {
 		return nil, fmt.Errorf("%s needs kernel_shape", p.Kind())
+	}
+	if p.P < 0 || p.P > 0 && p.Max {
+		return nil, fmt.Errorf("p %d is not a valid LpPool order", p.P)
 	}
 	win, err := planWindow(x[2:], p.Kernel, p.Strides, p.Pads, p.Dilations, p.AutoPad, p.CeilMode)
 	if err != nil {
@@ -106,6 +112,10 @@ func (p *Pool) Eval(in []*Array) ([]*Array, error) {
 				continue
 			}
 			s := 0.0
+			if p.P > 0 {
+				out.Data[k] = lpNorm(src, list, p.P)
+				continue
+			}
 			for _, t := range list {
 				s += src[t.i]
 			}
@@ -125,9 +135,21 @@ func (p *Pool) Eval(in []*Array) ([]*Array, error) {
 	return []*Array{out}, nil
 }
 
+// lpNorm is (sum |x|^p)^(1/p) over the taps (padding adds nothing).
+func lpNorm(src []float64, list []tap, p int) float64 {
+	s := 0.0
+	for _, t := range list {
+		s += math.Pow(math.Abs(src[t.i]), float64(p))
+	}
+	return math.Pow(s, 1/float64(p))
+}
+
 // Kind implements Op.
 func (p *GlobalPool) Kind() string {
-	if p.Max {
+	switch {
+	case p.P > 0:
+		return "GlobalLpPool"
+	case p.Max:
 		return "GlobalMaxPool"
 	}
 	return "GlobalAveragePool"
@@ -163,6 +185,14 @@ func (p *GlobalPool) Eval(in []*Array) ([]*Array, error) {
 	sp := x.Shape[2:].NumElements()
 	for plane := range out.Data {
 		src := x.Data[plane*sp : (plane+1)*sp]
+		if p.P > 0 {
+			s := 0.0
+			for _, v := range src {
+				s += math.Pow(math.Abs(v), float64(p.P))
+			}
+			out.Data[plane] = math.Pow(s, 1/float64(p.P))
+			continue
+		}
 		if p.Max {
 			m := math.Inf(-1)
 			for _, v := range src {

@@ -98,7 +98,11 @@ func (r *Resize) plan(x tensor.Shape, roi, scales []float64, sizes []int) (*resi
 				return nil, fmt.Errorf("scales %v must be positive", scales)
 			}
 			p.scale[a] = s
-			p.out[a] = int(math.Floor(float64(x[a]) * (p.roiEnd[a] - p.roiStart[a]) * s))
+			o := math.Floor(float64(x[a]) * (p.roiEnd[a] - p.roiStart[a]) * s)
+			if !(o < 1<<40) {
+				return nil, fmt.Errorf("scales %v make dimension %d of %v too large", scales, a, x)
+			}
+			p.out[a] = int(o)
 		}
 	case len(sizes) != 0:
 		if len(sizes) != len(axes) {

@@ -45,6 +45,7 @@ func TestResize(t *testing.T) {
 		{name: "antialias_nearest", op: with(base("nearest", "asymmetric"), func(r *Resize) { r.Antialias = true }), in: []*Array{x4, nil, f(2)}, err: "antialias"},
 		{name: "scales_length", op: base("nearest", "asymmetric"), in: []*Array{x4, nil, f(2, 2)}, err: "want 1"},
 		{name: "negative_scale", op: base("nearest", "asymmetric"), in: []*Array{x4, nil, f(-2)}, err: "positive"},
+		{name: "huge_scale", op: base("nearest", "asymmetric"), in: []*Array{x4, nil, f(1e30)}, err: "too large"},
 		{name: "shrinks_to_nothing", op: base("nearest", "asymmetric"), in: []*Array{x4, nil, f(0.1)}, err: "resizes to 0"},
 	})
 }

@@ -169,3 +169,54 @@ func (w *window) paddedCount() []int {
 
 // pads returns the resolved pads, begins then ends.
 func (w *window) pads() []int { return append(append([]int(nil), w.padBegin...), w.padEnd...) }
+
+// run is a stretch of output positions along the last spatial dimension
+// that one kernel position reads from evenly spaced input positions:
+// out[dst+t] uses in[src+t*step] for t < n.
+type run struct{ dst, src, n, step int32 }
+
+// runs lists, per kernel position (row-major over the kernel), the runs
+// covering every output position whose input lies inside the input; the
+// rest read padding. Convolutions spend their time in these inner loops,
+// which is why they are contiguous in the output.
+func (w *window) runs() [][]run {
+	nd := len(w.in)
+	last := nd - 1
+	outRows := tensor.Shape(w.out[:last])
+	inStr := Strides(w.in)
+	ow, iw := w.out[last], w.in[last]
+	s, p, d := w.strides[last], w.padBegin[last], w.dilations[last]
+	res := make([][]run, tensor.Shape(w.kernel).NumElements())
+	eachCoord(tensor.Shape(w.kernel), func(kf int, kc []int) {
+		// Output positions o along the last dimension read input
+		// o*s - p + kc*d, inside [0, iw) for o in [lo, hi).
+		off := kc[last]*d - p
+		lo := 0
+		if off < 0 {
+			lo = (-off + s - 1) / s
+		}
+		hi := ow
+		if lim := iw - off; lim <= 0 {
+			hi = 0
+		} else {
+			hi = min(hi, (lim+s-1)/s)
+		}
+		if lo >= hi {
+			return
+		}
+		var list []run
+		eachCoord(outRows, func(r int, rc []int) {
+			src := 0
+			for i := 0; i < last; i++ {
+				pos := rc[i]*w.strides[i] - w.padBegin[i] + kc[i]*w.dilations[i]
+				if pos < 0 || pos >= w.in[i] {
+					return
+				}
+				src += pos * inStr[i]
+			}
+			list = append(list, run{dst: int32(r*ow + lo), src: int32(src + lo*s + off), n: int32(hi - lo), step: int32(s)})
+		})
+		res[kf] = list
+	})
+	return res
+}

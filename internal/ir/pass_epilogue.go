@@ -10,12 +10,11 @@ import (
 // Epilogue, in the epilogue's order: a constant per-channel Add into the
 // bias, then one Add of another tensor as the residual, then one
 // activation (Relu, Clip with constant bounds, Sigmoid, SiLU, HardSwish,
-// HardSigmoid, Gelu, LeakyRelu, Tanh). It first rewrites x*Sigmoid(x) as
-// SiLU and x*HardSigmoid(x; 1/6, 1/2) as HardSwish wherever they occur.
-// A merge happens only where the op's output feeds the next node alone.
+// HardSigmoid, Gelu, LeakyRelu, Tanh; FuseComposites first turns the
+// spelled-out SiLU, HardSwish and GELU into single nodes). A merge happens only where the op's output feeds the next node alone.
 // g must be bound; it returns how many nodes were merged away.
 func FuseEpilogues(g *Graph) (int, error) {
-	fused := fuseGatedActivations(g)
+	fused := 0
 	for {
 		n, err := fuseEpilogueStep(g)
 		if err != nil {
@@ -26,46 +25,6 @@ func FuseEpilogues(g *Graph) (int, error) {
 		}
 		fused += n
 	}
-}
-
-// fuseGatedActivations rewrites Mul(x, Sigmoid(x)) as SiLU(x) and
-// Mul(x, HardSigmoid(x)) with alpha 1/6 and beta 1/2 as HardSwish(x).
-func fuseGatedActivations(g *Graph) int {
-	cons := g.Consumers()
-	outs := graphOutputs(g)
-	drop := map[*Node]bool{}
-	for _, m := range g.Nodes {
-		if b, ok := m.Op.(*Binary); !ok || b.Fn != OpMul || len(m.Inputs) != 2 {
-			continue
-		}
-		for side := 0; side < 2; side++ {
-			gate, x := m.Inputs[side], m.Inputs[1-side]
-			p := gate.Producer
-			if p == nil || drop[p] || len(p.Inputs) != 1 || p.Inputs[0] != x || !soleUse(gate, cons, outs) {
-				continue
-			}
-			var kind UnaryKind
-			switch op := p.Op.(type) {
-			case *Unary:
-				if op.Fn == OpSigmoid {
-					kind = OpSiLU
-				}
-			case *HardSigmoid:
-				if math.Abs(op.Alpha-1.0/6) < 1e-7 && op.Beta == 0.5 {
-					kind = OpHardSwish
-				}
-			}
-			if kind == "" {
-				continue
-			}
-			m.Op = &Unary{Fn: kind}
-			m.Inputs = []*Value{x}
-			drop[p] = true
-			break
-		}
-	}
-	dropNodes(g, drop)
-	return len(drop)
 }
 
 // epilogueOf returns a fusable node's epilogue.

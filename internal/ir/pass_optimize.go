@@ -16,19 +16,23 @@ type OptimizeStats struct {
 	// BatchNorms is how many BatchNormalizations were folded into the
 	// preceding Conv, ConvTranspose or Gemm.
 	BatchNorms int
-	// Fused is how many nodes were merged into a neighbour (gated
-	// activations, epilogues).
+	// Composites is how many composite ops (SiLU, HardSwish, Gelu,
+	// LayerNormalization) were formed from their primitive spelling.
+	Composites int
+	// Fused is how many nodes were merged into a Conv's, Gemm's or
+	// MatMul's epilogue.
 	Fused int
 }
 
 func (s OptimizeStats) String() string {
-	return fmt.Sprintf("%d -> %d nodes (%d folded, %d identities, %d batchnorms folded, %d fused)",
-		s.NodesBefore, s.NodesAfter, s.Folded, s.Identities, s.BatchNorms, s.Fused)
+	return fmt.Sprintf("%d -> %d nodes (%d folded, %d identities, %d batchnorms folded, %d composites, %d fused)",
+		s.NodesBefore, s.NodesAfter, s.Folded, s.Identities, s.BatchNorms, s.Composites, s.Fused)
 }
 
 // Optimize binds g to batch (inferring every type and folding the
 // constant subgraphs) and applies the engine-neutral rewrites: identity
-// removal, BatchNorm folding and epilogue fusion, then drops dead nodes.
+// removal, BatchNorm folding, composite recognition and epilogue fusion,
+// then drops dead nodes.
 // g is not changed. Engines that lack a fused form call Decompose on the
 // result.
 func Optimize(g *Graph, batch int) (*Graph, OptimizeStats, error) {
@@ -42,6 +46,7 @@ func Optimize(g *Graph, batch int) (*Graph, OptimizeStats, error) {
 	if st.BatchNorms, err = FoldBatchNorm(b); err != nil {
 		return nil, st, err
 	}
+	st.Composites = FuseComposites(b)
 	if st.Fused, err = FuseEpilogues(b); err != nil {
 		return nil, st, err
 	}

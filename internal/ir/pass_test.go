@@ -2,6 +2,7 @@ package ir
 
 import (
 	"context"
+	"math"
 	"math/rand"
 	"slices"
 	"strings"
@@ -164,7 +165,7 @@ func TestOptimize(t *testing.T) {
 			x := b.input("x", 2, 4, 4)
 			y := b.op(&Binary{Fn: OpAdd}, b.op(&Conv{}, x, b.w(3, 2, 1, 1), b.w(3)), b.w(3, 1, 1))
 			return b.out(b.op(&Binary{Fn: OpMul}, b.op(&Unary{Fn: OpSigmoid}, y), y))
-		}, want: []string{"Conv+silu"}, stats: OptimizeStats{Fused: 3}},
+		}, want: []string{"Conv+silu"}, stats: OptimizeStats{Composites: 1, Fused: 2}},
 		{name: "se_block", build: func(b *graphBuilder) *Graph {
 			x := b.input("x", 8, 4, 4)
 			s := b.op(&GlobalPool{}, x)
@@ -177,7 +178,43 @@ func TestOptimize(t *testing.T) {
 			x := b.input("x", 3, 4, 4)
 			y := b.op(&Conv{}, x, b.w(3, 3, 1, 1))
 			return b.out(b.op(&Binary{Fn: OpMul}, y, b.op(&HardSigmoid{Alpha: 1.0 / 6, Beta: 0.5}, y)))
-		}, want: []string{"Conv+hardswish"}, stats: OptimizeStats{Fused: 2}},
+		}, want: []string{"Conv+hardswish"}, stats: OptimizeStats{Composites: 1, Fused: 1}},
+		// torch.onnx.export's spellings below opset 17 (LayerNorm) and 20
+		// (Gelu), as TorchScript emits them.
+		{name: "torch_layernorm_gelu_erf_block", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 4, 8)
+			mean := b.op(&Reduce{Fn: ReduceMean, Axes: []int{-1}, KeepDims: true}, x)
+			d := b.op(&Binary{Fn: OpSub}, x, mean)
+			v := b.op(&Reduce{Fn: ReduceMean, Axes: []int{-1}, KeepDims: true}, b.op(&Binary{Fn: OpPow}, d, b.scalar(2)))
+			sd := b.op(&Unary{Fn: OpSqrt}, b.op(&Binary{Fn: OpAdd}, v, b.scalar(1e-5)))
+			ln := b.op(&Binary{Fn: OpAdd}, b.op(&Binary{Fn: OpMul}, b.op(&Binary{Fn: OpDiv}, d, sd), b.konst(0.5, 1.5, 8)), b.w(8))
+			h := b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, ln, b.w(8, 8)), b.w(8))
+			e := b.op(&Unary{Fn: OpErf}, b.op(&Binary{Fn: OpDiv}, h, b.scalar(math.Sqrt2)))
+			gl := b.op(&Binary{Fn: OpMul}, b.op(&Binary{Fn: OpMul}, h, b.op(&Binary{Fn: OpAdd}, e, b.scalar(1))), b.scalar(0.5))
+			return b.out(b.op(&Binary{Fn: OpAdd}, x, b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, gl, b.w(8, 8)), b.w(8))))
+		}, want: []string{"LayerNormalization", "MatMul+gelu", "MatMul+residual+none"}, stats: OptimizeStats{Composites: 2, Fused: 4}},
+		{name: "torch_gelu_tanh", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 6)
+			x3 := b.op(&Binary{Fn: OpMul}, x, b.op(&Binary{Fn: OpMul}, x, x))
+			in := b.op(&Binary{Fn: OpMul}, b.scalar(math.Sqrt(2/math.Pi)), b.op(&Binary{Fn: OpAdd}, x, b.op(&Binary{Fn: OpMul}, b.scalar(0.044715), x3)))
+			t := b.op(&Binary{Fn: OpAdd}, b.scalar(1), b.op(&Unary{Fn: OpTanh}, in))
+			return b.out(b.op(&Binary{Fn: OpMul}, b.scalar(0.5), b.op(&Binary{Fn: OpMul}, x, t)))
+		}, want: []string{"Gelu"}, stats: OptimizeStats{Composites: 1}},
+		{name: "gelu_half_first_layernorm_no_affine", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 3, 5)
+			mean := b.op(&Reduce{Fn: ReduceMean, Axes: []int{1, 2}, KeepDims: true}, x)
+			d := b.op(&Binary{Fn: OpSub}, x, mean)
+			v := b.op(&Reduce{Fn: ReduceMean, Axes: []int{-2, -1}, KeepDims: true}, b.op(&Binary{Fn: OpMul}, d, d))
+			ln := b.op(&Binary{Fn: OpDiv}, d, b.op(&Unary{Fn: OpSqrt}, b.op(&Binary{Fn: OpAdd}, b.scalar(1e-6), v)))
+			e := b.op(&Unary{Fn: OpErf}, b.op(&Binary{Fn: OpMul}, ln, b.scalar(1/math.Sqrt2)))
+			return b.out(b.op(&Binary{Fn: OpMul}, b.op(&Binary{Fn: OpMul}, ln, b.scalar(0.5)), b.op(&Binary{Fn: OpAdd}, b.scalar(1), e)))
+		}, want: []string{"LayerNormalization", "Gelu"}, stats: OptimizeStats{Composites: 2}},
+		{name: "gelu_pattern_with_shared_inner_kept", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 4)
+			e := b.op(&Unary{Fn: OpErf}, b.op(&Binary{Fn: OpDiv}, x, b.scalar(math.Sqrt2)))
+			a := b.op(&Binary{Fn: OpAdd}, e, b.scalar(1))
+			return b.out(b.op(&Binary{Fn: OpMul}, b.op(&Binary{Fn: OpMul}, x, a), b.scalar(0.5)), a)
+		}, want: []string{"Div", "Erf", "Add", "Mul", "Mul"}},
 		{name: "transformer_mlp", build: func(b *graphBuilder) *Graph {
 			x := b.input("x", 5, 8)
 			h := b.op(&LayerNorm{Axis: -1, Epsilon: 1e-6}, x, b.konst(0.5, 1.5, 8), b.w(8))

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -18,6 +19,10 @@ const (
 	Basic      BlockKind = iota + 1 // two 3x3 convs (ResNet-18/34)
 	Bottleneck                      // 1x1, 3x3, 1x1 (ResNet-50 and deeper)
 )
+
+// ErrNotResNet marks a state dict whose keys are not those of a
+// torchvision ResNet, so that callers can try other architectures.
+var ErrNotResNet = errors.New("not a torchvision ResNet state dict")
 
 func (b BlockKind) String() string {
 	switch b {
@@ -240,7 +245,7 @@ func InferArch(sd *checkpoint.StateDict) (Arch, error) {
 	need := func(name string, rank int) (tensor.Shape, error) {
 		s, ok := shape(name)
 		if !ok {
-			return nil, fmt.Errorf("checkpoint has no key %q: not a torchvision ResNet state dict (%s)", name, firstKeys(sd))
+			return nil, fmt.Errorf("checkpoint has no key %q: %w (%s)", name, ErrNotResNet, firstKeys(sd))
 		}
 		if len(s) != rank {
 			return nil, fmt.Errorf("checkpoint key %q has shape %v, want rank %d", name, s, rank)
@@ -300,7 +305,7 @@ func InferArch(sd *checkpoint.StateDict) (Arch, error) {
 		a.Stages = append(a.Stages, s)
 	}
 	if len(a.Stages) == 0 {
-		return Arch{}, fmt.Errorf("checkpoint has no key \"layer1.0.conv1.weight\": not a torchvision ResNet state dict (%s)", firstKeys(sd))
+		return Arch{}, fmt.Errorf("checkpoint has no key \"layer1.0.conv1.weight\": %w (%s)", ErrNotResNet, firstKeys(sd))
 	}
 	fc, err := need("fc.weight", 2)
 	if err != nil {

@@ -24,6 +24,15 @@ func init() {
 	register("AveragePool", importPool(false))
 	registerNoAttrs("GlobalAveragePool", func() ir.Op { return &ir.GlobalPool{} })
 	registerNoAttrs("GlobalMaxPool", func() ir.Op { return &ir.GlobalPool{Max: true} })
+	register("LpPool", importLpPool)
+	register("GlobalLpPool", func(a Attrs, _ int) (ir.Op, []ExtraInput, error) {
+		t := &tensorAttrs{a: a}
+		op := &ir.GlobalPool{P: t.int("p", 2)}
+		if op.P < 1 {
+			t.keep(fmt.Errorf("GlobalLpPool's p %d is not positive", op.P))
+		}
+		return op, nil, t.err
+	})
 	register("Gemm", importGemm)
 	registerNoAttrs("MatMul", func() ir.Op { return &ir.MatMul{} })
 	register("BatchNormalization", importBatchNorm)
@@ -119,6 +128,18 @@ func importPool(isMax bool) Importer {
 		}
 		return op, nil, t.err
 	}
+}
+
+func importLpPool(a Attrs, _ int) (ir.Op, []ExtraInput, error) {
+	t := &tensorAttrs{a: a}
+	t.required("LpPool", "kernel_shape")
+	op := &ir.Pool{P: t.int("p", 2)}
+	op.Kernel, op.Strides, op.Pads, op.Dilations, op.AutoPad = t.spatial()
+	op.CeilMode = t.bool("ceil_mode", false)
+	if op.P < 1 {
+		t.keep(fmt.Errorf("LpPool's p %d is not positive", op.P))
+	}
+	return op, nil, t.err
 }
 
 func importGemm(a Attrs, _ int) (ir.Op, []ExtraInput, error) {

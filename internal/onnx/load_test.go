@@ -543,3 +543,44 @@ func FuzzDecodeONNX(f *testing.F) {
 		}
 	})
 }
+
+// TestTinyCNNFixture runs testdata/golden/tiny_cnn.onnx (written by
+// tools/golden/make_onnx_fixture.py) on its input and compares with
+// PyTorch's float64 logits.
+func TestTinyCNNFixture(t *testing.T) {
+	const dir = "../../testdata/golden/"
+	g, err := Load(dir + "tiny_cnn.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := tensor.LoadNPY(dir + "tiny_cnn.input.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := tensor.LoadNPY(dir + "tiny_cnn.logits.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xa, err := ir.ArrayFromTensor(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ir.ArrayFromTensor(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := eval(t, g, map[string]*ir.Array{g.Inputs[0].Name: xa})
+	if !out[0].Shape.Equal(want.Shape) {
+		t.Fatalf("logits %v, want %v", out[0].Shape, want.Shape)
+	}
+	// The weights are float32 and the evaluator float64: the gap is the
+	// rounding of the weights PyTorch exported, far below 1e-4 relative.
+	var maxRef, maxDiff float64
+	for i, w := range want.Data {
+		maxRef = math.Max(maxRef, math.Abs(w))
+		maxDiff = math.Max(maxDiff, math.Abs(out[0].Data[i]-w))
+	}
+	if maxDiff > 1e-4*maxRef {
+		t.Errorf("max |got-ref| %g, max |ref| %g: relative %g > 1e-4", maxDiff, maxRef, maxDiff/maxRef)
+	}
+}

@@ -58,11 +58,11 @@ type CPU struct {
 // NewCPU returns a CPU preprocessor for spec, which must describe RGB
 // images resized bilinearly (the interpolation imageproc implements).
 func NewCPU(spec Spec, opts CPUOptions) (*CPU, error) {
-	if err := spec.Validate(3); err != nil {
+	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.Interpolation != Bilinear {
-		return nil, fmt.Errorf("preprocess: the CPU decoder resizes bilinearly (PIL's filter); the model's preprocessing asks for %s", spec.Interpolation)
+	if spec.Filter() != Bilinear {
+		return nil, fmt.Errorf("preprocess: the CPU decoder resizes bilinearly (PIL's filter); the model's preprocessing asks for %s", spec.Filter())
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
@@ -71,7 +71,7 @@ func NewCPU(spec Spec, opts CPUOptions) (*CPU, error) {
 		opts.MaxPixels = imageproc.MaxPixels
 	}
 	p := &CPU{spec: spec, maxPixels: opts.MaxPixels, sem: make(chan struct{}, opts.Workers)}
-	mean, std := spec.MeanStd32()
+	mean, std := spec.Mean, spec.Std
 	for c := range 3 {
 		for x := range 256 {
 			v := (float32(x)/255 - mean[c]) / std[c]
@@ -87,7 +87,7 @@ func (p *CPU) Spec() Spec { return p.spec }
 // Preprocess implements Preprocessor.
 func (p *CPU) Preprocess(ctx context.Context, images [][]byte, dt tensor.DType, dst []byte) []error {
 	errs := make([]error, len(images))
-	size := 3 * p.spec.Crop * p.spec.Crop * dt.Size()
+	size := 3 * p.spec.Height * p.spec.Width * dt.Size()
 	var whole error
 	switch {
 	case dt != tensor.Float32 && dt != tensor.Float16 && dt != tensor.Uint8:
@@ -145,7 +145,7 @@ func (p *CPU) one(img []byte, dt tensor.DType, out []byte) error {
 	if s.Resize > 0 {
 		m = m.Resize(imageproc.ResizedSize(m.W, m.H, s.Resize))
 	}
-	m = m.CenterCrop(s.Crop, s.Crop)
+	m = m.CenterCrop(s.Width, s.Height)
 	p.write(m, dt, out)
 	return nil
 }

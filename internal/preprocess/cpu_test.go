@@ -48,13 +48,13 @@ func bombJPEG(t testing.TB, w, h int) []byte {
 }
 
 func TestNewCPUSpecs(t *testing.T) {
-	bicubic := ImageNet()
+	bicubic := ImageNet(224, 224)
 	bicubic.Interpolation = Bicubic
 	if _, err := NewCPU(bicubic, CPUOptions{}); err == nil || !strings.Contains(err.Error(), "bicubic") {
 		t.Errorf("bicubic: %v", err)
 	}
-	if _, err := NewCPU(Spec{Crop: 8, Interpolation: Bilinear, Mean: []float64{0}, Std: []float64{1}}, CPUOptions{}); err == nil {
-		t.Error("a 1-channel spec was accepted for RGB images")
+	if _, err := NewCPU(Spec{Resize: 8, Height: 8, Width: 8, Interpolation: Bilinear, Std: [3]float32{1, 0, 1}}, CPUOptions{}); err == nil {
+		t.Error("a spec with a zero std was accepted")
 	}
 }
 
@@ -75,7 +75,7 @@ func TestMatchesImageproc(t *testing.T) {
 		}
 		wantU8 = append(wantU8, imageproc.Preprocess(m))
 	}
-	p, err := NewCPU(ImageNet(), CPUOptions{})
+	p, err := NewCPU(ImageNet(224, 224), CPUOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +109,9 @@ func TestMatchesImageproc(t *testing.T) {
 	}
 }
 
-// TestCropWithAndWithoutResize checks the crop of a resized image, and of
-// the image itself when the spec has no resize.
-func TestCropWithAndWithoutResize(t *testing.T) {
+// TestCropAfterResize checks the crop of an image resized down and
+// up before cropping.
+func TestCropAfterResize(t *testing.T) {
 	img := image.NewRGBA(image.Rect(0, 0, 40, 30))
 	for y := range 30 {
 		for x := range 40 {
@@ -120,8 +120,8 @@ func TestCropWithAndWithoutResize(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	png.Encode(&buf, img)
-	for _, resize := range []int{20, 0} {
-		p, err := NewCPU(Spec{Resize: resize, Crop: 12, Interpolation: Bilinear, Mean: []float64{0, 0, 0}, Std: []float64{1, 1, 1}}, CPUOptions{})
+	for _, resize := range []int{20, 36} {
+		p, err := NewCPU(Spec{Resize: resize, Height: 12, Width: 12, Interpolation: Bilinear, Std: [3]float32{1, 1, 1}}, CPUOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestCropWithAndWithoutResize(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	good := readFile(t, "../../testdata/golden/image.jpg")
-	p, err := NewCPU(ImageNet().WithCrop(16), CPUOptions{MaxPixels: 4000 * 4000})
+	p, err := NewCPU(ImageNet(16, 16), CPUOptions{MaxPixels: 4000 * 4000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestBadCalls(t *testing.T) {
-	p, _ := NewCPU(ImageNet().WithCrop(16), CPUOptions{})
+	p, _ := NewCPU(ImageNet(16, 16), CPUOptions{})
 	img := readFile(t, "../../testdata/golden/image.jpg")
 	if errs := p.Preprocess(context.Background(), [][]byte{img}, tensor.Int32, make([]byte, 3*16*16*4)); errs[0] == nil || !strings.Contains(errs[0].Error(), "int32") {
 		t.Errorf("int32: %v", errs[0])
@@ -191,7 +191,7 @@ func TestBadCalls(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	one, _ := NewCPU(ImageNet().WithCrop(16), CPUOptions{Workers: 1})
+	one, _ := NewCPU(ImageNet(16, 16), CPUOptions{Workers: 1})
 	one.sem <- struct{}{} // every worker busy: the call must give up
 	errs := one.Preprocess(ctx, [][]byte{img, img}, tensor.Float32, make([]byte, 2*3*16*16*4))
 	for i, err := range errs {
@@ -205,7 +205,7 @@ func TestBadCalls(t *testing.T) {
 // than images (run with -race): every result must match the sequential one.
 func TestConcurrent(t *testing.T) {
 	img := readFile(t, "../../testdata/golden/image.png")
-	p, _ := NewCPU(ImageNet().WithCrop(32), CPUOptions{Workers: 2})
+	p, _ := NewCPU(ImageNet(32, 32), CPUOptions{Workers: 2})
 	want := make([]byte, 3*32*32*4)
 	if errs := p.Preprocess(context.Background(), [][]byte{img}, tensor.Float32, want); errs[0] != nil {
 		t.Fatal(errs[0])
@@ -232,7 +232,7 @@ func BenchmarkCPU(b *testing.B) {
 	for _, f := range []string{"astronaut.jpg", "coffee.jpg", "chelsea_444.jpg", "rocket_progressive.jpg"} {
 		images = append(images, readFile(b, "../../testdata/photos/"+f))
 	}
-	p, err := NewCPU(ImageNet(), CPUOptions{})
+	p, err := NewCPU(ImageNet(224, 224), CPUOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,22 +32,29 @@ func (n instantBackend) Submit(req backend.Request) error {
 	return nil
 }
 
-// startInstant serves a 1000-class model of size x size images.
+// startInstant serves a 1000-class model of size x size FP32 images.
 func startInstant(b *testing.B, size int, cfg server.Config) (httpAddr, grpcAddr string) {
+	b.Helper()
+	return startInstantDType(b, size, tensor.Float32, cfg)
+}
+
+// startInstantDType serves a 1000-class model of size x size images whose
+// engine takes dtype.
+func startInstantDType(b *testing.B, size int, dtype tensor.DType, cfg server.Config) (httpAddr, grpcAddr string) {
 	b.Helper()
 	cfg.ModelName, cfg.Logger = "m", slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := server.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	bt, err := batcher.New(instantBackend{1000}, batcher.Config{Channels: 3, Height: size, Width: size, DType: tensor.Float32,
+	bt, err := batcher.New(instantBackend{1000}, batcher.Config{Channels: 3, Height: size, Width: size, DType: dtype,
 		Classes: 1000, MaxBatch: 64, MaxDelay: 2 * time.Millisecond, IdleDispatch: true, MaxQueue: 1024, MaxInflight: 8,
 		Observe: srv.ObserveBatch})
 	if err != nil {
 		b.Fatal(err)
 	}
 	info := engine.Info{Engine: "none", MaxBatch: 256}
-	info.Inputs, info.Outputs = engine.ClassifierSpecs(tensor.Float32, 3, size, size, 1000)
+	info.Inputs, info.Outputs = engine.ClassifierSpecs(dtype, 3, size, size, 1000)
 	if err := srv.SetModel(&server.Model{Info: info, Lanes: []server.Lane{{Height: size, Width: size, Batcher: bt}}}); err != nil {
 		b.Fatal(err)
 	}
@@ -142,7 +149,12 @@ func BenchmarkGRPCBuffers(b *testing.B) {
 // benchInfer sends b.N single 250x250 FP32 images from conc goroutines and
 // reports p50 and p99 latency and throughput.
 func benchInfer(b *testing.B, url string, opts client.Options, conc int) {
-	in := tensor.New(tensor.Float32, 1, 3, 250, 250)
+	benchInferDType(b, url, opts, conc, tensor.Float32)
+}
+
+// benchInferDType is benchInfer with images of dtype.
+func benchInferDType(b *testing.B, url string, opts client.Options, conc int, dtype tensor.DType) {
+	in := tensor.New(dtype, 1, 3, 250, 250)
 	c, err := client.DialOptions(context.Background(), url, opts)
 	if err != nil {
 		b.Fatal(err)

@@ -59,10 +59,10 @@ func (st *modelState) setImages(m *Model) error {
 	if m.Images.Preprocessor != nil {
 		spec = m.Images.Preprocessor.Spec()
 	}
-	lane := st.lanes[[2]int{spec.Crop, spec.Crop}]
+	lane := st.lanes[[2]int{spec.Height, spec.Width}]
 	switch {
 	case lane == nil:
-		return fmt.Errorf("server: images are preprocessed to %dx%d, which is not a served size (%s)", spec.Crop, spec.Crop, st.sizes())
+		return fmt.Errorf("server: images are preprocessed to %dx%d, which is not a served size (%s)", spec.Height, spec.Width, st.sizes())
 	case m.Images.Preprocessor == nil && !lane.Config().Encoded:
 		return errors.New("server: Images has no Preprocessor, and the lane's backend decodes no images")
 	}
@@ -96,7 +96,7 @@ func (s *Server) runImages(ctx context.Context, st *modelState, images [][]byte,
 	spec := st.images.spec
 	dt := st.model.Info.Input().DType
 	n := len(images)
-	p := plan{lane: st.images.lane, dtype: dt, n: n, bytes: n * 3 * spec.Crop * spec.Crop * dt.Size(), out: out}
+	p := plan{lane: st.images.lane, dtype: dt, n: n, bytes: n * 3 * spec.Height * spec.Width * dt.Size(), out: out}
 	if err := p.lane.Admit(n); err != nil {
 		return p, res, err // before spending decode time on it
 	}

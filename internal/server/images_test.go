@@ -62,7 +62,7 @@ func imageInput(n int, params map[string]any) map[string]any {
 // preprocessed is the float32 tensor the server should make of images.
 func preprocessed(t *testing.T, size int, images [][]byte) []byte {
 	t.Helper()
-	pre, err := preprocess.NewCPU(preprocess.ImageNet().WithCrop(size), preprocess.CPUOptions{})
+	pre, err := preprocess.NewCPU(preprocess.ImageNet(size, size), preprocess.CPUOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

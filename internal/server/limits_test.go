@@ -104,8 +104,24 @@ func TestMemoryBudgetRefusesAndReleases(t *testing.T) {
 			}
 		})
 	}
-	if got, _ := metricValue(t, s, `goinfer_requests_total{protocol="http",status="memory_full"}`); got != 1 {
-		t.Errorf("memory_full requests counted %v, want 1", got)
+	// A chunked body declares nothing: it takes the budget as it grows,
+	// and is refused once it does not fit.
+	t.Run("chunked body outgrows the budget", func(t *testing.T) {
+		c, err := net.Dial("tcp", s.HTTPAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", s.Name)
+		chunk := bytes.Repeat([]byte{' '}, 600<<10)
+		fmt.Fprintf(c, "%x\r\n%s\r\n", len(chunk), chunk)
+		resp, body := readResponse(t, c, 5*time.Second)
+		if resp.StatusCode != 503 || !strings.Contains(body, "--max_inflight_bytes") {
+			t.Fatalf("status %d %s, want 503 naming --max_inflight_bytes", resp.StatusCode, body)
+		}
+	})
+	if got, _ := metricValue(t, s, `goinfer_requests_total{protocol="http",status="memory_full"}`); got != 2 {
+		t.Errorf("memory_full requests counted %v, want 2", got)
 	}
 
 	// The holder goes away mid-body: its bytes come back, and requests
@@ -170,14 +186,14 @@ func TestSlowBodyCutOff(t *testing.T) {
 	// A request that arrives in time and then waits for its batch longer
 	// than the read timeout is not cut off.
 	g := servertest.Start(t, servertest.Options{Gated: true, Server: func(c *server.Config) {
-		c.ReadTimeout = 200 * time.Millisecond
+		c.ReadTimeout = 500 * time.Millisecond
 	}})
 	img := tensor.F32Bytes(randImages(1, 16, 22))
 	hdr := map[string]any{"inputs": []any{binaryInput("FP32", []int{1, 3, 16, 16}, len(img))}}
 	done := make(chan httpResult, 1)
 	go func() { done <- inferBinary(t, g, hdr, img) }()
 	g.Gate.WaitHeld(t, 1)
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(900 * time.Millisecond)
 	g.Gate.Open()
 	if r := <-done; r.status != 200 {
 		t.Errorf("a request waiting past --read_timeout: %d %s", r.status, r.body)
@@ -245,7 +261,7 @@ func postBinary(s *servertest.Server, hj, data []byte) (httpResult, bool) {
 // the drain began), and no client sees a transport error.
 func TestDrainUnderLoad(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{MaxQueue: 64, Server: func(c *server.Config) {
-		c.DrainGrace = 500 * time.Millisecond
+		c.DrainGrace = time.Second
 	}})
 	img := tensor.F32Bytes(randImages(1, 16, 23))
 	hj, err := json.Marshal(map[string]any{"inputs": []any{binaryInput("FP32", []int{1, 3, 16, 16}, len(img))}})
@@ -339,5 +355,42 @@ func TestDrainGRPC(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Errorf("drain: %v", err)
+	}
+}
+
+func TestGRPCMemoryBudget(t *testing.T) {
+	const limit = 1 << 20
+	s := servertest.Start(t, servertest.Options{Server: func(c *server.Config) {
+		c.MaxRequestBytes = limit
+		c.MaxInflightBytes = 3 * limit / 2
+	}})
+	cl := kservepb.NewGRPCInferenceServiceClient(dialGRPC(t, s.GRPCAddr))
+	holder := rawRequest(t, s, limit, "", nil)
+	defer holder.Close()
+	waitMetric(t, s, budgetMetric, limit)
+
+	// 192 images (576 KiB): read by gRPC, then refused by the budget
+	// (1 MiB + 576 KiB > 1.5 MiB).
+	_, err := cl.ModelInfer(ctxT(t), rawInfer(randImages(192, 16, 24), 192))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max_inflight_bytes") {
+		t.Fatalf("a message beyond the budget: %v, want RESOURCE_EXHAUSTED naming --max_inflight_bytes", err)
+	}
+	// With less free than the tap's threshold, RPCs are refused before
+	// their message is read.
+	second := rawRequest(t, s, limit/4, "", nil)
+	defer second.Close()
+	waitMetric(t, s, budgetMetric, limit+limit/4)
+	_, err = cl.ModelInfer(ctxT(t), rawInfer(randImages(1, 16, 25), 1))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a small message with the budget spent: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	holder.Close()
+	second.Close()
+	waitMetric(t, s, budgetMetric, 0)
+	if _, err := cl.ModelInfer(ctxT(t), rawInfer(randImages(1, 16, 25), 1)); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if got, _ := metricValue(t, s, `goinfer_requests_total{protocol="grpc",status="memory_full"}`); got != 2 {
+		t.Errorf("memory_full gRPC requests counted %v, want 2", got)
 	}
 }

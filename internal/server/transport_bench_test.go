@@ -5,6 +5,7 @@ import (
 
 	"goinfer/internal/client"
 	"goinfer/internal/server"
+	"goinfer/internal/tensor"
 )
 
 // BenchmarkGRPCWindow compares HTTP/2 flow-control windows, the same at
@@ -32,6 +33,20 @@ func BenchmarkHTTPClient(b *testing.B) {
 		for _, conc := range []int{1, 64} {
 			b.Run(hc+"/c"+itoa(conc), func(b *testing.B) {
 				benchInfer(b, "http://"+httpAddr, client.Options{MaxInflight: conc, HTTPClient: hc}, conc)
+			})
+		}
+	}
+}
+
+// BenchmarkProtocolDType sends the 250x250 images as FP16 (375 KB) and
+// UINT8 pixels (188 KB) to an engine that takes them as they are: what
+// fewer bytes in the messages save.
+func BenchmarkProtocolDType(b *testing.B) {
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.Uint8} {
+		httpAddr, grpcAddr := startInstantDType(b, 250, dt, server.Config{})
+		for _, proto := range []struct{ name, url string }{{"http", "http://" + httpAddr}, {"grpc", "grpc://" + grpcAddr}} {
+			b.Run(dt.String()+"/"+proto.name+"/c1", func(b *testing.B) {
+				benchInferDType(b, proto.url, client.Options{MaxInflight: 1}, 1, dt)
 			})
 		}
 	}

@@ -21,6 +21,12 @@ type ParamSpec struct {
 	// Int marks integer buffers (num_batches_tracked), which are not
 	// parameters.
 	Int bool
+	// Ignored marks tensors inference does not read (auxiliary training
+	// classifiers that the published weights hold).
+	Ignored bool
+	// IntValues is the content of an integer buffer the architecture
+	// fixes (Swin's relative position index).
+	IntValues []int64
 }
 
 // builder emits an architecture's graph while checking each state-dict

@@ -39,8 +39,17 @@ var fixtureConfigs = map[string]Config{
 	"squeezenet1_1": SqueezeNetConfig{Version: "1_1", Classes: 10},
 	"resnet18":      ResNetConfig{Layers: []int{2, 2, 2, 2}, Groups: 1, WidthPerGroup: 64, Base: 64, Classes: 10},
 	"mnasnet0_5":    MNASNetConfig{Alpha: 0.5, Classes: 10},
+	"mnasnet0_5_v1": MNASNetConfig{Alpha: 0.5, V1Stem: true, Classes: 10},
+	"googlenet":     GoogLeNetConfig{TransformInput: true, Classes: 10},
+	"swin":          SwinConfig{Patch: 4, EmbedDim: 8, Depths: []int{2, 2}, Heads: []int{2, 4}, Window: 4, MLPRatio: 4, Classes: 10},
+	"inception_v3":  InceptionV3Config{TransformInput: true, AuxLogits: true, Classes: 10},
 	"resnext":       ResNetConfig{Bottleneck: true, Layers: []int{1, 2, 1, 1}, Groups: 4, WidthPerGroup: 4, Base: 64, Classes: 10},
 }
+
+// fixtureTolerance loosens the comparison where the graph holds a
+// constant PyTorch keeps in float64 (the Inception input transform's
+// scales, rounded to float32 here).
+var fixtureTolerance = map[string]float64{"googlenet": 1e-8, "inception_v3": 1e-8}
 
 type fixtureEntry struct {
 	// File is the saved state dict; without one, the weights are
@@ -129,8 +138,12 @@ func TestFixtures(t *testing.T) {
 			}
 			rel := maxDiff / maxRef
 			t.Logf("%d nodes, logits %v, max|got-ref|/max|ref| = %.3g", len(g.Nodes), got.Shape, rel)
-			if !(rel <= 1e-12) {
-				t.Errorf("max|got-ref|/max|ref| = %.3g, want <= 1e-12", rel)
+			tol := 1e-12
+			if v, ok := fixtureTolerance[name]; ok {
+				tol = v
+			}
+			if !(rel <= tol) {
+				t.Errorf("max|got-ref|/max|ref| = %.3g, want <= %g", rel, tol)
 			}
 		})
 	}

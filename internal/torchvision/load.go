@@ -55,7 +55,7 @@ func compareSpecs(arch string, sd *checkpoint.StateDict) (diff []string, fit int
 	if size == 0 {
 		size = 224
 	}
-	specs, err := ParamSpecs(e.config(classes), size)
+	specs, err := ParamSpecs(adapt(e.config(classes), sd), size)
 	if err != nil {
 		return []string{err.Error()}, 0
 	}

@@ -50,6 +50,23 @@ func TestDetect(t *testing.T) {
 			t.Errorf("Detect(%s) = %q, %v", arch, got, err)
 		}
 	}
+	// The published GoogLeNet weights hold the auxiliary classifiers,
+	// inception_v3 checkpoints may lack them: both are recognised.
+	for arch, cfg := range map[string]Config{
+		"googlenet":    GoogLeNetConfig{TransformInput: true, AuxLogits: true, Classes: 1000},
+		"inception_v3": InceptionV3Config{TransformInput: true, Classes: 1000},
+	} {
+		sd, err := RandomStateDictFor(cfg, 299, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Detect(sd); err != nil || got != arch {
+			t.Errorf("Detect(%s variant) = %q, %v", arch, got, err)
+		}
+		if _, err := Build(arch, sd, Options{}); err != nil {
+			t.Errorf("Build(%s variant): %v", arch, err)
+		}
+	}
 	sd := shapeOnly(t, "resnet18", 1000, 224)
 	sd.Set("extra.weight", &tensor.Tensor{DType: tensor.Float32, Shape: tensor.Shape{3}})
 	if _, err := Detect(sd); err == nil || !strings.Contains(err.Error(), "closest is resnet18") || !strings.Contains(err.Error(), "unexpected extra.weight") {
@@ -126,7 +143,7 @@ func TestPreprocessTravels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Preprocess == nil || !g.Preprocess.Equal(w.Preprocess) || g.Inputs[0].Type.Shape[2] != 300 {
+	if g.Preprocess == nil || *g.Preprocess != w.Preprocess || g.Inputs[0].Type.Shape[2] != 300 {
 		t.Errorf("graph preprocess %v, input %s; want the weights' %v at 300px", g.Preprocess, g.Inputs[0].Type, w.Preprocess)
 	}
 	b, err := ir.Bind(g, 2)
@@ -140,8 +157,8 @@ func TestPreprocessTravels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := preprocess.ImageNet().WithCrop(64)
-	if !g.Preprocess.Equal(want) {
+	want := preprocess.ImageNet(64, 64)
+	if *g.Preprocess != want {
 		t.Errorf("default preprocess %v, want %v", g.Preprocess, want)
 	}
 }
@@ -189,5 +206,63 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "sq.safetensors"), "resnet18", Options{}); err == nil || !strings.Contains(err.Error(), "missing key") {
 		t.Errorf("wrong arch: %v", err)
+	}
+}
+
+// TestMNASNetV1 builds the published mnasnet0_5 layout (torchvision's first
+// MNASNet version, with a fixed 32/16 stem) by name: Build tells it from
+// the stem's shape.
+func TestMNASNetV1(t *testing.T) {
+	sd, err := RandomStateDictFor(MNASNetConfig{Alpha: 0.5, V1Stem: true, Classes: 1000}, 224, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build("mnasnet0_5", sd, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := Detect(sd); err != nil || a != "mnasnet0_5" {
+		t.Errorf("Detect = %q, %v", a, err)
+	}
+}
+
+// TestHalfPrecisionWeights builds from fp16 and bf16 state dicts: the
+// weights widen to float32 exactly, so the graph equals the one built
+// from the float32 weights rounded the same way.
+func TestHalfPrecisionWeights(t *testing.T) {
+	cfg := ShuffleNetV2Config{Repeats: []int{1, 1, 1}, Channels: []int{8, 16, 32, 64, 32}, Classes: 3}
+	sd, err := RandomStateDictFor(cfg, 32, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := ir.NewArray(tensor.Float32, tensor.Shape{1, 3, 32, 32})
+	for i := range x.Data {
+		x.Data[i] = float64(i%11)/11 - 0.5
+	}
+	run := func(sd *checkpoint.StateDict) []float64 {
+		g, err := BuildWith(cfg, sd, Options{ImageSize: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ir.EvaluateBound(context.Background(), g, map[string]*ir.Array{InputName: x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0].Data
+	}
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+		half, err := checkpoint.CastFloats(sd, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := checkpoint.CastFloats(half, tensor.Float32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := run(half), run(back)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s weights: logits %v, want %v", dt, got, want)
+			}
+		}
 	}
 }

@@ -3,12 +3,16 @@ package torchvision
 import (
 	"fmt"
 
+	"goinfer/internal/checkpoint"
 	"goinfer/internal/ir"
 )
 
 // MNASNetConfig is torchvision's MNASNet with depth multiplier Alpha.
 type MNASNetConfig struct {
-	Alpha   float64
+	Alpha float64
+	// V1Stem is the fixed 32/16-channel stem of torchvision's first MNASNet
+	// version, which the published mnasnet0_5 weights were saved with.
+	V1Stem  bool
 	Classes int
 }
 
@@ -17,6 +21,15 @@ func init() {
 		a := a
 		register(name, "classifier.1.weight", func(classes int) Config { return MNASNetConfig{Alpha: a, Classes: classes} })
 	}
+}
+
+// adapt recognises a first-version checkpoint by its stem's width, as
+// torchvision's loader does by the version it records.
+func (c MNASNetConfig) adapt(sd *checkpoint.StateDict) Config {
+	if t, ok := sd.Get("layers.0.weight"); ok && len(t.Shape) == 4 && t.Shape[0] == 32 && c.Alpha != 1 {
+		c.V1Stem = true
+	}
+	return c
 }
 
 // Name implements Config.
@@ -40,6 +53,9 @@ func (c MNASNetConfig) build(b *builder, x *ir.Value, _ int) *ir.Value {
 	d := make([]int, 8)
 	for i, v := range []int{32, 16, 24, 40, 80, 96, 192, 320} {
 		d[i] = makeDivisible(float64(v)*c.Alpha, 8, 0)
+	}
+	if c.V1Stem {
+		d[0], d[1] = 32, 16
 	}
 	y := b.relu("layers.2", b.convBN("layers", 0, x, convArgs{in: 3, out: d[0], k: 3, stride: 2, pad: 1}))
 	y = b.relu("layers.5", b.convBN("layers", 3, y, convArgs{in: d[0], out: d[0], k: 3, pad: 1, groups: d[0]}))

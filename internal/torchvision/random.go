@@ -35,7 +35,7 @@ func RandomStateDict(arch string, classes int, seed uint32) (*checkpoint.StateDi
 //   - the rest: (2u - 1) * sqrt(3 / fan_in), fan_in the product of the
 //     dimensions after the first, so activations keep their scale;
 //
-// and num_batches_tracked is 0.
+// and integer buffers are their fixed content (num_batches_tracked 0).
 func RandomStateDictFor(cfg Config, size int, seed uint32) (*checkpoint.StateDict, error) {
 	specs, err := ParamSpecs(cfg, size)
 	if err != nil {
@@ -44,7 +44,11 @@ func RandomStateDictFor(cfg Config, size int, seed uint32) (*checkpoint.StateDic
 	sd := checkpoint.NewStateDict()
 	for _, s := range specs {
 		if s.Int {
-			sd.Set(s.Key, tensor.New(tensor.Int64, s.Shape...))
+			t := tensor.New(tensor.Int64, s.Shape...)
+			for i, v := range s.IntValues {
+				putInt64(t.Data[8*i:], v)
+			}
+			sd.Set(s.Key, t)
 			continue
 		}
 		v := make([]float32, s.Shape.NumElements())

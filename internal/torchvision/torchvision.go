@@ -117,11 +117,24 @@ func Build(arch string, sd *checkpoint.StateDict, opts Options) (*ir.Graph, erro
 	if opts.ImageSize == 0 && opts.Weights == nil {
 		opts.ImageSize = impliedImageSize(arch, sd)
 	}
-	g, err := BuildWith(e.config(classes), sd, opts)
+	g, err := BuildWith(adapt(e.config(classes), sd), sd, opts)
 	if err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// adapter is implemented by configurations with variants that only the
+// state dict tells apart (MNASNet's first-version stem).
+type adapter interface {
+	adapt(sd *checkpoint.StateDict) Config
+}
+
+func adapt(cfg Config, sd *checkpoint.StateDict) Config {
+	if a, ok := cfg.(adapter); ok {
+		return a.adapt(sd)
+	}
+	return cfg
 }
 
 // normalizeKeys strips the "module." prefix DataParallel checkpoints put on
@@ -183,16 +196,16 @@ func BuildWith(cfg Config, sd *checkpoint.StateDict, opts Options) (*ir.Graph, e
 	if sd == nil {
 		return nil, fmt.Errorf("torchvision: %s: no state dict", cfg.Name())
 	}
-	pp := ImageNetFor(opts)
+	pp := PreprocessFor(opts)
 	size := opts.ImageSize
 	if size == 0 {
-		size = pp.Crop
+		size = pp.Height
 	}
 	if size < 1 {
 		return nil, fmt.Errorf("torchvision: image size %d must be positive", size)
 	}
-	if pp.Crop != size {
-		pp = pp.WithCrop(size)
+	if pp.Height != size || pp.Width != size {
+		pp = pp.WithSize(size, size)
 	}
 	b := newBuilder(sd)
 	g, err := b.graph(cfg, size)
@@ -209,16 +222,16 @@ func BuildWith(cfg Config, sd *checkpoint.StateDict, opts Options) (*ir.Graph, e
 	return g, nil
 }
 
-// ImageNetFor is the preprocessing opts imply: the override, the weights'
-// own, or ImageNet's defaults.
-func ImageNetFor(opts Options) preprocess.Spec {
+// PreprocessFor is the preprocessing opts imply: the override, the
+// weights' own, or ImageNet's defaults.
+func PreprocessFor(opts Options) preprocess.Spec {
 	switch {
 	case opts.Preprocess != nil:
 		return *opts.Preprocess
 	case opts.Weights != nil:
 		return opts.Weights.Preprocess
 	}
-	return preprocess.ImageNet()
+	return preprocess.ImageNet(224, 224)
 }
 
 // graph runs cfg's build over a fresh input, recovering the panics an
@@ -251,8 +264,9 @@ func ParamSpecs(cfg Config, size int) ([]ParamSpec, error) {
 	return b.specs, nil
 }
 
-// ParamCount is the number of parameters of cfg (integer buffers
-// excluded), as torchvision counts model.parameters().
+// ParamCount is the number of parameters of cfg (integer buffers and
+// running statistics excluded), as torchvision counts model.parameters():
+// auxiliary classifiers that the configuration holds count too.
 func ParamCount(cfg Config, size int) (int64, error) {
 	specs, err := ParamSpecs(cfg, size)
 	if err != nil {

@@ -29,7 +29,7 @@ func (w Weights) URL() string { return "https://download.pytorch.org/models/" + 
 
 // ImageSize is the square input size the weights were evaluated at (the
 // crop), which fixes the sequence length of a ViT's position embedding.
-func (w Weights) ImageSize() int { return w.Preprocess.Crop }
+func (w Weights) ImageSize() int { return w.Preprocess.Height }
 
 // AllWeights returns every weights entry goinfer knows, in the order of
 // torchvision's enums.

@@ -26,10 +26,10 @@ func TestFromFileName(t *testing.T) {
 			t.Errorf("%s: ok=%v err=%v", tc.path, ok, err)
 			continue
 		}
-		if w.Arch != tc.arch || w.Name != tc.name || w.Preprocess.Crop != tc.crop || w.Preprocess.Resize != tc.resize || w.Preprocess.Interpolation != tc.interp {
+		if w.Arch != tc.arch || w.Name != tc.name || w.Preprocess.Height != tc.crop || w.Preprocess.Width != tc.crop || w.Preprocess.Resize != tc.resize || w.Preprocess.Interpolation != tc.interp {
 			t.Errorf("%s: got %s.%s %v", tc.path, w.Arch, w.Name, w.Preprocess)
 		}
-		if err := w.Preprocess.Validate(3); err != nil {
+		if err := w.Preprocess.Validate(); err != nil {
 			t.Errorf("%s: %v", tc.path, err)
 		}
 		if !strings.HasPrefix(w.URL(), "https://download.pytorch.org/models/") {
@@ -57,7 +57,7 @@ func TestWeightsTable(t *testing.T) {
 		if !strings.Contains(w.File, w.SHA256Prefix) {
 			t.Errorf("%s: hash %s not in the name", w.File, w.SHA256Prefix)
 		}
-		if err := w.Preprocess.Validate(3); err != nil {
+		if err := w.Preprocess.Validate(); err != nil {
 			t.Errorf("%s: %v", w.File, err)
 		}
 		if d, ok := DefaultWeights(w.Arch); !ok || d.Arch != w.Arch {

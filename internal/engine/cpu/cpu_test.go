@@ -454,7 +454,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := context.Background()
 	g := narrowGraph(t, model.NewArch(model.Basic, []int{1, 1, 1, 1}, 4, 3, 1, 64), 1)
-	const pkg = "goinfer/internal/engine/cpu."
+	const pkg = "goinfer/internal/engine/cpu" // and its subpackages: the pool lives in cpu/parallel
 	before := leakcheck.Count(pkg)
 	m, err := Engine{}.Load(ctx, g, engine.Options{MaxBatch: 1, Height: 32, Width: 32, Threads: 8})
 	if err != nil {

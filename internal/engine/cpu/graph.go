@@ -15,6 +15,8 @@ import (
 	"goinfer/internal/tensor"
 )
 
+var _ engine.GraphLoader = Engine{}
+
 // LoadGraph prepares a general graph (any ops irexec runs) on the cpu
 // engine; see Engine.LoadGraph.
 func LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (engine.Model, error) {

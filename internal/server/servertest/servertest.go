@@ -126,7 +126,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	var pre *preprocess.CPU
 	if opts.Images {
-		if pre, err = preprocess.NewCPU(preprocess.ImageNet().WithCrop(opts.Size), preprocess.CPUOptions{Workers: 2, MaxPixels: opts.MaxImagePixels}); err != nil {
+		if pre, err = preprocess.NewCPU(preprocess.ImageNet(opts.Size, opts.Size), preprocess.CPUOptions{Workers: 2, MaxPixels: opts.MaxImagePixels}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -33,14 +33,15 @@ func build(nc *nodeCtx) (step, error) {
 	case *ir.Gather:
 		return buildGather(nc)
 	case *ir.GatherElements:
-		if nc.n.Input(1).Const == nil {
-			return nil, unsupportedf("with runtime indices", "indices computed at run time")
+		return buildGatherElements(nc)
+	case *ir.Resize:
+		if op.Mode != "nearest" || op.CoordinateTransformMode == "tf_crop_and_resize" {
+			return nil, unsupportedf(op.Mode, "%s resizing (the executor runs nearest-neighbour resizing)", op.Mode)
 		}
-		return buildRuns(nc)
+		return buildRuns(nc) // a gather: each output copies one input element
 	case *ir.Slice, *ir.Pad, *ir.Tile, *ir.Concat, *ir.Split, *ir.DepthToSpace, *ir.SpaceToDepth:
 		return buildRuns(nc)
 	default:
-		_ = op
 		return buildNN(nc)
 	}
 }

@@ -323,3 +323,73 @@ func (s *gatherStep) rng(x *Exec, _, lo, hi int) {
 		copy(dst[r*blk:(r+1)*blk], src[(o*s.axisLen+j)*blk:])
 	}
 }
+
+// gatherElementsStep is GatherElements with indices computed at run time:
+// output element c reads data at c with its axis coordinate replaced by
+// the index there.
+type gatherElementsStep struct {
+	data, idx, dst int
+	axis           int
+	shape          []int // the indices' (and output's) shape
+	dataStr        []int
+	axisLen, es    int
+	idxDType       tensor.DType
+}
+
+func buildGatherElements(nc *nodeCtx) (step, error) {
+	if nc.n.Inputs[1].Const != nil {
+		return buildRuns(nc)
+	}
+	op := nc.n.Op.(*ir.GatherElements)
+	data, idx := nc.inVal(0), nc.inVal(1)
+	axis := op.Axis
+	if axis < 0 {
+		axis += len(data.shape)
+	}
+	if axis < 0 || axis >= len(data.shape) {
+		return nil, fmt.Errorf("axis %d out of range for %v", op.Axis, data.shape)
+	}
+	if idx.dtype != tensor.Int64 && idx.dtype != tensor.Int32 {
+		return nil, fmt.Errorf("indices are %s, want int64 or int32", idx.dtype)
+	}
+	return &gatherElementsStep{data: nc.in[0], idx: nc.in[1], dst: nc.out[0], axis: axis, shape: idx.shape,
+		dataStr: stridesOf(data.shape), axisLen: data.shape[axis], es: data.dtype.Size(), idxDType: idx.dtype}, nil
+}
+
+func (s *gatherElementsStep) index(x *Exec, e int) int {
+	if s.idxDType == tensor.Int64 {
+		return int(i64(x.view(s.idx))[e])
+	}
+	return int(i32(x.view(s.idx))[e])
+}
+
+func (s *gatherElementsStep) run(x *Exec) error {
+	n := x.p.vals[s.idx].elems
+	for e := 0; e < n; e++ {
+		if j := s.index(x, e); j < -s.axisLen || j >= s.axisLen {
+			return fmt.Errorf("index %d is out of range [%d, %d)", j, -s.axisLen, s.axisLen)
+		}
+	}
+	x.parRange(s, n, eltGrain)
+	return nil
+}
+
+func (s *gatherElementsStep) rng(x *Exec, _, lo, hi int) {
+	src, dst := x.view(s.data), x.view(s.dst)
+	es := s.es
+	for e := lo; e < hi; e++ {
+		off, r := 0, e
+		for d := len(s.shape) - 1; d >= 0; d-- {
+			c := r % s.shape[d]
+			r /= s.shape[d]
+			if d == s.axis {
+				c = s.index(x, e)
+				if c < 0 {
+					c += s.axisLen
+				}
+			}
+			off += c * s.dataStr[d]
+		}
+		copy(dst[e*es:(e+1)*es], src[off*es:(off+1)*es])
+	}
+}

@@ -36,6 +36,10 @@ func TestLayoutOps(t *testing.T) {
 		{"tile", &ir.Tile{}, 1, []in{f32in(2, 3), i64c(2, 3)}},
 		{"gather const", &ir.Gather{Axis: 1}, 1, []in{f32in(3, 5, 2), i64c(4, 0, -1)}},
 		{"gather runtime", &ir.Gather{Axis: 0}, 1, []in{f32c([]int{4, 3}, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12), {dt: tensor.Int64, shape: []int{2, 2}}}},
+		{"gather elements runtime", &ir.GatherElements{Axis: 1}, 1, []in{f32in(3, 4, 2), {dt: tensor.Int64, shape: []int{3, 2, 2}}}},
+		{"gather elements const", &ir.GatherElements{Axis: -1}, 1, []in{f32in(2, 3), i64shaped([]int{2, 3}, 2, 0, -1, 1, 1, 0)}},
+		{"resize nearest scales", &ir.Resize{Mode: "nearest", CoordinateTransformMode: "asymmetric", NearestMode: "floor"}, 1, []in{f32in(1, 2, 3, 4), absent, f32c([]int{4}, 1, 1, 2, 1.5)}},
+		{"resize nearest sizes", &ir.Resize{Mode: "nearest", CoordinateTransformMode: "half_pixel", NearestMode: "round_prefer_ceil"}, 1, []in{f32in(2, 2, 5, 5), absent, absent, i64c(2, 2, 3, 8)}},
 		{"depth to space", &ir.DepthToSpace{BlockSize: 2, Mode: "DCR"}, 1, []in{f32in(1, 8, 3, 2)}},
 		{"space to depth", &ir.SpaceToDepth{BlockSize: 2}, 1, []in{f32in(2, 3, 4, 6)}},
 		{"squeeze", &ir.Squeeze{}, 1, []in{f32in(1, 3, 1, 2), i64c(0, 2)}},
@@ -56,4 +60,11 @@ func TestLayoutOps(t *testing.T) {
 			check(t, g, 0)
 		})
 	}
+}
+
+// i64shaped is an int64 constant of the given shape.
+func i64shaped(shape []int, v ...int64) in {
+	c := i64c(v...)
+	c.c.Shape = tensor.Shape(shape)
+	return c
 }

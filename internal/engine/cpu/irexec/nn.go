@@ -7,6 +7,8 @@ func buildNN(nc *nodeCtx) (step, error) {
 	switch any(nc.n.Op).(type) {
 	case *ir.Conv:
 		return buildConv(nc)
+	case *ir.ConvTranspose:
+		return buildConvTranspose(nc)
 	case *ir.Gemm:
 		return buildGemm(nc)
 	case *ir.MatMul:

@@ -152,6 +152,7 @@ func TestNormalization(t *testing.T) {
 	check(t, oneNode(&ir.LayerNorm{Axis: -1, Epsilon: 1e-5}, 1, f32in(2, 5, 32), randConst(r, 32), randConst(r, 32)), 1e-5)
 	check(t, oneNode(&ir.LayerNorm{Axis: 1, Epsilon: 1e-5}, 1, f32in(2, 3, 4), randConst(r, 4)), 1e-5)
 	check(t, oneNode(&ir.LayerNorm{Axis: -1, Epsilon: 1e-5}, 1, f32in(4, 16), f32in(16), f32in(16)), 1e-5)
+	check(t, oneNode(&ir.LayerNorm{Axis: 1, Epsilon: 1e-5}, 3, f32in(2, 3, 4), randConst(r, 3, 4), randConst(r, 4)), 1e-5)
 	check(t, oneNode(&ir.LRN{Alpha: 1e-4, Beta: 0.75, Bias: 2, Size: 5}, 1, f32in(2, 7, 3, 3)), 1e-5)
 	check(t, oneNode(&ir.LRN{Alpha: 0.01, Beta: 0.5, Bias: 1, Size: 2}, 1, f32in(1, 4, 2, 3)), 1e-5)
 }
@@ -195,4 +196,32 @@ func TestActivations(t *testing.T) {
 	check(t, oneNode(&ir.Clip{}, 1, f32in(9), f32c(nil, -0.5), f32c(nil, 0.25)), 0)
 	check(t, oneNode(&ir.Clip{}, 1, f32in(9), absent, f32c(nil, 0.25)), 0)
 	check(t, oneNode(&ir.Clip{}, 1, f32in(9)), 0)
+}
+
+func TestConvTranspose(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 2))
+	cases := []struct {
+		name string
+		op   *ir.ConvTranspose
+		x    []int
+		w    []int
+		bias bool
+	}{
+		{"3x3 s2", &ir.ConvTranspose{Strides: []int{2, 2}}, []int{2, 3, 4, 5}, []int{3, 4, 3, 3}, true},
+		{"pads output_padding", &ir.ConvTranspose{Strides: []int{3, 2}, Pads: []int{1, 0, 2, 1}, OutputPadding: []int{1, 1}}, []int{1, 2, 3, 3}, []int{2, 3, 3, 3}, false},
+		{"dilated grouped", &ir.ConvTranspose{Dilations: []int{2, 1}, Group: 2}, []int{1, 4, 3, 4}, []int{4, 3, 2, 3}, true},
+		{"output_shape", &ir.ConvTranspose{Strides: []int{2, 2}, OutputShape: []int{10, 8}}, []int{1, 2, 4, 3}, []int{2, 2, 3, 3}, true},
+		{"same upper", &ir.ConvTranspose{Strides: []int{2, 2}, AutoPad: "SAME_UPPER"}, []int{1, 2, 3, 3}, []int{2, 2, 3, 3}, false},
+		{"same lower", &ir.ConvTranspose{Strides: []int{2, 2}, AutoPad: "SAME_LOWER"}, []int{1, 2, 3, 3}, []int{2, 2, 3, 3}, false},
+		{"1-D", &ir.ConvTranspose{Strides: []int{3}, Pads: []int{1, 1}}, []int{2, 2, 5}, []int{2, 3, 4}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ins := []in{f32in(c.x...), randConst(r, c.w...)}
+			if c.bias {
+				ins = append(ins, randConst(r, c.w[1]*max(c.op.Group, 1)))
+			}
+			check(t, oneNode(c.op, 1, ins...), 1e-5)
+		})
+	}
 }

@@ -79,6 +79,9 @@ type normStep struct {
 	// scale and bias: constants, or values read at run time (sv, bv).
 	scale, bias []float32
 	sv, bv      int
+	// meanV, invV are LayerNorm's optional Mean and InvStdDev outputs (-1:
+	// absent).
+	meanV, invV int
 }
 
 func buildInstanceNorm(nc *nodeCtx) (step, error) {
@@ -88,7 +91,7 @@ func buildInstanceNorm(nc *nodeCtx) (step, error) {
 		return nil, unsupportedf(x.dtype.String(), "InstanceNorm of %s%v", x.dtype, x.shape)
 	}
 	c := x.shape[1]
-	s := &normStep{src: nc.in[0], dst: nc.out[0], groups: x.shape[0] * c, eps: op.Epsilon, perChannel: true, c: c, sv: nc.in[1], bv: nc.in[2]}
+	s := &normStep{src: nc.in[0], dst: nc.out[0], groups: x.shape[0] * c, eps: op.Epsilon, perChannel: true, c: c, sv: nc.in[1], bv: nc.in[2], meanV: -1, invV: -1}
 	s.d = x.elems / max(s.groups, 1)
 	return s, nil
 }
@@ -99,11 +102,6 @@ func buildLayerNorm(nc *nodeCtx) (step, error) {
 	if x.dtype != tensor.Float32 {
 		return nil, unsupportedf(x.dtype.String(), "LayerNorm of %s", x.dtype)
 	}
-	for i := 1; i < len(nc.out); i++ {
-		if nc.out[i] >= 0 {
-			return nil, unsupportedf("with Mean/InvStdDev outputs", "output %d", i)
-		}
-	}
 	axis := op.Axis
 	if axis < 0 {
 		axis += len(x.shape)
@@ -112,7 +110,15 @@ func buildLayerNorm(nc *nodeCtx) (step, error) {
 		return nil, fmt.Errorf("axis %d out of range for %v", op.Axis, x.shape)
 	}
 	d := tensor.Shape(x.shape[axis:]).NumElements()
-	s := &normStep{src: nc.in[0], dst: nc.out[0], d: d, groups: x.elems / max(d, 1), eps: op.Epsilon, sv: -1, bv: -1}
+	s := &normStep{src: nc.in[0], dst: nc.out[0], d: d, groups: x.elems / max(d, 1), eps: op.Epsilon, sv: -1, bv: -1, meanV: -1, invV: -1}
+	for i, p := range []*int{&s.meanV, &s.invV} {
+		if v := nc.outVal(i + 1); v != nil {
+			if v.dtype != tensor.Float32 || v.elems != s.groups {
+				return nil, unsupportedf("with "+v.dtype.String()+" statistics", "output %d is %s%v", i+1, v.dtype, v.shape)
+			}
+			*p = nc.out[i+1]
+		}
+	}
 	block := x.shape[axis:]
 	for i, p := range []*[]float32{&s.scale, &s.bias} {
 		v := nc.inVal(i + 1)
@@ -180,6 +186,12 @@ func (s *normStep) rng(x *Exec, _, lo, hi int) {
 			sq += t * t
 		}
 		inv := 1 / math.Sqrt(sq/float64(s.d)+s.eps)
+		if s.meanV >= 0 {
+			x.f32(s.meanV)[g] = float32(mean)
+		}
+		if s.invV >= 0 {
+			x.f32(s.invV)[g] = float32(inv)
+		}
 		if s.perChannel {
 			c := g % s.c
 			a := float64(scale[c]) * inv

@@ -69,6 +69,11 @@ type step interface {
 	run(x *Exec) error
 }
 
+// emptyStep stands for a node whose outputs have no elements.
+type emptyStep struct{}
+
+func (emptyStep) run(*Exec) error { return nil }
+
 // valueKind says where a value's bytes live.
 type valueKind uint8
 
@@ -270,6 +275,13 @@ func (c *compiler) node(n *ir.Node) error {
 	}
 	reads := slices.DeleteFunc(slices.Clone(in), func(i int) bool { return i < 0 })
 	defs := slices.DeleteFunc(slices.Clone(out), func(i int) bool { return i < 0 })
+	empty := true
+	for _, d := range defs {
+		empty = empty && c.p.vals[d].elems == 0
+	}
+	if empty {
+		s = emptyStep{} // nothing to compute; kernels need not handle it
+	}
 	c.p.steps = append(c.p.steps, planStep{node: n.String(), s: s})
 	c.uses = append(c.uses, stepUses{reads: reads, defs: defs})
 	return nil

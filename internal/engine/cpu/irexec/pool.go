@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -17,6 +18,23 @@ type poolStep struct {
 	pb, pr          int // bottom and right padding
 	max, includePad bool
 	src, dst        int
+	// ys and xs are each output row's and column's window: its first
+	// input coordinate inside the image, its taps there, and its taps
+	// inside the padded image (count_include_pad's divisor).
+	ys, xs []span
+}
+
+// span is one output coordinate's window along a dimension.
+type span struct{ first, n, padded int }
+
+func spans(out, stride, pad, k, dil, in, padEnd int) []span {
+	sp := make([]span, out)
+	for o := range sp {
+		f, n := taps(o, stride, pad, k, dil, 0, in)
+		_, p := taps(o, stride, pad, k, dil, -pad, in+padEnd)
+		sp[o] = span{first: o*stride - pad + f*dil, n: n, padded: p}
+	}
+	return sp
 }
 
 func buildPool(nc *nodeCtx) (step, error) {
@@ -55,6 +73,11 @@ func buildPool(nc *nodeCtx) (step, error) {
 		g.sh, g.dh = get(op.Strides, 0, 1), get(op.Dilations, 0, 1)
 		g.pt, s.pb = get(pads, 0, 0), get(pads, sp, 0)
 	}
+	s.ys = spans(g.oh, g.sh, g.pt, g.kh, g.dh, g.ih, s.pb)
+	s.xs = spans(g.ow, g.sw, g.pl, g.kw, g.dw, g.iw, s.pr)
+	if s.max && g.dh == 1 {
+		nc.needScratch(g.iw) // a row of column maxima
+	}
 	return s, nil
 }
 
@@ -82,47 +105,82 @@ func taps(o, stride, pad, k, dil, lo, hi int) (first, count int) {
 	return first, max(0, last-first+1)
 }
 
-func (s *poolStep) rng(x *Exec, _, lo, hi int) {
+func (s *poolStep) rng(x *Exec, w, lo, hi int) {
 	src, dst := x.f32(s.src), x.f32(s.dst)
 	ihw, ohw := s.ih*s.iw, s.oh*s.ow
 	for p := lo; p < hi; p++ {
 		in := src[p*ihw : (p+1)*ihw]
 		out := dst[p*ohw : (p+1)*ohw]
-		for oy := 0; oy < s.oh; oy++ {
-			fy, ny := taps(oy, s.sh, s.pt, s.kh, s.dh, 0, s.ih)
-			_, py := taps(oy, s.sh, s.pt, s.kh, s.dh, -s.pt, s.ih+s.pb)
-			y0 := oy*s.sh - s.pt + fy*s.dh
-			for ox := 0; ox < s.ow; ox++ {
-				fx, nx := taps(ox, s.sw, s.pl, s.kw, s.dw, 0, s.iw)
-				x0 := ox*s.sw - s.pl + fx*s.dw
+		if s.max && s.dh == 1 {
+			s.maxRows(in, out, x.scratch[w][:s.iw])
+			continue
+		}
+		for oy, y := range s.ys {
+			orow := out[oy*s.ow : (oy+1)*s.ow]
+			for ox, xs := range s.xs {
 				if s.max {
 					m := float32(math.Inf(-1))
-					for ky := 0; ky < ny; ky++ {
-						row := in[(y0+ky*s.dh)*s.iw:]
-						for kx := 0; kx < nx; kx++ {
-							v := row[x0+kx*s.dw]
+					for ky := 0; ky < y.n; ky++ {
+						row := in[(y.first+ky*s.dh)*s.iw:]
+						if s.dw == 1 {
+							for _, v := range row[xs.first : xs.first+xs.n] {
+								if v > m || v != v {
+									m = v
+								}
+							}
+							continue
+						}
+						for kx := 0; kx < xs.n; kx++ {
+							v := row[xs.first+kx*s.dw]
 							if v > m || v != v {
 								m = v
 							}
 						}
 					}
-					out[oy*s.ow+ox] = m
+					orow[ox] = m
 					continue
 				}
-				var sum float32
-				for ky := 0; ky < ny; ky++ {
-					row := in[(y0+ky*s.dh)*s.iw:]
-					for kx := 0; kx < nx; kx++ {
-						sum += row[x0+kx*s.dw]
+				var sum float64
+				for ky := 0; ky < y.n; ky++ {
+					row := in[(y.first+ky*s.dh)*s.iw:]
+					for kx := 0; kx < xs.n; kx++ {
+						sum += float64(row[xs.first+kx*s.dw])
 					}
 				}
-				cnt := ny * nx
+				cnt := y.n * xs.n
 				if s.includePad {
-					_, px := taps(ox, s.sw, s.pl, s.kw, s.dw, -s.pl, s.iw+s.pr)
-					cnt = py * px
+					cnt = y.padded * xs.padded
 				}
-				out[oy*s.ow+ox] = sum / float32(cnt)
+				orow[ox] = float32(sum / float64(cnt))
 			}
+		}
+	}
+}
+
+// maxRows max-pools one plane row by row: the window's input rows are
+// first reduced to one row of column maxima (vectorized), then each
+// output takes the maximum of its columns of that row.
+func (s *poolStep) maxRows(in, out, row []float32) {
+	for oy, y := range s.ys {
+		orow := out[oy*s.ow : (oy+1)*s.ow]
+		if y.n == 0 {
+			for i := range orow {
+				orow[i] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		copy(row, in[y.first*s.iw:(y.first+1)*s.iw])
+		for ky := 1; ky < y.n; ky++ {
+			vec.Max(row, in[(y.first+ky)*s.iw:(y.first+ky+1)*s.iw])
+		}
+		for ox, xs := range s.xs {
+			m := float32(math.Inf(-1))
+			for kx := 0; kx < xs.n; kx++ {
+				if v := row[xs.first+kx*s.dw]; v > m || v != v {
+					m = v
+				}
+			}
+			orow[ox] = m
 		}
 	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"goinfer/internal/engine"
+	"goinfer/internal/engine/cpu"
+	"goinfer/internal/tensor"
+)
+
+// TestONNXFixturesOnCPU runs torchvision architectures exported by both of
+// PyTorch's ONNX exporters (testdata/onnx) through the CLI's model loading
+// and the cpu engine, eager and compiled, one image at a time and as a
+// batch, against PyTorch's float64 logits.
+func TestONNXFixturesOnCPU(t *testing.T) {
+	models, err := filepath.Glob("../../testdata/onnx/*/*.onnx")
+	if err != nil || len(models) == 0 {
+		t.Fatalf("no ONNX fixtures in testdata/onnx (%v)", err)
+	}
+	for _, path := range models {
+		base := strings.TrimSuffix(path, ".onnx")
+		name := filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(base)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			x, err := tensor.LoadNPY(base + ".input.npy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := tensor.LoadNPY(base + ".logits.npy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, per := x.Shape[0], x.Shape.NumElements()/x.Shape[0]
+			g, err := readNetGraph(context.Background(), source{Path: path}, x.Shape[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref32, err := ref.ToFloat32()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float64, len(ref32))
+			for i, v := range ref32 {
+				want[i] = float64(v)
+			}
+			for _, compile := range []bool{false, true} {
+				for _, maxBatch := range []int{1, n} {
+					m, err := g.load(context.Background(), cpu.Engine{}, engine.Options{Compile: compile, MaxBatch: maxBatch,
+						Height: x.Shape[2], Width: x.Shape[3], InputDType: tensor.Float32, Threads: 2})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := forwardAll(context.Background(), m, x.Float32s(), n, per, maxBatch)
+					if cerr := m.Close(); err == nil {
+						err = cerr
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e := relErr(got, want); e > 1e-4 || !sameTop1(got, want, len(want)/n) {
+						t.Errorf("compile=%v batch %d: max|got-ref|/max|ref| = %.2e, top-1 equal %v", compile, maxBatch, e, sameTop1(got, want, len(want)/n))
+					}
+				}
+			}
+		})
+	}
+}
+
+func relErr(got []float32, want []float64) float64 {
+	var d, m float64
+	for i, w := range want {
+		d = math.Max(d, math.Abs(float64(got[i])-w))
+		m = math.Max(m, math.Abs(w))
+	}
+	return d / m
+}
+
+func sameTop1(got []float32, want []float64, classes int) bool {
+	for i := 0; i+classes <= len(want); i += classes {
+		g, w := 0, 0
+		for c := 1; c < classes; c++ {
+			if got[i+c] > got[i+g] {
+				g = c
+			}
+			if want[i+c] > want[i+w] {
+				w = c
+			}
+		}
+		if g != w {
+			return false
+		}
+	}
+	return true
+}
