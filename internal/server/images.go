@@ -88,9 +88,10 @@ func (s *Server) imageCount(st *modelState, datatype string, shape []int64) (int
 	return int(shape[0]), nil
 }
 
-// runImages decodes and preprocesses a request's images into a request
-// tensor, runs it through the image lane, and leaves the output p asks for
-// in logits (n x classes).
+// runImages runs a request's images through the image lane: decoded here
+// into a request tensor, or handed encoded to the lane's backend, which
+// decodes them in its pipeline. It leaves the output p asks for in logits
+// (n x classes).
 func (s *Server) runImages(ctx context.Context, st *modelState, images [][]byte, out outputSpec, logits []float32) (plan, batcher.Result, error) {
 	var res batcher.Result
 	spec := st.images.spec

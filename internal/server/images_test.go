@@ -458,3 +458,36 @@ func TestImagesMixedWithTensors(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestImagesSplitAcrossBatches sends more images than a batch holds to a
+// server whose backend decodes them, with bad images in different
+// batches: the error names the first bad image by its index in the
+// request and counts the others.
+func TestImagesSplitAcrossBatches(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Images: true, DecodeInBackend: true, MaxBatch: 4})
+	good := testPhotos(t)[0]
+	for _, tc := range []struct {
+		bad  []int
+		want string
+	}{
+		{[]int{5}, "inputs[0] element 5: unsupported image format"},
+		{[]int{5, 1}, "inputs[0] element 1: unsupported image format: want PNG or JPEG (and 1 more of the 7 images failed)"},
+		{nil, ""},
+	} {
+		imgs := make([][]byte, 7)
+		for i := range imgs {
+			imgs[i] = good
+		}
+		for _, i := range tc.bad {
+			imgs[i] = []byte("GIF89a")
+		}
+		elems := bytesElems(imgs)
+		r := inferBinary(t, s, map[string]any{"inputs": []any{imageInput(len(imgs), map[string]any{"binary_data_size": len(elems)})}}, elems)
+		switch {
+		case tc.want == "" && r.status != 200:
+			t.Errorf("7 good images: %d %s", r.status, r.body)
+		case tc.want != "" && (r.status != 400 || !strings.Contains(string(r.body), tc.want)):
+			t.Errorf("bad images %v: %d %s; want 400 saying %q", tc.bad, r.status, r.body, tc.want)
+		}
+	}
+}
