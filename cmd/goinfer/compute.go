@@ -65,9 +65,9 @@ type computeRow struct {
 
 func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("compute", "compute [flags]", stderr)
-	var mf modelFlags
-	fs.StringVar(&mf.checkpoint, "checkpoint", "", "checkpoint `FILE`; default: seeded random weights of --arch")
-	fs.StringVar(&mf.arch, "arch", "resnet18", "architecture of the random weights")
+	mf := modelFlags{fs: fs}
+	fs.StringVar(&mf.checkpoint, "checkpoint", "", "model `FILE` (.onnx, .pth, .pt, .safetensors); default: seeded random weights of --arch")
+	fs.StringVar(&mf.arch, "arch", "resnet18", "architecture of a state dict or of the random weights (`goinfer model archs`)")
 	fs.Uint64Var(&mf.seed, "seed", 0, "seed for random weights and inputs")
 	eng := fs.String("engine", "auto", "engine: auto, cpu or cuda")
 	batches := fs.String("batch_sizes", "1,32,64,128,256", "comma-separated batch sizes")

@@ -169,6 +169,15 @@ type attackTally struct {
 	slowCut, slowOther, slowHeld          atomic.Int64
 	slowMaxWait                           atomic.Int64 // ns
 	shapeRefused, shapeOther, shapeBytes  atomic.Int64
+	firstOther                            atomic.Pointer[string]
+}
+
+// other counts an attack that ended other than expected, keeping the first
+// such outcome for the report.
+func (a *attackTally) other(c *atomic.Int64, what string, st int, err error) {
+	c.Add(1)
+	msg := fmt.Sprintf("%s: status %d, %v", what, st, err)
+	a.firstOther.CompareAndSwap(nil, &msg)
 }
 
 func (s *soak) logf(format string, args ...any) {
@@ -553,26 +562,30 @@ func closeTo(got, want []float32) bool {
 // and waits for an answer or the end of ctx. It returns the status (0: none,
 // the connection failed or ctx ended) and how long the answer took after
 // the headers.
-func (s *soak) rawAttack(ctx context.Context, length, sent int64) (int, time.Duration) {
+func (s *soak) rawAttack(ctx context.Context, length, sent int64) (int, time.Duration, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", s.addr)
 	if err != nil {
-		return 0, 0
+		return 0, 0, err
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	start := time.Now()
 	fmt.Fprintf(c, "POST /v2/models/%s/infer HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", s.model, s.addr, length)
-	status := make(chan int, 1)
+	type result struct {
+		status int
+		err    error
+	}
+	status := make(chan result, 1)
 	go func() {
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
-			status <- 0
+			status <- result{0, err}
 			return
 		}
 		resp.Body.Close()
-		status <- resp.StatusCode
+		status <- result{resp.StatusCode, nil}
 	}()
 	for sent > 0 {
 		n := min(sent, int64(len(spaces)))
@@ -581,8 +594,8 @@ func (s *soak) rawAttack(ctx context.Context, length, sent int64) (int, time.Dur
 		}
 		sent -= n
 	}
-	st := <-status
-	return st, time.Since(start)
+	r := <-status
+	return r.status, time.Since(start), r.err
 }
 
 // spaces is a JSON body's worth of whitespace, shared by the attackers.
@@ -599,7 +612,7 @@ func pause(ctx context.Context, d time.Duration) {
 // bigBody sends 255 MiB bodies and holds the last byte.
 func (s *soak) bigBody(ctx context.Context) {
 	for ctx.Err() == nil {
-		st, _ := s.rawAttack(ctx, 255<<20, 255<<20-1)
+		st, _, err := s.rawAttack(ctx, 255<<20, 255<<20-1)
 		switch {
 		case ctx.Err() != nil:
 			if st == 0 {
@@ -610,7 +623,7 @@ func (s *soak) bigBody(ctx context.Context) {
 		case st == 408:
 			s.attacks.bigCut.Add(1)
 		default:
-			s.attacks.bigOther.Add(1)
+			s.attacks.other(&s.attacks.bigOther, "255 MiB body", st, err)
 		}
 		pause(ctx, 200*time.Millisecond)
 	}
@@ -619,7 +632,7 @@ func (s *soak) bigBody(ctx context.Context) {
 // headerOnlyBody claims 256 MiB and sends nothing.
 func (s *soak) headerOnlyBody(ctx context.Context) {
 	for ctx.Err() == nil {
-		st, _ := s.rawAttack(ctx, 256<<20, 0)
+		st, _, err := s.rawAttack(ctx, 256<<20, 0)
 		switch {
 		case ctx.Err() != nil:
 			if st == 0 {
@@ -630,7 +643,7 @@ func (s *soak) headerOnlyBody(ctx context.Context) {
 		case st == 408:
 			s.attacks.hdrCut.Add(1)
 		default:
-			s.attacks.hdrOther.Add(1)
+			s.attacks.other(&s.attacks.hdrOther, "header-only", st, err)
 		}
 		pause(ctx, 200*time.Millisecond)
 	}
@@ -639,7 +652,7 @@ func (s *soak) headerOnlyBody(ctx context.Context) {
 // slowBody sends 10 of 1,000 declared bytes.
 func (s *soak) slowBody(ctx context.Context) {
 	for ctx.Err() == nil {
-		st, took := s.rawAttack(ctx, 1000, 10)
+		st, took, err := s.rawAttack(ctx, 1000, 10)
 		switch {
 		case ctx.Err() != nil:
 			if st == 0 {
@@ -654,7 +667,8 @@ func (s *soak) slowBody(ctx context.Context) {
 				}
 			}
 		default:
-			s.attacks.slowOther.Add(1)
+			s.attacks.other(&s.attacks.slowOther, "slow body", st, err)
+			pause(ctx, 50*time.Millisecond)
 		}
 	}
 }
@@ -802,6 +816,9 @@ func (s *soak) report(base, stamp string, attackTook time.Duration, hwm, maxRSS 
 	fmt.Fprintf(&b, "| headers claiming 256 MiB | %d | %d | %d | %d |\n", a.hdrRefused.Load(), a.hdrCut.Load(), a.hdrOther.Load(), a.hdrHeld.Load())
 	fmt.Fprintf(&b, "| 10 of 1,000 bytes (longest wait %v) | - | %d | %d | %d |\n", time.Duration(a.slowMaxWait.Load()).Round(time.Millisecond), a.slowCut.Load(), a.slowOther.Load(), a.slowHeld.Load())
 	fmt.Fprintf(&b, "| small JSON, huge shape | %d (400) | - | %d | - |\n\n", a.shapeRefused.Load(), a.shapeOther.Load())
+	if p := a.firstOther.Load(); p != nil {
+		fmt.Fprintf(&b, "First other answer to an attacker: %s\n\n", *p)
+	}
 	fmt.Fprintf(&b, "## Drain (%d keep-alive clients for %v, then SIGTERM)\n\n", o.drainClients, o.drainLoad)
 	fmt.Fprintf(&b, "| | |\n|---|---|\n| requests | %d |\n| answered | %d |\n| 503 shutting down (with Connection: close) | %d (%d) |\n| 503 queue full | %d |\n| lost | %d |\n| clients with a transport error after SIGTERM | %d (%s) |\n| mismatched | %d |\n| drain (server's log) | %s |\n| SIGTERM to exit | %v |\n| exit | %v |\n\n",
 		d.sent.Load(), d.answered.Load(), d.draining.Load(), d.draining.Load()-d.drainNoClose.Load(), d.queueFull.Load(), d.lost.Load(), d.lostAfterSIGTERM.Load(), d.errorKinds(), d.mismatched.Load(),

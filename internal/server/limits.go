@@ -99,36 +99,40 @@ func errMemoryFull(n int64) error {
 	return errorf(kindMemoryFull, "the server is holding as many request bytes as it may (--max_inflight_bytes); a request of %d bytes must wait: retry later", n)
 }
 
-// firstReadBytes is how much of a body is read before the buffer grows:
-// most requests fit, and a client that declares a huge body but sends
-// little gets no more memory than it sent, roughly.
+// firstReadBytes is how much of a body is read before the full buffer is
+// allocated: most requests fit in it, and a client that declares a huge
+// body but sends less than this costs no more.
 const firstReadBytes = 1 << 20
 
-// readFullIncremental reads exactly n bytes of r into a buffer from get,
-// starting at firstReadBytes and doubling as the bytes arrive, so that
-// memory follows what the client has sent, not what it declared. Buffers
-// outgrown go back through put; on error the buffer is put back too.
+// readFullIncremental reads exactly n bytes of r into a buffer from get.
+// It reads the first firstReadBytes into a buffer of that size, and only
+// once they have arrived takes a buffer of n and moves them over, so that
+// a client that declares a body and does not send it holds at most
+// firstReadBytes of memory. (Beyond that the bytes are as good as sent: the
+// request has taken all n from the server's budget before its body was
+// read. Growing by doubling instead would cost a copy of almost the whole
+// body, and on a GPU keep a page-locked buffer of every size on the way.)
+// The outgrown buffer goes back through put; on error so does the buffer.
 func readFullIncremental(r io.Reader, n int, get func(int) *[]byte, put func(*[]byte)) (*[]byte, int, error) {
 	b := get(min(n, firstReadBytes))
-	got := 0
-	for {
-		m, err := io.ReadFull(r, (*b)[got:])
-		got += m
-		if err != nil {
-			put(b)
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, got, err
-		}
-		if got == n {
-			return b, got, nil
-		}
-		bigger := get(min(2*len(*b), n))
-		copy(*bigger, (*b)[:got])
+	got, err := io.ReadFull(r, *b)
+	if err == nil && got < n {
+		full := get(n)
+		copy(*full, (*b)[:got])
 		put(b)
-		b = bigger
+		b = full
+		var m int
+		m, err = io.ReadFull(r, (*b)[got:])
+		got += m
 	}
+	if err != nil {
+		put(b)
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, got, err
+	}
+	return b, got, nil
 }
 
 // limitListener bounds the connections a listener has open: Accept waits

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"testing"
 	"time"
 )
@@ -113,9 +115,10 @@ func TestReadFullIncremental(t *testing.T) {
 	}{
 		{"small body, one buffer", 1000, 1000, []int{1000}, nil},
 		{"exactly the first read", mib, mib, []int{mib}, nil},
-		{"grows by doubling to the declared size", 3*mib + 5, 3*mib + 5, []int{mib, 2 * mib, 3*mib + 5}, nil},
-		{"huge declared, little sent: memory follows the bytes", 256 * mib, 10, []int{mib}, io.ErrUnexpectedEOF},
-		{"stops growing when the bytes stop", 256 * mib, 2*mib + 1, []int{mib, 2 * mib, 4 * mib}, io.ErrUnexpectedEOF},
+		{"the full size once the first MiB is in", 38*mib + 5, 38*mib + 5, []int{mib, 38*mib + 5}, nil},
+		{"huge declared, little sent: one MiB", 256 * mib, 10, []int{mib}, io.ErrUnexpectedEOF},
+		{"huge declared, a MiB less a byte sent", 256 * mib, mib - 1, []int{mib}, io.ErrUnexpectedEOF},
+		{"ends after the first MiB", 3 * mib, 2*mib + 1, []int{mib, 3 * mib}, io.ErrUnexpectedEOF},
 		{"nothing sent", 100, 0, []int{100}, io.ErrUnexpectedEOF},
 	}
 	for _, tt := range tests {
@@ -208,5 +211,30 @@ func TestLimitListener(t *testing.T) {
 	}
 	if got := len(l.(*limitListener).slots); got != 1 {
 		t.Errorf("%d slots taken, want 1 (the second connection)", got)
+	}
+}
+
+func TestFreshConnsClosedOnDrain(t *testing.T) {
+	var f freshConns
+	a, b := net.Pipe()
+	defer b.Close()
+	c, d := net.Pipe()
+	defer d.Close()
+	f.track(a, http.StateNew)
+	f.track(c, http.StateNew)
+	f.track(c, http.StateActive) // it sent a request: no longer fresh
+	f.track(c, http.StateIdle)
+	if f.n.Load() != 1 {
+		t.Fatalf("%d fresh connections tracked, want 1", f.n.Load())
+	}
+	stop := f.closeWhile(20 * time.Millisecond)
+	defer stop()
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := b.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the fresh connection: read %v, want it closed (EOF)", err)
+	}
+	d.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := d.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection that sent a request: read %v, want it left open", err)
 	}
 }

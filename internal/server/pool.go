@@ -15,12 +15,12 @@ type bufPool struct {
 
 const minBufClass = 12 // 4 KiB
 
-// maxPooledClass is the largest buffer class kept for reuse (16 MiB).
-// Bigger buffers are rare (huge batches, or clients sending bodies near
-// --max_request_bytes) and are left to the garbage collector: a pool that
-// kept them would count as live heap, and the collector lets the heap grow
-// to twice that before it runs.
-const maxPooledClass = 24
+// maxPooledClass is the largest buffer class kept for reuse (64 MiB, a
+// batch of 64 FP32 images of 224x224). Bigger buffers are rare (clients
+// sending bodies near --max_request_bytes) and are left to the garbage
+// collector: a pool that kept them would count as live heap, and the
+// collector lets the heap grow to twice that before it runs.
+const maxPooledClass = 26
 
 func bufClass(n int) int {
 	if n <= 1<<minBufClass {

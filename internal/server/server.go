@@ -615,21 +615,33 @@ const freshAge = 100 * time.Millisecond
 // freshConns tracks the HTTP connections that have not sent a request yet
 // (http.Server.ConnState), so that a drain can close them.
 type freshConns struct {
+	n     atomic.Int64 // len(conns), read without the lock
 	mu    sync.Mutex
 	conns map[net.Conn]time.Time
 }
 
 func (f *freshConns) track(c net.Conn, state http.ConnState) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if state == http.StateNew {
+	switch state {
+	case http.StateNew:
+		f.mu.Lock()
 		if f.conns == nil {
 			f.conns = map[net.Conn]time.Time{}
 		}
 		f.conns[c] = time.Now()
-		return
+		f.n.Store(int64(len(f.conns)))
+		f.mu.Unlock()
+	case http.StateIdle:
+		// Only after StateActive, which removed it: keep-alive requests
+		// take no lock here.
+	default:
+		if f.n.Load() == 0 {
+			return
+		}
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.n.Store(int64(len(f.conns)))
+		f.mu.Unlock()
 	}
-	delete(f.conns, c)
 }
 
 // closeWhile closes, every age/2 until stop is called, the connections
@@ -649,6 +661,7 @@ func (f *freshConns) closeWhile(age time.Duration) (stop func()) {
 					delete(f.conns, c)
 				}
 			}
+			f.n.Store(int64(len(f.conns)))
 			f.mu.Unlock()
 			select {
 			case <-done:
