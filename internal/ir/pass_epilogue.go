@@ -242,6 +242,14 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 				return nil, nil
 			}
 		}
+		// Engines take a MatMul bias along the last dimension or of the
+		// output's whole shape; a bias broadcast some other way (Swin's
+		// attention bias, [1, heads, N, N] over [B, heads, N, N]) stays an
+		// Add of its own.
+		out := n.Outputs[0].Type.Shape
+		if !(len(shape) == 1 && len(out) > 0 && shape[0] == out[len(out)-1]) && !shape.Equal(out) {
+			return nil, nil
+		}
 		nb = NewArray(n.Outputs[0].Type.DType, shape)
 		ci := BroadcastIndex(ca.Shape, shape)
 		var oi []int
@@ -266,6 +274,14 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 			if shape, err = BroadcastShape(old.Shape, ca.Shape); err != nil {
 				return nil, nil
 			}
+		}
+		// Engines take a MatMul bias along the last dimension or of the
+		// output's whole shape; a bias broadcast some other way (Swin's
+		// attention bias, [1, heads, N, N] over [B, heads, N, N]) stays an
+		// Add of its own.
+		out := n.Outputs[0].Type.Shape
+		if !(len(shape) == 1 && len(out) > 0 && shape[0] == out[len(out)-1]) && !shape.Equal(out) {
+			return nil, nil
 		}
 		nb = NewArray(n.Outputs[0].Type.DType, shape)
 		ci := BroadcastIndex(ca.Shape, shape)

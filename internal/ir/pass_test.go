@@ -161,6 +161,11 @@ func TestOptimize(t *testing.T) {
 			y := b.op(&Binary{Fn: OpAdd}, b.w(16), b.op(&MatMul{}, x, b.w(8, 16)))
 			return b.out(b.op(&Gelu{Tanh: true}, y))
 		}, want: []string{"MatMul+gelu_tanh"}, stats: OptimizeStats{Fused: 2}},
+		{name: "matmul_attention_bias_kept", build: func(b *graphBuilder) *Graph {
+			// Swin's relative position bias: [heads, N, N] over [B, heads, N, N].
+			x := b.input("x", 2, 4, 4)
+			return b.out(b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, x, b.w(4, 4)), b.w(2, 4, 4)))
+		}, want: []string{"MatMul", "Add"}},
 		{name: "conv_const_add_silu", build: func(b *graphBuilder) *Graph {
 			x := b.input("x", 2, 4, 4)
 			y := b.op(&Binary{Fn: OpAdd}, b.op(&Conv{}, x, b.w(3, 2, 1, 1), b.w(3)), b.w(3, 1, 1))
