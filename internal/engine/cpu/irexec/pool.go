@@ -40,9 +40,6 @@ func spans(out, stride, pad, k, dil, in, padEnd int) []span {
 func buildPool(nc *nodeCtx) (step, error) {
 	op := any(nc.n.Op).(*ir.Pool)
 	x, y := nc.inVal(0), nc.outVal(0)
-	if op.P > 0 {
-		return nil, unsupportedf("", "LpPool (no kernel yet)")
-	}
 	if x.dtype != tensor.Float32 {
 		return nil, unsupportedf(x.dtype.String(), "pooling of %s", x.dtype)
 	}
@@ -199,9 +196,6 @@ type globalPoolStep struct {
 func buildGlobalPool(nc *nodeCtx) (step, error) {
 	op := any(nc.n.Op).(*ir.GlobalPool)
 	x := nc.inVal(0)
-	if op.P > 0 {
-		return nil, unsupportedf("", "GlobalLpPool (no kernel yet)")
-	}
 	if x.dtype != tensor.Float32 || len(x.shape) < 2 {
 		return nil, unsupportedf(x.dtype.String(), "global pooling of %s%v", x.dtype, x.shape)
 	}
