@@ -227,6 +227,9 @@ func TestConvTranspose(t *testing.T) {
 		{"same lower", &ir.ConvTranspose{Strides: []int{2, 2}, AutoPad: "SAME_LOWER"}, []int{1, 2, 3, 3}, []int{2, 2, 3, 3}, false},
 		{"1-D", &ir.ConvTranspose{Strides: []int{3}, Pads: []int{1, 1}}, []int{2, 2, 5}, []int{2, 3, 4}, true},
 	}
+	t.Run("runtime weights", func(t *testing.T) {
+		check(t, oneNode(&ir.ConvTranspose{Strides: []int{2, 1}, Group: 2}, 1, f32in(1, 4, 3, 3), f32in(4, 2, 3, 2), f32in(4)), 1e-5)
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ins := []in{f32in(c.x...), randConst(r, c.w...)}
