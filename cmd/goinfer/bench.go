@@ -23,6 +23,7 @@ import (
 	_ "goinfer/internal/engine/cpu" // the engines bench can run
 	"goinfer/internal/loadgen"
 	"goinfer/internal/metrics"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
 	"goinfer/internal/trace"
 )
@@ -287,10 +288,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	shape := loadgen.Shape{BatchSize: o.batchSize, Channels: channels, Height: o.imageSize, Width: o.imageSize, DType: dtype, Seed: o.mf.seed}
-	prog.line("generating the request tensors: %d x %s[%d %d %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, channels, o.imageSize, o.imageSize, mibString(shape.Bytes()))
-	inputs, err := loadgen.Generate(ctx, shape, o.numIters+1)
-	if err != nil {
-		return err
+	var inputs *loadgen.Inputs
+	var images map[*tensor.Tensor][][]byte // --images: each request's encoded images
+	if o.images != "" {
+		files, err := readImageDir(o.images)
+		if err != nil {
+			return err
+		}
+		inputs, images = imageBatches(files, o.batchSize, o.numIters, o.imageSize)
+		prog.line("%d image files from %s in %d distinct batches of %d, decoded to %dx%d in the pipeline", len(files), o.images, len(inputs.Tensors), o.batchSize, o.imageSize, o.imageSize)
+	} else {
+		prog.line("generating the request tensors: %d x %s[%d %d %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, channels, o.imageSize, o.imageSize, mibString(shape.Bytes()))
+		if inputs, err = loadgen.Generate(ctx, shape, o.numIters+1); err != nil {
+			return err
+		}
 	}
 	// Freed after benchTarget has stopped the backend, which reads them.
 	defer func() {
@@ -328,14 +339,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if queue == 0 {
 		queue = min(o.numIters+1, maxDefaultQueue)
 	}
-	b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: queue, CopyStreams: o.copyStreams,
-		MaxBatch: o.batchSize, Profile: o.profile})
+	bcfg := backend.Config{NumWorkers: o.numWorkers, QueueDepth: queue, CopyStreams: o.copyStreams,
+		MaxBatch: o.batchSize, Profile: o.profile}
+	if images != nil {
+		var spec *preprocess.Spec
+		if pre.general != nil {
+			spec = pre.general.Preprocess
+		}
+		if bcfg.NewDecoder, err = benchDecoders(&o, eng.Name(), devices, spec); err != nil {
+			return err
+		}
+	}
+	b := backend.New(bcfg)
 	if err := b.StartDevices(ctx, loads...); err != nil {
 		return err
 	}
-	t := &localTarget{b: b, macs: &macs, read: pre.read}
+	lt := &localTarget{b: b, macs: &macs, read: pre.read}
+	var t target = lt
+	if images != nil {
+		t = &localImageTarget{localTarget: lt, batches: images, dtype: dtype, shape: tensor.Shape{o.batchSize, channels, o.imageSize, o.imageSize}}
+	}
 	lcfg := o.loadConfig()
-	if o.pinInputs && eng.Name() != "cpu" {
+	if o.pinInputs && eng.Name() != "cpu" && images == nil {
 		lcfg.PinAfterWarmup = b.AllocHost
 	}
 	lcfg.KeepResponses = o.profile

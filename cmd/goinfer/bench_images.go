@@ -7,19 +7,23 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"goinfer/internal/backend"
 	"goinfer/internal/client"
+	cu "goinfer/internal/cuda"
 	"goinfer/internal/engine"
+	"goinfer/internal/imagegpu"
 	"goinfer/internal/loadgen"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
 	"goinfer/internal/trace"
 )
 
 // registerImages adds the flags of image benchmarks.
 func (o *benchOptions) registerImages(fs *flag.FlagSet) {
-	fs.StringVar(&o.images, "images", "", "with a --url: send the JPEG/PNG files in `DIR` (cycled, --batch_size per request) to the server's image input and measure encoded bytes in to top-k classes out")
+	fs.StringVar(&o.images, "images", "", "send the JPEG/PNG files in `DIR` (cycled, --batch_size per request) and measure encoded bytes in to classes out: in process, decoded in the pipeline's copy stage (nvJPEG on the cuda engine, Go on cpu) into --image_size crops; with a --url, through the server's image input, top-k classes back")
 	fs.IntVar(&o.topK, "top_k", 5, "with --images: classes asked for per image (the classification extension)")
 }
 
@@ -28,8 +32,6 @@ func (o *benchOptions) checkImages() error {
 	switch {
 	case o.images == "":
 		return nil
-	case o.url == "":
-		return errors.New("--images needs --url: it measures a server's image input (goinfer images is the in-process image benchmark)")
 	case o.sharedMem != "none":
 		return errors.New("--images and --shared_memory are exclusive: encoded images travel in the requests")
 	case o.topK < 1:
@@ -145,24 +147,9 @@ func runRemoteImageBench(ctx context.Context, o *benchOptions, stdout, stderr io
 	if len(md.InputShape) == 4 && md.InputShape[2] > 0 {
 		o.imageSize = int(md.InputShape[2]) // reported in the row: the size images are cropped to, when one is served
 	}
-	// One batch per request, as many distinct ones as the files make
-	// (cycling through them), at most one per request.
-	distinct := min(o.numIters+1, max(1, (len(files)+o.batchSize-1)/o.batchSize))
-	inputs := &loadgen.Inputs{Shape: loadgen.Shape{BatchSize: o.batchSize, Channels: 3, Height: o.imageSize, Width: o.imageSize, DType: tensor.Uint8}}
-	t := &imageTarget{c: c, md: md, url: o.url, k: o.topK, batches: map[*tensor.Tensor][][]byte{}, sem: make(chan struct{}, inflight)}
-	for j := range distinct {
-		batch := make([][]byte, o.batchSize)
-		var elems []byte
-		for i := range batch {
-			batch[i] = files[(j*o.batchSize+i)%len(files)]
-			elems = appendBytesElement(elems, batch[i])
-		}
-		// The request tensor is the batch as the wire carries it: its
-		// BYTES elements.
-		bt := &tensor.Tensor{DType: tensor.Uint8, Shape: tensor.Shape{len(elems)}, Data: elems}
-		inputs.Tensors = append(inputs.Tensors, bt)
-		t.batches[bt] = batch
-	}
+	inputs, batches := imageBatches(files, o.batchSize, o.numIters, o.imageSize)
+	t := &imageTarget{c: c, md: md, url: o.url, k: o.topK, batches: batches, sem: make(chan struct{}, inflight)}
+	distinct := len(inputs.Tensors)
 	size := 0
 	for _, f := range files {
 		size += len(f)
@@ -184,4 +171,111 @@ func appendBytesElement(dst, b []byte) []byte {
 	n := len(b)
 	dst = append(dst, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
 	return append(dst, b...)
+}
+
+// imageBatches makes the request "tensors" of an image benchmark: one batch
+// of encoded images per request, as many distinct ones as the files make
+// (cycling through them), at most one per request. Each batch's tensor is
+// its BYTES elements, as the wire carries them; batches maps it back to
+// the images.
+func imageBatches(files [][]byte, batchSize, numIters, imageSize int) (*loadgen.Inputs, map[*tensor.Tensor][][]byte) {
+	distinct := min(numIters+1, max(1, (len(files)+batchSize-1)/batchSize))
+	inputs := &loadgen.Inputs{Shape: loadgen.Shape{BatchSize: batchSize, Channels: 3, Height: imageSize, Width: imageSize, DType: tensor.Uint8}}
+	batches := map[*tensor.Tensor][][]byte{}
+	for j := range distinct {
+		batch := make([][]byte, batchSize)
+		var elems []byte
+		for i := range batch {
+			batch[i] = files[(j*batchSize+i)%len(files)]
+			elems = appendBytesElement(elems, batch[i])
+		}
+		bt := &tensor.Tensor{DType: tensor.Uint8, Shape: tensor.Shape{len(elems)}, Data: elems}
+		inputs.Tensors = append(inputs.Tensors, bt)
+		batches[bt] = batch
+	}
+	return inputs, batches
+}
+
+// localImageTarget is the in-process pipeline fed encoded images: each
+// request carries its batch's images, which the pipeline's decoders turn
+// into the device input. A response with images that failed to decode is
+// passed on as an error of the request.
+type localImageTarget struct {
+	*localTarget
+	batches map[*tensor.Tensor][][]byte
+	shape   tensor.Shape // of a decoded batch
+	dtype   tensor.DType
+
+	once  sync.Once
+	relay chan backend.Response
+	done  chan struct{}
+}
+
+func (t *localImageTarget) Submit(r backend.Request) error {
+	imgs, ok := t.batches[r.Input]
+	if !ok {
+		return fmt.Errorf("request %d: not one of the image batches", r.ID)
+	}
+	t.once.Do(func() {
+		t.relay, t.done = make(chan backend.Response, 64), make(chan struct{})
+		go t.forward(r.Reply)
+	})
+	r.Encoded, r.Pinned = imgs, false
+	r.Input = &tensor.Tensor{DType: t.dtype, Shape: t.shape}
+	r.Reply = t.relay
+	return t.localTarget.Submit(r)
+}
+
+// forward passes the pipeline's responses on to the load generator's
+// channel (the same for every request of a run), failing those with
+// images that did not decode.
+func (t *localImageTarget) forward(out chan<- backend.Response) {
+	defer close(t.done)
+	for r := range t.relay {
+		if r.Err == nil {
+			r.Err = errors.Join(r.ImageErrs...)
+		}
+		out <- r
+	}
+}
+
+// close stops the pipeline, which has then answered every request, and
+// the relay.
+func (t *localImageTarget) close(ctx context.Context) error {
+	err := t.localTarget.close(ctx)
+	if t.relay != nil {
+		close(t.relay)
+		<-t.done
+	}
+	return err
+}
+
+// benchDecoders is the pipeline's decoder factory for `bench --images`:
+// nvJPEG on the cuda engine, Go on the host for the cpu engine, with the
+// model's preprocessing (ImageNet's when it has none) at the image size.
+func benchDecoders(o *benchOptions, engineName string, devices []int, model *preprocess.Spec) (func(int, engine.Device, engine.Info) (backend.Decoder, error), error) {
+	spec := preprocess.ImageNet(o.imageSize, o.imageSize)
+	if model != nil {
+		spec = model.WithSize(o.imageSize, o.imageSize)
+	}
+	if engineName != "cuda" {
+		pre, err := preprocess.NewCPU(spec, preprocess.CPUOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return func(_ int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
+			return backend.HostDecoder{Pre: pre, DType: info.Input().DType}, nil
+		}, nil
+	}
+	ks, err := imagegpu.SpecFor(spec)
+	if err != nil {
+		return nil, err
+	}
+	return func(device int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
+		libs, err := cu.Load()
+		if err != nil {
+			return nil, err
+		}
+		return imagegpu.New(libs, imagegpu.Options{Device: devices[device], MaxBatch: o.batchSize, Spec: ks, Out: info.Input().DType})
+	}, nil
 }

@@ -15,7 +15,6 @@ func TestBenchImagesUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--images", "x"}, "--images needs --url"},
 		{[]string{"--images", "x", "--url", "http://127.0.0.1:1", "--top_k", "0"}, "--top_k 0"},
 		{[]string{"--images", "x", "--url", "http://127.0.0.1:1", "--shared_memory", "system"}, "exclusive"},
 	} {
@@ -65,4 +64,31 @@ func TestBenchRemoteImages(t *testing.T) {
 			t.Errorf("exit %d: %s", r.code, r.stderr)
 		}
 	})
+}
+
+// TestBenchLocalImages runs bench --images in process on the cpu engine:
+// photographs decoded in the pipeline's copy stage, a CSV row of the run;
+// a file that is not an image fails the run.
+func TestBenchLocalImages(t *testing.T) {
+	ckpt := writeTinyCheckpoint(t)
+	dir := t.TempDir()
+	r := runBenchArgs(context.Background(), "--checkpoint", ckpt, "--engine", "cpu", "--image_size", "32", "--batch_size", "3",
+		"--num_iters", "4", "--images", "../../testdata/photos", "--results_dir", dir, "--threads", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "7 image files from ../../testdata/photos in 3 distinct batches of 3, decoded to 32x32 in the pipeline") {
+		t.Errorf("stderr does not describe the images:\n%s", r.stderr)
+	}
+	rows := readRows(t, filepath.Join(dir, "output.csv"))
+	if len(rows) != 1 || rows[0].Engine != "cpu" || rows[0].InputDType != "encoded" || rows[0].BatchSize != 3 || rows[0].Throughput <= 0 {
+		t.Errorf("rows %+v", rows)
+	}
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "a.jpg"), []byte("not a JPEG"), 0o644)
+	r = runBenchArgs(context.Background(), "--checkpoint", ckpt, "--engine", "cpu", "--image_size", "32", "--batch_size", "1",
+		"--num_iters", "2", "--images", bad, "--results_dir", dir, "--threads", "1")
+	if r.code == 0 || !strings.Contains(r.stderr, "warmup request: unsupported image format") {
+		t.Errorf("a bad image: exit %d\n%s", r.code, r.stderr)
+	}
 }

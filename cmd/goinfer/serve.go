@@ -112,6 +112,7 @@ type serveOptions struct {
 	maxImages        int
 	maxImagePixels   int
 	decodeWorkers    int
+	imageDecoder     string
 	set              map[string]bool
 }
 
@@ -156,7 +157,8 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.imageCrop, "image_crop", 0, "served image size in `PIXELS` that encoded images are center-cropped to (0: 224 where served, else the largest --image_size)")
 	fs.IntVar(&o.maxImages, "max_images", server.DefaultMaxImages, "most encoded images one request may send")
 	fs.IntVar(&o.maxImagePixels, "max_image_pixels", 40<<20, "largest image accepted, in `PIXELS` (width x height), checked on its header before decoding")
-	fs.IntVar(&o.decodeWorkers, "decode_workers", 0, "images decoded at once over all requests (0: GOMAXPROCS)")
+	fs.IntVar(&o.decodeWorkers, "decode_workers", 0, "images decoded at once on the host over all requests (0: GOMAXPROCS)")
+	fs.StringVar(&o.imageDecoder, "image_decoder", "auto", "where encoded images are decoded and preprocessed (`WHERE`): cpu (Go, on the host, into request tensors), gpu (nvJPEG and a resize kernel in each GPU pipeline's copy stage, straight into the batch's device input, overlapping other batches' forwards), or auto (gpu on the cuda engine when nvJPEG loads and the input is fp32/fp16, else cpu)")
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
 	o.grpc.register(fs, "server")
@@ -200,6 +202,8 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--max_images %d: must be at least 1", o.maxImages)
 	case o.maxImagePixels < 1:
 		return p, fmt.Errorf("--max_image_pixels %d: must be at least 1", o.maxImagePixels)
+	case o.imageDecoder != "auto" && o.imageDecoder != "cpu" && o.imageDecoder != "gpu":
+		return p, fmt.Errorf("--image_decoder %q: want auto, cpu or gpu", o.imageDecoder)
 	case o.decodeWorkers < 0:
 		return p, fmt.Errorf("--decode_workers %d: must not be negative", o.decodeWorkers)
 	case o.drainTimeout <= 0:
@@ -439,6 +443,9 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 	log.Info("loading", "model", name, "weights", src.String(), "engine", eng.Name(), "precision", prec.String(),
 		"compile", o.mf.compile, "image_sizes", plan.sizes, "batch_sizes", plan.batchSizes, "devices", plan.devices)
 	l := &serveLoader{o: o, plan: plan, eng: eng, prec: prec, src: src, log: log, srv: srv}
+	if l.gpuImages, err = o.gpuImages(eng.Name(), dtype, log); err != nil {
+		return err
+	}
 	m, loadErr := l.load(ctx, lifeCtx, dtype, labels)
 	if loadErr == nil {
 		loadErr = srv.SetModel(m)
@@ -518,6 +525,9 @@ type serveLoader struct {
 
 	backends []*backend.Backend
 	batchers []*batcher.Batcher
+	// gpuImages says that encoded images are decoded on the GPU by the
+	// backend of the --image_crop lane (--image_decoder).
+	gpuImages bool
 }
 
 // load returns the model once every size is loaded and compiled, or an
@@ -576,7 +586,8 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 				return g.load(ctx, l.eng, opts)
 			}
 		}
-		b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: inflight, CopyStreams: o.copyStreams, MaxBatch: o.maxBatch})
+		b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: inflight, CopyStreams: o.copyStreams, MaxBatch: o.maxBatch,
+			NewDecoder: l.decoders(size)})
 		l.backends = append(l.backends, b)
 		if err := b.StartDevices(lifeCtx, loads...); err != nil {
 			return nil, err
@@ -605,6 +616,7 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			Channels: info.Input().Shape[0], Height: plan.sizes[i], Width: plan.sizes[i], DType: info.Input().DType,
 			Classes: info.OutputElems(), MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
 			MaxQueue: o.maxQueue, MaxInflight: inflight, Observe: l.srv.ObserveBatch,
+			Encoded: l.decoders(plan.sizes[i]) != nil,
 		}
 		// Compiled sizes are faster than their neighbours only where the
 		// engine captured them (CUDA graphs); the cpu engine runs any size

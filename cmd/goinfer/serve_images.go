@@ -1,11 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
+	"goinfer/internal/backend"
+	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
+	"goinfer/internal/imagegpu"
 	"goinfer/internal/preprocess"
 	"goinfer/internal/server"
+	"goinfer/internal/tensor"
 )
 
 // pickImageCrop is --image_crop, resolved against the served sizes.
@@ -25,22 +32,91 @@ func (o *serveOptions) pickImageCrop(sizes []int) (int, error) {
 	return o.imageCrop, nil
 }
 
-// imageInput gives m the image input (--images): decoded and
-// preprocessed on the host with ImageNet's eval transform at the crop
-// size.
+// gpuImages resolves --image_decoder: whether the backend decodes encoded
+// images on the GPU. auto picks the GPU on the cuda engine with an fp32 or
+// fp16 input when nvJPEG loads, and says why not otherwise.
+func (o *serveOptions) gpuImages(engineName string, dtype tensor.DType, log *slog.Logger) (bool, error) {
+	if !o.images || o.imageDecoder == "cpu" {
+		return false, nil
+	}
+	var why error
+	switch {
+	case engineName != "cuda":
+		why = fmt.Errorf("the %s engine has no GPU", engineName)
+	case dtype != tensor.Float32 && dtype != tensor.Float16:
+		why = fmt.Errorf("the GPU decoder writes fp32 or fp16 input, and --input_dtype is %s", dtype)
+	default:
+		if _, _, err := cu.OpenJPEG(); err != nil {
+			why = fmt.Errorf("nvJPEG: %w", err)
+		}
+	}
+	switch {
+	case why == nil:
+		return true, nil
+	case o.imageDecoder == "gpu":
+		return false, fmt.Errorf("--image_decoder gpu: %w", why)
+	}
+	log.Info("encoded images are decoded on the host", "why", why.Error())
+	return false, nil
+}
+
+// imageSpec is the preprocessing of encoded images: the model's own (a
+// general graph's) or ImageNet's, at the --image_crop size.
+func (l *serveLoader) imageSpec() preprocess.Spec {
+	crop := l.plan.imageCrop
+	if l.spec != nil {
+		return l.spec.WithSize(crop, crop)
+	}
+	return preprocess.ImageNet(crop, crop)
+}
+
+// decoders is the backend's decoder factory for the lane of image size
+// size: nvJPEG on each pipeline's copy stream for the --image_crop lane
+// when the GPU decodes, else none. A preprocessing the kernel cannot do
+// sends auto back to the host.
+func (l *serveLoader) decoders(size int) func(int, engine.Device, engine.Info) (backend.Decoder, error) {
+	if !l.gpuImages || size != l.plan.imageCrop {
+		return nil
+	}
+	spec, err := imagegpu.SpecFor(l.imageSpec())
+	if err != nil && l.o.imageDecoder != "gpu" {
+		l.log.Info("encoded images are decoded on the host", "why", err.Error())
+		l.gpuImages = false
+		return nil
+	}
+	return func(device int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
+		if err != nil {
+			return nil, fmt.Errorf("--image_decoder gpu: %w", err)
+		}
+		libs, err := cu.Load()
+		if err != nil {
+			return nil, err
+		}
+		return imagegpu.New(libs, imagegpu.Options{Device: l.plan.devices[device], MaxBatch: l.o.maxBatch, Spec: spec,
+			Out: info.Input().DType, MaxPixels: l.o.maxImagePixels})
+	}
+}
+
+// imageInput gives m the image input (--images): ImageNet's eval
+// transform at the crop size, decoded by the backend on the GPU or by the
+// server on the host (--image_decoder).
 func (l *serveLoader) imageInput(m *server.Model) error {
 	o := l.o
 	if !o.images {
 		return nil
 	}
 	if c, _, _, ok := m.Info.ImageInput(); !ok || c != 3 {
+		if l.gpuImages {
+			return errors.New("--image_decoder gpu: the model does not take RGB images")
+		}
 		l.log.Warn("image input off: the model does not take RGB images", "input", m.Info.Input().String())
 		return nil
 	}
-	crop := l.plan.imageCrop
-	spec := preprocess.ImageNet(crop, crop)
-	if l.spec != nil {
-		spec = l.spec.WithSize(crop, crop)
+	spec := l.imageSpec()
+	if l.gpuImages {
+		m.Images = &server.Images{Spec: spec}
+		l.log.Info("image input on", "input", server.ImageInputName, "preprocessing", spec.String(), "decoder", "gpu")
+		return nil
 	}
 	pre, err := preprocess.NewCPU(spec, preprocess.CPUOptions{Workers: o.decodeWorkers, MaxPixels: o.maxImagePixels})
 	if err != nil {

@@ -87,6 +87,11 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--grpc_max_concurrent_streams", "0"},
 		{"--pinned_memory_pool_bytes", "-1"},
 		{"--device", "1", "--devices", "0,1"},
+		{"--image_decoder", "tpu"},
+		{"--max_images", "0"},
+		{"--max_image_pixels", "0"},
+		{"--decode_workers", "-1"},
+		{"--image_crop", "100", "--image_size", "224"},
 		{"stray"},
 	}
 	for _, args := range tests {
@@ -224,6 +229,15 @@ func TestServeEndToEnd(t *testing.T) {
 				}
 			}
 		}
+		// Encoded images: decoded on the host (cpu engine) and cropped to
+		// the largest size served.
+		photo, err := os.ReadFile("../../testdata/photos/coffee.jpg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.InferImages(ctx, [][]byte{photo, photo}, 3); err != nil || len(res.Classes) != 2 || len(res.Classes[0]) != 3 {
+			t.Errorf("%s: images: %+v, %v", u, res, err)
+		}
 		big, _ := tensor.FromFloat32(tensor.Shape{1, 3, 24, 24}, make([]float32, 3*24*24))
 		if _, err := c.Infer(ctx, big, nil); err != nil {
 			t.Errorf("%s: 24x24 image: %v", u, err)
@@ -239,7 +253,7 @@ func TestServeEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop")
 	}
-	for _, msg := range []string{`"msg":"draining"`, `"msg":"drained"`, `"msg":"stopped"`} {
+	for _, msg := range []string{`"msg":"image input on","input":"image","preprocessing":"resize 27 (bilinear), center crop 24x24`, `"msg":"draining"`, `"msg":"drained"`, `"msg":"stopped"`} {
 		if !strings.Contains(logs.String(), msg) {
 			t.Errorf("log lacks %s", msg)
 		}
@@ -259,5 +273,22 @@ func TestServeExitsWhenTheModelFailsToLoad(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "model failed to load") {
 		t.Errorf("log lacks the failure:\n%s", logs.String())
+	}
+}
+
+// TestServeRefusesLabelsOfAnotherModel checks that --labels naming a
+// different number of classes than the model has fails the load, saying
+// both counts, instead of serving results without names.
+func TestServeRefusesLabelsOfAnotherModel(t *testing.T) {
+	ckpt := writeTinyCheckpoint(t)
+	labels := filepath.Join(t.TempDir(), "labels.txt")
+	if err := os.WriteFile(labels, []byte("cat\ndog\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	err := runServe(context.Background(), []string{"--checkpoint", ckpt, "--engine", "cpu", "--image_size", "16", "--threads", "1",
+		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--log_format", "json", "--labels", labels}, &bytes.Buffer{}, &logs)
+	if err == nil || !strings.Contains(err.Error(), "2 class names for a model with 10 classes") {
+		t.Fatalf("serve with 2 labels for 10 classes: %v", err)
 	}
 }

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"time"
 
+	"goinfer/internal/engine"
 	"goinfer/internal/tensor"
 )
 
@@ -80,6 +81,27 @@ type Request struct {
 	// padding images are whatever the device buffer held, and so are their
 	// logits.
 	Parts [][]byte
+	// Encoded, if not empty, holds one encoded image (JPEG, PNG) per
+	// image of Input's shape, and Input.Data is not read: the pipeline's
+	// Decoder (Config.NewDecoder) decodes and preprocesses them into the
+	// device input in place of the H2D copy, so that decoding one request
+	// overlaps the forward of another. Images that fail to decode are
+	// reported in Response.ImageErrs; the others are answered.
+	Encoded [][]byte
+}
+
+// Decoder decodes encoded images into a pipeline's device input buffer: a
+// batch of images preprocessed to the model's input, in its dtype and
+// layout. One Decoder serves one stream at a time (the pipeline makes one
+// per copy stream, or per worker without copy streams).
+type Decoder interface {
+	// Decode enqueues the decode of images into dst on st and returns once
+	// it is enqueued (dst is ready when st passes this point). imageErrs
+	// has one entry per image, nil for those decoded; err is a failure of
+	// the whole batch.
+	Decode(images [][]byte, dst engine.Buffer, st engine.Stream) (imageErrs []error, err error)
+	// Close frees the decoder once its work has finished.
+	Close() error
 }
 
 // Response answers one Request.
@@ -98,6 +120,10 @@ type Response struct {
 	// Device is the index of the device pipeline that ran it (the position
 	// of its loader in StartDevices).
 	Device int
+	// ImageErrs, for a request of Encoded images of which some failed to
+	// decode, says why for each of them (nil for those decoded; their
+	// logits are valid). Nil when every image decoded.
+	ImageErrs []error
 	// Stages says when the request passed each stage, for --profile
 	// traces. Stages that did not run (a rejected request) stay zero.
 	Stages Stages

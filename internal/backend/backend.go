@@ -44,6 +44,11 @@ type Config struct {
 	// Profile records device spans of every stage (three more events per
 	// request and their timings) into Response.Stages.
 	Profile bool
+	// NewDecoder, if set, makes the Decoders of requests that carry
+	// Encoded images: one per copy stream (or per worker without
+	// CopyStreams) of the pipeline of device index (the position of its
+	// loader in StartDevices). Without it such requests are refused.
+	NewDecoder func(device int, dev engine.Device, info engine.Info) (Decoder, error)
 }
 
 // DefaultQueueDepth is the request queue's capacity when Config leaves it 0.

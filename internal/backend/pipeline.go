@@ -41,16 +41,17 @@ type slot struct {
 	recorded      [numEvents]bool
 	last          engine.Event // the latest successfully recorded event
 
-	it     item
-	n      int
-	worker int
-	err    error
-	st     Stages
+	it        item
+	n         int
+	worker    int
+	err       error
+	imageErrs []error // of an Encoded request, when some image failed
+	st        Stages
 }
 
 // reset prepares a free slot for a new request.
 func (s *slot) reset(it item, n int, dequeued time.Time) {
-	s.it, s.n, s.worker, s.err, s.last = it, n, -1, nil, nil
+	s.it, s.n, s.worker, s.err, s.last, s.imageErrs = it, n, -1, nil, nil, nil
 	s.recorded = [numEvents]bool{}
 	s.st = Stages{Queued: it.queued, Dequeued: dequeued}
 }
@@ -179,6 +180,11 @@ func newPipeline(ctx context.Context, b *Backend, index int, load LoadFunc) (p *
 		}
 		if err != nil {
 			return p, err
+		}
+		if cfg.NewDecoder != nil {
+			if r.dec, err = cfg.NewDecoder(index, p.dev, info); err != nil {
+				return p, fmt.Errorf("image decoder: %w", err)
+			}
 		}
 	}
 
@@ -328,6 +334,15 @@ func (p *pipeline) admit(it item) (int, error) {
 	if n < 1 || n > p.maxBatch {
 		return 0, fmt.Errorf("%w: batch of %d images, the pipeline takes 1 to %d", ErrInvalidInput, n, p.maxBatch)
 	}
+	if enc := it.req.Encoded; len(enc) > 0 {
+		switch {
+		case len(p.rings) == 0 || p.rings[0].dec == nil:
+			return 0, fmt.Errorf("%w: request %d carries encoded images, and the pipeline has no image decoder", ErrInvalidInput, it.req.ID)
+		case len(enc) != n:
+			return 0, fmt.Errorf("%w: %d encoded images for a batch of %d", ErrInvalidInput, len(enc), n)
+		}
+		return n, nil
+	}
 	if parts := it.req.Parts; len(parts) > 0 {
 		total := 0
 		for _, b := range parts {
@@ -351,9 +366,22 @@ func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
 	}
 	req := s.it.req
 	var err error
-	if len(req.Parts) == 0 {
+	switch {
+	case len(req.Encoded) > 0:
+		var errs []error
+		errs, err = ring.dec.Decode(req.Encoded, s.devIn, st)
+		for _, e := range errs {
+			if e != nil {
+				s.imageErrs = errs
+				break
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("decoding %d images: %w", len(req.Encoded), err)
+		}
+	case len(req.Parts) == 0:
 		err = copyIn(s, st, ring, 0, req.Input.Data[:s.n*p.inBytes])
-	} else {
+	default:
 		at := 0
 		for _, src := range req.Parts {
 			if err = copyIn(s, st, ring, at, src); err != nil {
@@ -362,7 +390,9 @@ func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
 			at += len(src)
 		}
 	}
-	if err != nil {
+	if err != nil && len(req.Encoded) > 0 {
+		s.fail(err)
+	} else if err != nil {
 		s.fail(fmt.Errorf("H2D copy: %w", err))
 	}
 	// Recorded even after a failed copy, so that the slot's buffers are not
@@ -462,6 +492,7 @@ func (p *pipeline) replyLoop() {
 			QueueWait: s.st.Dequeued.Sub(s.st.Queued),
 			Worker:    s.worker,
 			Device:    p.index,
+			ImageErrs: s.imageErrs,
 		}
 		if s.err == nil {
 			m := s.n * p.classes
@@ -541,6 +572,9 @@ func (p *pipeline) release() error {
 	}
 	for _, r := range p.rings {
 		keep("staging buffers", r.release())
+		if r.dec != nil {
+			keep("an image decoder", r.dec.Close())
+		}
 	}
 	for _, s := range p.slots {
 		if s.devIn != nil {

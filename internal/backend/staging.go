@@ -17,6 +17,7 @@ import (
 //
 // A ring belongs to one goroutine (the H2D stage, or one worker).
 type stagingRing struct {
+	dec    Decoder // decodes Encoded requests on the ring's stream, if any
 	bufs   []engine.HostBuffer
 	fences []engine.Event
 	armed  []bool // the fence has been recorded since the buffer was last reused

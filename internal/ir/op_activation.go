@@ -200,6 +200,9 @@ func (*Clip) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (*Clip) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(&Clip{}, in); err != nil {
+		return nil, err
+	}
 	lo, hi := math.Inf(-1), math.Inf(1)
 	if a := arg(in, 1); a != nil {
 		lo = a.Data[0]

@@ -2,8 +2,6 @@ package ir
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 
 	"goinfer/internal/tensor"
 )
@@ -69,65 +67,11 @@ func (c *Conv) Infer(in []*Value) ([]Type, error) {
 	return []Type{out}, nil
 }
 
-// parallelFor calls f(i) for i in [0, n) on up to GOMAXPROCS goroutines;
-// the calls must touch disjoint data.
-func parallelFor(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			f(i)
-		}
-		return
-	}
-	var next sync.Mutex
-	i := 0
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				next.Lock()
-				k := i
-				i++
-				next.Unlock()
-				if k >= n {
-					return
-				}
-				f(k)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// floorDiv is a/b rounded toward minus infinity.
-func floorDiv(a, b int) int {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
-
-// in2 returns in[i], nil when absent.
-func in2(in []*Value, i int) *Value {
-	if i >= 0 && i < len(in) {
-		return in[i]
-	}
-	return nil
-}
-
-// arg returns in[i], nil when absent.
-func arg(in []*Array, i int) *Array {
-	if i >= 0 && i < len(in) {
-		return in[i]
-	}
-	return nil
-}
-
 // Eval implements Op.
 func (c *Conv) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(c, in); err != nil {
+		return nil, err
+	}
 	x, w := in[0], in[1]
 	win, err := c.plan(x.Shape, w.Shape)
 	if err != nil {
@@ -314,6 +258,9 @@ func (c *ConvTranspose) Infer(in []*Value) ([]Type, error) {
 // Eval implements Op: every input position scatters its kernel-weighted
 // value over the output positions it reaches.
 func (c *ConvTranspose) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(c, in); err != nil {
+		return nil, err
+	}
 	x, w := in[0], in[1]
 	geo, err := c.plan(x.Shape, w.Shape)
 	if err != nil {

@@ -159,14 +159,3 @@ func geluTanh(x float64) float64 {
 	const c = 0.7978845608028654 // sqrt(2/pi)
 	return 0.5 * x * (1 + math.Tanh(c*(x+0.044715*x*x*x)))
 }
-
-// wantFloat checks that input i is a floating-point tensor.
-func wantFloat(in []*Value, i int) error {
-	if !isFloatType(in[i].Type.DType) {
-		return fmt.Errorf("input %d is %s, want a floating-point tensor", i, in[i].Type)
-	}
-	return nil
-}
-
-// sameType returns a copy of t.
-func sameType(t Type) Type { return Type{DType: t.DType, Shape: t.Shape.Clone()} }

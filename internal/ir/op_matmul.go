@@ -61,6 +61,9 @@ func (g *Gemm) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (g *Gemm) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(g, in); err != nil {
+		return nil, err
+	}
 	a, b := in[0], in[1]
 	m, k, n, err := g.dims(a.Shape, b.Shape)
 	if err != nil {

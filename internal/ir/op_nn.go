@@ -63,11 +63,9 @@ type ConvTranspose struct {
 	AutoPad       string
 }
 
-// Pool is MaxPool, AveragePool or (P > 0) LpPool over the spatial
-// dimensions.
+// Pool is MaxPool or AveragePool over the spatial dimensions.
 type Pool struct {
 	Max             bool
-	P               int // LpPool's norm order; 0 for the other pools
 	Kernel          []int
 	Strides         []int
 	Pads            []int
@@ -79,12 +77,21 @@ type Pool struct {
 	WantIndices     bool // MaxPool with its Indices output
 }
 
-// GlobalPool averages (or takes the max of, or with P > 0 the Lp norm
-// of) every spatial dimension, keeping them as size 1.
-type GlobalPool struct {
-	Max bool
-	P   int
+// GlobalPool averages (or takes the max of) every spatial dimension,
+// keeping them as size 1.
+type GlobalPool struct{ Max bool }
+
+// LpPool is ONNX's LpPool: the P-norm of each window (padding adds
+// nothing). The window attributes are Pool's (Max and the average-only
+// fields unused). It is a type of its own so that an engine without it
+// refuses it rather than running it as a Pool.
+type LpPool struct {
+	Pool Pool
+	P    int
 }
+
+// GlobalLpPool is the P-norm over every spatial dimension, kept as size 1.
+type GlobalLpPool struct{ P int }
 
 // Gemm is ONNX's Gemm: Y = alpha * A' B' + beta * C, A' = A or A^T,
 // B' = B or B^T; with a fused Epilogue a residual input follows C.

@@ -43,6 +43,9 @@ func (b *BatchNorm) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (b *BatchNorm) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(b, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	out := NewArray(x.DType, x.Shape)
 	c := x.Shape[1]
@@ -101,6 +104,9 @@ func (l *LayerNorm) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (l *LayerNorm) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(l, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	axis, outer, inner, err := l.plan(x.Shape)
 	if err != nil {
@@ -174,6 +180,9 @@ func (n *InstanceNorm) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (n *InstanceNorm) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(n, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	y := NewArray(x.DType, x.Shape)
 	c := x.Shape[1]
@@ -213,6 +222,9 @@ func (l *LRN) Infer(in []*Value) ([]Type, error) {
 // Eval implements Op: each value is divided by (bias + alpha/size * the
 // sum of squares over the size channels around it)^beta.
 func (l *LRN) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(l, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	y := NewArray(x.DType, x.Shape)
 	c := x.Shape[1]

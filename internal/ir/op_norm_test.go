@@ -45,3 +45,38 @@ func TestLayerNormAxisIsFlattenedRow(t *testing.T) {
 	want.Shape = got.Shape
 	closeRel(t, "layernorm", got, want, 1e-12)
 }
+
+// Eval called without Infer (an unbound graph given other shapes) refuses
+// inputs that do not fit instead of indexing past them.
+func TestEvalRefusesMisfitInputs(t *testing.T) {
+	x := iotaArr(f32T, tensor.Shape{1, 3, 2})
+	short := arrOf(f32T, tensor.Shape{2}, 1, 1)
+	for _, c := range []struct {
+		op Op
+		in []*Array
+	}{
+		{&BatchNorm{}, []*Array{x, short, short, short, short}},
+		{&InstanceNorm{}, []*Array{x, short, short}},
+		{&LayerNorm{Axis: -1}, []*Array{x, arrOf(f32T, tensor.Shape{3}, 1, 1, 1)}},
+		{&LRN{Size: 0}, []*Array{x}},
+		{&Gemm{Alpha: 1, Beta: 1}, []*Array{iotaArr(f32T, tensor.Shape{2, 2}), iotaArr(f32T, tensor.Shape{2, 2}), arrOf(f32T, tensor.Shape{3}, 1, 2, 3)}},
+		{&Clip{}, []*Array{x, arrOf(f32T, tensor.Shape{0})}},
+		{&Softmax{Axis: 3}, []*Array{x}},
+		{&Conv{}, []*Array{x, iotaArr(f32T, tensor.Shape{2, 3, 1}), short.Clone(), nil}},
+		{&Conv{}, []*Array{x, iotaArr(f32T, tensor.Shape{2, 3, 1}), arrOf(f32T, tensor.Shape{1}, 1)}},
+		{&ConvTranspose{}, []*Array{x, iotaArr(f32T, tensor.Shape{3, 2, 1}), arrOf(f32T, tensor.Shape{1}, 1)}},
+		{&GlobalPool{}, []*Array{arrOf(f32T, tensor.Shape{2}, 1, 2)}},
+		{&GlobalLpPool{P: 2}, []*Array{arrOf(f32T, tensor.Shape{2}, 1, 2)}},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: panic %v", c.op.Kind(), r)
+				}
+			}()
+			if _, err := c.op.Eval(c.in); err == nil {
+				t.Errorf("%s: Eval accepted misfit inputs", c.op.Kind())
+			}
+		}()
+	}
+}

@@ -9,10 +9,7 @@ import (
 
 // Kind implements Op.
 func (p *Pool) Kind() string {
-	switch {
-	case p.P > 0:
-		return "LpPool"
-	case p.Max:
+	if p.Max {
 		return "MaxPool"
 	}
 	return "AveragePool"
@@ -24,9 +21,6 @@ func (p *Pool) plan(x tensor.Shape) (*window, error) {
 	}
 	if len(p.Kernel) == 0 {
 		return nil, fmt.Errorf("%s needs kernel_shape", p.Kind())
-	}
-	if p.P < 0 || p.P > 0 && p.Max {
-		return nil, fmt.Errorf("p %d is not a valid LpPool order", p.P)
 	}
 	win, err := planWindow(x[2:], p.Kernel, p.Strides, p.Pads, p.Dilations, p.AutoPad, p.CeilMode)
 	if err != nil {
@@ -112,10 +106,6 @@ func (p *Pool) Eval(in []*Array) ([]*Array, error) {
 				continue
 			}
 			s := 0.0
-			if p.P > 0 {
-				out.Data[k] = lpNorm(src, list, p.P)
-				continue
-			}
 			for _, t := range list {
 				s += src[t.i]
 			}
@@ -146,10 +136,7 @@ func lpNorm(src []float64, list []tap, p int) float64 {
 
 // Kind implements Op.
 func (p *GlobalPool) Kind() string {
-	switch {
-	case p.P > 0:
-		return "GlobalLpPool"
-	case p.Max:
+	if p.Max {
 		return "GlobalMaxPool"
 	}
 	return "GlobalAveragePool"
@@ -176,6 +163,9 @@ func (p *GlobalPool) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (p *GlobalPool) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(p, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	shape := x.Shape.Clone()
 	for i := 2; i < len(shape); i++ {
@@ -185,14 +175,6 @@ func (p *GlobalPool) Eval(in []*Array) ([]*Array, error) {
 	sp := x.Shape[2:].NumElements()
 	for plane := range out.Data {
 		src := x.Data[plane*sp : (plane+1)*sp]
-		if p.P > 0 {
-			s := 0.0
-			for _, v := range src {
-				s += math.Pow(math.Abs(v), float64(p.P))
-			}
-			out.Data[plane] = math.Pow(s, 1/float64(p.P))
-			continue
-		}
 		if p.Max {
 			m := math.Inf(-1)
 			for _, v := range src {
@@ -206,6 +188,81 @@ func (p *GlobalPool) Eval(in []*Array) ([]*Array, error) {
 			s += v
 		}
 		out.Data[plane] = s / float64(sp)
+	}
+	return []*Array{out}, nil
+}
+
+// Kind implements Op.
+func (*LpPool) Kind() string { return "LpPool" }
+
+// Infer implements Op.
+func (l *LpPool) Infer(in []*Value) ([]Type, error) {
+	if l.P < 1 {
+		return nil, fmt.Errorf("p %d is not positive", l.P)
+	}
+	if err := wantInputs(in, 1, 1); err != nil {
+		return nil, err
+	}
+	if err := wantFloat(in, 0); err != nil {
+		return nil, err
+	}
+	x := in[0].Type.Shape
+	win, err := l.Pool.plan(x)
+	if err != nil {
+		return nil, err
+	}
+	return []Type{{DType: in[0].Type.DType, Shape: append(tensor.Shape{x[0], x[1]}, win.out...)}}, nil
+}
+
+// Eval implements Op.
+func (l *LpPool) Eval(in []*Array) ([]*Array, error) {
+	x := in[0]
+	win, err := l.Pool.plan(x.Shape)
+	if err != nil {
+		return nil, err
+	}
+	inSp := x.Shape[2:].NumElements()
+	outSp := tensor.Shape(win.out).NumElements()
+	out := NewArray(x.DType, append(tensor.Shape{x.Shape[0], x.Shape[1]}, win.out...))
+	taps := win.taps()
+	for plane := 0; plane < x.Shape[0]*x.Shape[1]; plane++ {
+		src := x.Data[plane*inSp : (plane+1)*inSp]
+		for o, list := range taps {
+			out.Data[plane*outSp+o] = lpNorm(src, list, l.P)
+		}
+	}
+	return []*Array{out}, nil
+}
+
+// Kind implements Op.
+func (*GlobalLpPool) Kind() string { return "GlobalLpPool" }
+
+// Infer implements Op.
+func (l *GlobalLpPool) Infer(in []*Value) ([]Type, error) {
+	if l.P < 1 {
+		return nil, fmt.Errorf("p %d is not positive", l.P)
+	}
+	return (&GlobalPool{}).Infer(in)
+}
+
+// Eval implements Op.
+func (l *GlobalLpPool) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(l, in); err != nil {
+		return nil, err
+	}
+	x := in[0]
+	shape := x.Shape.Clone()
+	for i := 2; i < len(shape); i++ {
+		shape[i] = 1
+	}
+	out := NewArray(x.DType, shape)
+	sp := x.Shape[2:].NumElements()
+	for plane := range out.Data {
+		s := 0.0
+		for _, v := range x.Data[plane*sp : (plane+1)*sp] {
+			s += math.Pow(math.Abs(v), float64(l.P))
+		}
+		out.Data[plane] = math.Pow(s, 1/float64(l.P))
 	}
 	return []*Array{out}, nil
 }

@@ -53,6 +53,9 @@ func (s *Softmax) Infer(in []*Value) ([]Type, error) {
 
 // Eval implements Op.
 func (s *Softmax) Eval(in []*Array) ([]*Array, error) {
+	if err := inferArrays(s, in); err != nil {
+		return nil, err
+	}
 	x := in[0]
 	outer, n, stride, err := s.plan(x.Shape)
 	if err != nil {

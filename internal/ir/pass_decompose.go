@@ -7,9 +7,11 @@ import (
 )
 
 // Decompose rewrites the composite ops an engine does not claim into the
-// primitives they are made of: SiLU, HardSwish, HardSigmoid, Mish, Gelu
+// primitives they are made of: SiLU, HardSwish, HardSigmoid, Mish,
+// LeakyRelu, Elu, Selu, Celu, Gelu
 // (both forms), LayerNormalization (when its statistics outputs are
-// unused), Softmax and LogSoftmax (the opset<13 2-D form through Flatten
+// unused), BatchNormalization with constant parameters (a per-channel
+// Mul and Add), Softmax and LogSoftmax (the opset<13 2-D form through Flatten
 // and Reshape), and a Conv's, Gemm's or MatMul's fused epilogue (back into
 // the op, Adds and an activation node). keep reports the ops the engine
 // runs as they are; nil keeps none. The pieces a rewrite produces are
@@ -83,6 +85,20 @@ func decomposeNode(n *Node, cons map[*Value][]*Node, outs map[*Value]bool) ([]*N
 		default:
 			return nil, nil
 		}
+	case *LeakyRelu:
+		// relu(x) + alpha*min(x, 0)
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) {
+			return b.add(&Binary{Fn: OpMul}, neg, k("alpha", op.Alpha))
+		}, 1)
+	case *Elu:
+		// relu(x) + alpha*(exp(min(x, 0)) - 1)
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) { return b.expm1Scaled(neg, op.Alpha, 1, k) }, 1)
+	case *Selu:
+		// gamma*(relu(x) + alpha*(exp(min(x, 0)) - 1))
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) { return b.expm1Scaled(neg, op.Alpha, 1, k) }, op.Gamma)
+	case *Celu:
+		// relu(x) + alpha*(exp(min(x, 0)/alpha) - 1)
+		err = b.negativePart(x, k, func(neg *Value) (*Value, error) { return b.expm1Scaled(neg, op.Alpha, 1/op.Alpha, k) }, 1)
 	case *HardSigmoid:
 		err = b.chain(x, func(v *Value) (*Value, error) { return b.add(&Binary{Fn: OpMul}, v, k("alpha", op.Alpha)) },
 			func(v *Value) (*Value, error) { return b.add(&Binary{Fn: OpAdd}, v, k("beta", op.Beta)) },
@@ -101,6 +117,12 @@ func decomposeNode(n *Node, cons map[*Value][]*Node, outs map[*Value]bool) ([]*N
 			return nil, nil
 		}
 		err = b.softmax(x, op)
+	case *BatchNorm:
+		s, shift, ok := bnAffine(op, n.Inputs)
+		if !ok || len(n.Inputs) != 5 {
+			return nil, nil
+		}
+		err = b.channelAffine(x, s, shift)
 	case *Conv, *Gemm, *MatMul:
 		ep, _ := epilogueOf(op)
 		if ep.IsZero() && !(isMatMul(op) && n.Input(2) != nil) {
@@ -129,6 +151,45 @@ func (b *builder) chain(x *Value, steps ...func(*Value) (*Value, error)) error {
 		}
 	}
 	return nil
+}
+
+// negativePart builds gamma*(relu(x) + f(min(x, 0))), the form of the
+// exponential and leaky linear units.
+func (b *builder) negativePart(x *Value, k func(string, float64) *Value, f func(neg *Value) (*Value, error), gamma float64) error {
+	pos, err := b.add(&Unary{Fn: OpRelu}, x)
+	if err != nil {
+		return err
+	}
+	neg, err := b.add(&Clip{}, x, nil, k("zero", 0))
+	if err != nil {
+		return err
+	}
+	if neg, err = f(neg); err != nil {
+		return err
+	}
+	sum, err := b.add(&Binary{Fn: OpAdd}, pos, neg)
+	if err != nil || gamma == 1 {
+		return err
+	}
+	_, err = b.add(&Binary{Fn: OpMul}, sum, k("gamma", gamma))
+	return err
+}
+
+// expm1Scaled builds alpha*(exp(v*inner) - 1).
+func (b *builder) expm1Scaled(v *Value, alpha, inner float64, k func(string, float64) *Value) (*Value, error) {
+	var err error
+	if inner != 1 {
+		if v, err = b.add(&Binary{Fn: OpMul}, v, k("inner", inner)); err != nil {
+			return nil, err
+		}
+	}
+	if v, err = b.add(&Unary{Fn: OpExp}, v); err != nil {
+		return nil, err
+	}
+	if v, err = b.add(&Binary{Fn: OpSub}, v, k("one", 1)); err != nil {
+		return nil, err
+	}
+	return b.add(&Binary{Fn: OpMul}, v, k("alpha", alpha))
 }
 
 // gate builds x * f(x).
@@ -289,6 +350,31 @@ func (b *builder) softmax(x *Value, op *Softmax) error {
 		return err
 	}
 	_, err = b.add(&Binary{Fn: OpDiv}, e, s)
+	return err
+}
+
+// channelAffine builds x*s + shift with s and shift per channel (axis 1).
+func (b *builder) channelAffine(x *Value, s, shift []float64) error {
+	shape := make(tensor.Shape, len(x.Type.Shape)-1)
+	for i := range shape {
+		shape[i] = 1
+	}
+	shape[0] = len(s)
+	sa := &Array{DType: x.Type.DType, Shape: shape, Data: s}
+	ta := &Array{DType: x.Type.DType, Shape: shape.Clone(), Data: shift}
+	sv, err := constValue(b.base+"/scale", sa)
+	if err != nil {
+		return err
+	}
+	tv, err := constValue(b.base+"/shift", ta)
+	if err != nil {
+		return err
+	}
+	y, err := b.add(&Binary{Fn: OpMul}, x, sv)
+	if err != nil {
+		return err
+	}
+	_, err = b.add(&Binary{Fn: OpAdd}, y, tv)
 	return err
 }
 

@@ -7,7 +7,8 @@ import (
 )
 
 // FuseEpilogues merges what follows a Conv, Gemm or MatMul into its
-// Epilogue, in the epilogue's order: a constant per-channel Add into the
+// Epilogue, in the epilogue's order: a constant per-channel Mul into the
+// weights and bias (layer scales), a constant per-channel Add into the
 // bias, then one Add of another tensor as the residual, then one
 // activation (Relu, Clip with constant bounds, Sigmoid, SiLU, HardSwish,
 // HardSigmoid, Gelu, LeakyRelu, Tanh; FuseComposites first turns the
@@ -147,12 +148,30 @@ func fuseEpilogueStep(g *Graph) (int, error) {
 				}
 			}
 			if newIn == nil {
-				if ep.Act != ActNone || ep.Residual {
+				// A residual of the output's own shape only: engines need
+				// not broadcast inside their epilogues.
+				if ep.Act != ActNone || ep.Residual || !other.Type.Shape.Equal(y.Type.Shape) {
 					continue
 				}
 				newIn = residualInputs(n, other)
 				newEp.Residual = true
 			}
+		} else if b, isBin := c.Op.(*Binary); isBin && b.Fn == OpMul && len(c.Inputs) == 2 {
+			other := c.Inputs[0]
+			if other == y {
+				other = c.Inputs[1]
+			}
+			if other == y || !other.IsConst() || !ep.IsZero() {
+				continue
+			}
+			in, err := mergeScale(n, other)
+			if err != nil {
+				return 0, err
+			}
+			if in == nil {
+				continue
+			}
+			newIn = in
 		} else if act, isAct := activationOf(c); isAct && c.Inputs[0] == y && ep.Act == ActNone {
 			newEp.Act, newEp.Alpha, newEp.Beta, newEp.Lo, newEp.Hi = act.Act, act.Alpha, act.Beta, act.Lo, act.Hi
 			newIn = n.Inputs
@@ -223,6 +242,14 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 				return nil, nil
 			}
 		}
+		// Engines take a MatMul bias along the last dimension or of the
+		// output's whole shape; a bias broadcast some other way (Swin's
+		// attention bias, [1, heads, N, N] over [B, heads, N, N]) stays an
+		// Add of its own.
+		out := n.Outputs[0].Type.Shape
+		if !(len(shape) == 1 && len(out) > 0 && shape[0] == out[len(out)-1]) && !shape.Equal(out) {
+			return nil, nil
+		}
 		nb = NewArray(n.Outputs[0].Type.DType, shape)
 		ci := BroadcastIndex(ca.Shape, shape)
 		var oi []int
@@ -247,6 +274,14 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 			if shape, err = BroadcastShape(old.Shape, ca.Shape); err != nil {
 				return nil, nil
 			}
+		}
+		// Engines take a MatMul bias along the last dimension or of the
+		// output's whole shape; a bias broadcast some other way (Swin's
+		// attention bias, [1, heads, N, N] over [B, heads, N, N]) stays an
+		// Add of its own.
+		out := n.Outputs[0].Type.Shape
+		if !(len(shape) == 1 && len(out) > 0 && shape[0] == out[len(out)-1]) && !shape.Equal(out) {
+			return nil, nil
 		}
 		nb = NewArray(n.Outputs[0].Type.DType, shape)
 		ci := BroadcastIndex(ca.Shape, shape)
@@ -273,4 +308,105 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 	}
 	in[2] = bv
 	return in[:3], nil
+}
+
+// channelVector returns the per-output-channel values of constant c, read
+// along axis of an output of shape y, when c varies along that axis only.
+func channelVector(c *Array, y tensor.Shape, axis int) ([]float64, bool) {
+	off := len(y) - len(c.Shape)
+	if off < 0 {
+		return nil, false
+	}
+	for i, d := range c.Shape {
+		if d != 1 && off+i != axis {
+			return nil, false
+		}
+	}
+	v := make([]float64, y[axis])
+	for k := range v {
+		if len(c.Data) == 1 {
+			v[k] = c.Data[0]
+		} else if len(c.Data) == len(v) {
+			v[k] = c.Data[k]
+		} else {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// mergeScale returns n's inputs with its weights and bias multiplied by
+// the constant per-channel c, or nil when c is no such constant or the
+// weights are not constants.
+func mergeScale(n *Node, c *Value) ([]*Value, error) {
+	ca := constArray(c)
+	y := n.Outputs[0].Type.Shape
+	if ca == nil || ca.DType != n.Outputs[0].Type.DType || len(y) == 0 {
+		return nil, nil
+	}
+	axis := len(y) - 1
+	if _, ok := n.Op.(*Conv); ok {
+		axis = 1
+	}
+	s, ok := channelVector(ca, y, axis)
+	if !ok {
+		return nil, nil
+	}
+	w := constArray(n.Input(1))
+	if w == nil {
+		return nil, nil
+	}
+	nw := w.Clone()
+	switch op := n.Op.(type) {
+	case *Conv:
+		per := w.Shape[1:].NumElements()
+		for i := range nw.Data {
+			nw.Data[i] *= s[i/per]
+		}
+	case *Gemm:
+		for i := range nw.Data {
+			j := i % w.Shape[1]
+			if op.TransB {
+				j = i / w.Shape[1]
+			}
+			nw.Data[i] *= s[j]
+		}
+	case *MatMul:
+		if len(w.Shape) != 2 {
+			return nil, nil
+		}
+		for i := range nw.Data {
+			nw.Data[i] *= s[i%w.Shape[1]]
+		}
+	default:
+		return nil, nil
+	}
+	wv, err := constValue(n.Input(1).Name+"/scaled", nw)
+	if err != nil {
+		return nil, err
+	}
+	in := []*Value{n.Inputs[0], wv}
+	if bv := n.Input(2); bv != nil {
+		b := constArray(bv)
+		if b == nil {
+			return nil, nil
+		}
+		// A Conv's bias is [M]; a Gemm's C or a MatMul's bias broadcasts to
+		// the output, whose last axis the scale runs along.
+		shape, err := BroadcastShape(b.Shape, tensor.Shape{len(s)})
+		if err != nil {
+			return nil, nil
+		}
+		nb := NewArray(b.DType, shape)
+		bi := BroadcastIndex(b.Shape, shape)
+		for k := range nb.Data {
+			nb.Data[k] = b.Data[bi[k]] * s[k%len(s)]
+		}
+		nbv, err := constValue(n.Name+"/scaled_bias", nb)
+		if err != nil {
+			return nil, err
+		}
+		in = append(in, nbv)
+	}
+	return in, nil
 }

@@ -161,11 +161,42 @@ func TestOptimize(t *testing.T) {
 			y := b.op(&Binary{Fn: OpAdd}, b.w(16), b.op(&MatMul{}, x, b.w(8, 16)))
 			return b.out(b.op(&Gelu{Tanh: true}, y))
 		}, want: []string{"MatMul+gelu_tanh"}, stats: OptimizeStats{Fused: 2}},
+		{name: "matmul_attention_bias_kept", build: func(b *graphBuilder) *Graph {
+			// Swin's relative position bias: [heads, N, N] over [B, heads, N, N].
+			x := b.input("x", 2, 4, 4)
+			return b.out(b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, x, b.w(4, 4)), b.w(2, 4, 4)))
+		}, want: []string{"MatMul", "Add"}},
 		{name: "conv_const_add_silu", build: func(b *graphBuilder) *Graph {
 			x := b.input("x", 2, 4, 4)
 			y := b.op(&Binary{Fn: OpAdd}, b.op(&Conv{}, x, b.w(3, 2, 1, 1), b.w(3)), b.w(3, 1, 1))
 			return b.out(b.op(&Binary{Fn: OpMul}, b.op(&Unary{Fn: OpSigmoid}, y), y))
 		}, want: []string{"Conv+silu"}, stats: OptimizeStats{Composites: 1, Fused: 2}},
+		{name: "conv_layer_scale_residual", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 3, 4, 4)
+			y := b.op(&Binary{Fn: OpMul}, b.w(3, 1, 1), b.op(&Conv{Pads: []int{1, 1, 1, 1}, Group: 3}, x, b.w(3, 1, 3, 3), b.w(3)))
+			return b.out(b.op(&Binary{Fn: OpAdd}, x, y))
+		}, want: []string{"Conv+residual+none"}, stats: OptimizeStats{Fused: 2}},
+		{name: "convnext_mlp_layer_scale", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 5, 8)
+			h := b.op(&Gelu{}, b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, x, b.w(8, 16)), b.w(16)))
+			h = b.op(&Binary{Fn: OpMul}, b.op(&Binary{Fn: OpAdd}, b.op(&MatMul{}, h, b.w(16, 8)), b.w(8)), b.w(8))
+			return b.out(b.op(&Binary{Fn: OpAdd}, h, x))
+		}, want: []string{"MatMul+gelu", "MatMul+residual+none"}, stats: OptimizeStats{Fused: 5}},
+		{name: "gemm_scale_column_c", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 4)
+			y := b.op(&Gemm{Alpha: 2, Beta: 0.5, TransB: true}, x, b.w(3, 4), b.w(1, 3))
+			return b.out(b.op(&Unary{Fn: OpRelu}, b.op(&Binary{Fn: OpMul}, y, b.w(3))))
+		}, want: []string{"Gemm+relu"}, stats: OptimizeStats{Fused: 2}},
+		{name: "scale_on_wrong_axis_kept", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 2, 3, 3)
+			y := b.op(&Conv{}, x, b.w(2, 2, 1, 1))
+			return b.out(b.op(&Binary{Fn: OpMul}, y, b.w(3, 1)))
+		}, want: []string{"Conv", "Mul"}},
+		{name: "broadcast_add_not_residual", build: func(b *graphBuilder) *Graph {
+			x := b.input("x", 2, 3, 3)
+			pos := b.w(1, 2, 3, 3) // varies over space: no bias; broadcast over the batch: no residual
+			return b.out(b.op(&Binary{Fn: OpAdd}, b.op(&Conv{Pads: []int{1, 1, 1, 1}}, x, b.w(2, 2, 3, 3)), pos))
+		}, want: []string{"Conv", "Add"}},
 		{name: "se_block", build: func(b *graphBuilder) *Graph {
 			x := b.input("x", 8, 4, 4)
 			s := b.op(&GlobalPool{}, x)
@@ -253,6 +284,15 @@ func TestOptimize(t *testing.T) {
 				t.Errorf("stats %+v, want %+v", st, c.stats)
 			}
 			sameOutputs(t, "optimized", evalGraph(t, opt, in), want)
+			// Optimizing again changes nothing: fused ops bind as they are.
+			again, st2, err := Optimize(opt, 2)
+			if err != nil {
+				t.Fatalf("optimizing the optimized graph: %v", err)
+			}
+			if got := kinds(again); !slices.Equal(got, c.want) || st2.NodesAfter != st2.NodesBefore {
+				t.Errorf("optimizing again gave %v (%s)", got, st2)
+			}
+			sameOutputs(t, "optimized twice", evalGraph(t, again, in), want)
 			if n, err := Decompose(opt, nil); err != nil {
 				t.Fatal(err)
 			} else if err := opt.Validate(); err != nil {
@@ -260,7 +300,7 @@ func TestOptimize(t *testing.T) {
 			}
 			for _, n := range opt.Nodes {
 				switch n.Op.(type) {
-				case *Gelu, *LayerNorm, *HardSigmoid:
+				case *Gelu, *LayerNorm, *HardSigmoid, *BatchNorm:
 					t.Errorf("%s left after Decompose", n)
 				case *Softmax:
 					if !n.Op.(*Softmax).Hard {
@@ -291,6 +331,10 @@ func TestDecompose(t *testing.T) {
 		{name: "hardswish", op: &Unary{Fn: OpHardSwish}, shape: []int{5}, kinds: []string{"Mul", "Add", "Clip", "Mul"}},
 		{name: "hardswish_keep_hardsigmoid", op: &Unary{Fn: OpHardSwish}, shape: []int{5},
 			keep: func(op Op) bool { _, ok := op.(*HardSigmoid); return ok }, kinds: []string{"HardSigmoid", "Mul"}},
+		{name: "leakyrelu", op: &LeakyRelu{Alpha: 0.1}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Mul", "Add"}},
+		{name: "elu", op: &Elu{Alpha: 0.7}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Exp", "Sub", "Mul", "Add"}},
+		{name: "selu", op: &Selu{Alpha: 1.67, Gamma: 1.05}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Exp", "Sub", "Mul", "Add", "Mul"}},
+		{name: "celu", op: &Celu{Alpha: 2}, shape: []int{5}, kinds: []string{"Relu", "Clip", "Mul", "Exp", "Sub", "Mul", "Add"}},
 		{name: "mish", op: &Unary{Fn: OpMish}, shape: []int{5}, kinds: []string{"Softplus", "Tanh", "Mul"}},
 		{name: "gelu", op: &Gelu{}, shape: []int{5}, kinds: []string{"Mul", "Erf", "Add", "Mul", "Mul"}},
 		{name: "gelu_tanh", op: &Gelu{Tanh: true}, shape: []int{5}, kinds: []string{"Mul", "Mul", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul"}},
@@ -301,6 +345,11 @@ func TestDecompose(t *testing.T) {
 		{name: "logsoftmax", op: &Softmax{Axis: -1, Log: true}, shape: []int{3}, kinds: []string{"ReduceMax", "Sub", "Exp", "ReduceSum", "Log", "Sub"}},
 		{name: "softmax_2d", op: &Softmax{Axis: 1, Coerce2D: true}, shape: []int{3, 4},
 			kinds: []string{"Flatten", "ReduceMax", "Sub", "Exp", "ReduceSum", "Div", "Reshape"}},
+		{name: "batchnorm", op: &BatchNorm{Epsilon: 1e-3}, shape: []int{3, 2, 2},
+			extra: func(b *graphBuilder) []*Value {
+				return []*Value{b.konst(0.5, 2, 3), b.w(3), b.w(3), b.konst(0.1, 2, 3)}
+			},
+			kinds: []string{"Mul", "Add"}},
 		{name: "softmax_kept", op: &Softmax{Axis: 1}, shape: []int{3}, keep: func(Op) bool { return true }, kinds: []string{"Softmax"}},
 		{name: "conv_epilogue", op: &Conv{Epilogue: Epilogue{Act: ActClip, Lo: -0.5, Hi: 0.5, Residual: true}}, shape: []int{2, 3, 3},
 			extra: func(b *graphBuilder) []*Value { return []*Value{b.w(2, 2, 1, 1), b.w(2), b.w(1, 2, 3, 3)} },
@@ -310,7 +359,7 @@ func TestDecompose(t *testing.T) {
 			kinds: []string{"MatMul", "Add", "Sigmoid", "Mul"}},
 		{name: "gemm_leaky", op: &Gemm{Alpha: 1, Beta: 1, Epilogue: Epilogue{Act: ActLeakyRelu, Alpha: 0.2}}, shape: []int{4},
 			extra: func(b *graphBuilder) []*Value { return []*Value{b.w(4, 3)} },
-			kinds: []string{"Gemm", "LeakyRelu"}},
+			kinds: []string{"Gemm", "Relu", "Clip", "Mul", "Add"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := newGraphBuilder(7)

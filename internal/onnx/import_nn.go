@@ -27,7 +27,7 @@ func init() {
 	register("LpPool", importLpPool)
 	register("GlobalLpPool", func(a Attrs, _ int) (ir.Op, []ExtraInput, error) {
 		t := &tensorAttrs{a: a}
-		op := &ir.GlobalPool{P: t.int("p", 2)}
+		op := &ir.GlobalLpPool{P: t.int("p", 2)}
 		if op.P < 1 {
 			t.keep(fmt.Errorf("GlobalLpPool's p %d is not positive", op.P))
 		}
@@ -133,9 +133,10 @@ func importPool(isMax bool) Importer {
 func importLpPool(a Attrs, _ int) (ir.Op, []ExtraInput, error) {
 	t := &tensorAttrs{a: a}
 	t.required("LpPool", "kernel_shape")
-	op := &ir.Pool{P: t.int("p", 2)}
-	op.Kernel, op.Strides, op.Pads, op.Dilations, op.AutoPad = t.spatial()
-	op.CeilMode = t.bool("ceil_mode", false)
+	op := &ir.LpPool{P: t.int("p", 2)}
+	w := &op.Pool
+	w.Kernel, w.Strides, w.Pads, w.Dilations, w.AutoPad = t.spatial()
+	w.CeilMode = t.bool("ceil_mode", false)
 	if op.P < 1 {
 		t.keep(fmt.Errorf("LpPool's p %d is not positive", op.P))
 	}

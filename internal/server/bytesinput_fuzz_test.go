@@ -33,3 +33,21 @@ func FuzzSplitBytesElems(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseJSONImages checks that the JSON image data parser never
+// panics, and that what it accepts has the count asked for.
+func FuzzParseJSONImages(f *testing.F) {
+	f.Add([]byte(`["aGk=", "eW8"]`), 2)
+	f.Add([]byte(`[["aGk="], ["eW8="]]`), 2)
+	f.Add([]byte(`[[]]`), 1)
+	f.Add([]byte(`[1]`), 1)
+	f.Fuzz(func(t *testing.T, raw []byte, want int) {
+		if want < 0 || want > 1<<12 {
+			return
+		}
+		imgs, err := parseJSONImages(raw, want, "inputs[0]")
+		if err == nil && len(imgs) != want {
+			t.Fatalf("%d images, want %d", len(imgs), want)
+		}
+	})
+}

@@ -24,16 +24,22 @@ const ImageInputName = "image"
 // DefaultMaxImages is Config.MaxImages' default.
 const DefaultMaxImages = 256
 
-// Images lets requests send encoded images through ImageInputName.
+// Images lets requests send encoded images through ImageInputName. The
+// images go to the lane of the preprocessing's crop size.
 type Images struct {
-	// Preprocessor decodes and preprocesses them; its spec's Height x
-	// Width must be one of the model's lanes, where the images then go.
+	// Preprocessor decodes and preprocesses the images on the host, into
+	// request tensors. Nil: the lane's backend decodes them in its
+	// pipeline (its batcher has Config.Encoded), with Spec.
 	Preprocessor preprocess.Preprocessor
+	// Spec is the backend decoders' preprocessing, when Preprocessor is
+	// nil.
+	Spec preprocess.Spec
 }
 
 // imageState is the image input of a served model.
 type imageState struct {
-	pre  preprocess.Preprocessor
+	pre  preprocess.Preprocessor // nil: the backend decodes
+	spec preprocess.Spec
 	lane *batcher.Batcher
 	meta tensorMeta
 }
@@ -43,21 +49,24 @@ func (st *modelState) setImages(m *Model) error {
 	if m.Images == nil {
 		return nil
 	}
-	if m.Images.Preprocessor == nil {
-		return errors.New("server: Images has no Preprocessor")
-	}
 	if c, _, _, ok := m.Info.ImageInput(); !ok || c != 3 {
 		return fmt.Errorf("server: the image input needs a model of RGB images [N, 3, H, W]; this one takes %s", m.Info.Input())
 	}
 	if st.input.name == ImageInputName {
 		return fmt.Errorf("server: the model's tensor input is named %q, the name of the image input", ImageInputName)
 	}
-	spec := m.Images.Preprocessor.Spec()
-	lane := st.lanes[[2]int{spec.Height, spec.Width}]
-	if lane == nil {
-		return fmt.Errorf("server: images are preprocessed to %dx%d, which is not a served size (%s)", spec.Height, spec.Width, st.sizes())
+	spec := m.Images.Spec
+	if m.Images.Preprocessor != nil {
+		spec = m.Images.Preprocessor.Spec()
 	}
-	st.images = &imageState{pre: m.Images.Preprocessor, lane: lane,
+	lane := st.lanes[[2]int{spec.Height, spec.Width}]
+	switch {
+	case lane == nil:
+		return fmt.Errorf("server: images are preprocessed to %dx%d, which is not a served size (%s)", spec.Height, spec.Width, st.sizes())
+	case m.Images.Preprocessor == nil && !lane.Config().Encoded:
+		return errors.New("server: Images has no Preprocessor, and the lane's backend decodes no images")
+	}
+	st.images = &imageState{pre: m.Images.Preprocessor, spec: spec, lane: lane,
 		meta: tensorMeta{name: ImageInputName, datatype: "BYTES", shape: []int64{-1}}}
 	return nil
 }
@@ -79,17 +88,35 @@ func (s *Server) imageCount(st *modelState, datatype string, shape []int64) (int
 	return int(shape[0]), nil
 }
 
-// runImages decodes and preprocesses a request's images into a request
-// tensor, runs it through the image lane, and leaves the output p asks for
-// in logits (n x classes).
+// runImages runs a request's images through the image lane: decoded here
+// into a request tensor, or handed encoded to the lane's backend, which
+// decodes them in its pipeline. It leaves the output p asks for in logits
+// (n x classes).
 func (s *Server) runImages(ctx context.Context, st *modelState, images [][]byte, out outputSpec, logits []float32) (plan, batcher.Result, error) {
 	var res batcher.Result
-	spec := st.images.pre.Spec()
+	spec := st.images.spec
 	dt := st.model.Info.Input().DType
 	n := len(images)
 	p := plan{lane: st.images.lane, dtype: dt, n: n, bytes: n * 3 * spec.Height * spec.Width * dt.Size(), out: out}
 	if err := p.lane.Admit(n); err != nil {
 		return p, res, err // before spending decode time on it
+	}
+	if st.images.pre == nil {
+		// The backend decodes on its copy stream.
+		res, err := p.lane.Infer(ctx, batcher.Input{DType: dt, N: n, Encoded: images}, logits)
+		var ie *batcher.ImageError
+		if errors.As(err, &ie) {
+			msg := fmt.Sprintf("inputs[0] element %d: %v", ie.Index, ie.Err)
+			if ie.Failed > 1 {
+				msg += fmt.Sprintf(" (and %d more of the %d images failed)", ie.Failed-1, n)
+			}
+			return p, res, errorf(kindInvalid, "%s", msg)
+		}
+		if err != nil {
+			return p, res, err
+		}
+		p.postprocess(logits, st.model.Info.OutputElems())
+		return p, res, nil
 	}
 	// The decoded tensor is several times the encoded bytes the request
 	// holds already: it takes its own share of the in-flight budget.

@@ -11,7 +11,9 @@ import (
 	"image/jpeg"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -124,8 +126,22 @@ func classes(entries []string) string {
 // and top-k classes against the tensor input fed with the same
 // preprocessing.
 func TestImagesEndToEnd(t *testing.T) {
+	for _, inBackend := range []bool{false, true} {
+		t.Run(decodeMode(inBackend), func(t *testing.T) { testImagesEndToEnd(t, inBackend) })
+	}
+}
+
+// decodeMode names where a test server decodes images.
+func decodeMode(inBackend bool) string {
+	if inBackend {
+		return "decoded in the backend"
+	}
+	return "decoded in the server"
+}
+
+func testImagesEndToEnd(t *testing.T, inBackend bool) {
 	labels := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
-	s := servertest.Start(t, servertest.Options{Images: true, Labels: labels})
+	s := servertest.Start(t, servertest.Options{Images: true, Labels: labels, DecodeInBackend: inBackend})
 	photos := testPhotos(t)
 	n := len(photos)
 	x := preprocessed(t, 16, photos)
@@ -260,7 +276,13 @@ func bomb(t *testing.T, w, h int) []byte {
 // refused with a status and a message that names the problem, over HTTP
 // and gRPC, and that the server keeps serving.
 func TestImagesErrors(t *testing.T) {
-	s := servertest.Start(t, servertest.Options{Images: true, MaxImagePixels: 4000 * 4000,
+	for _, inBackend := range []bool{false, true} {
+		t.Run(decodeMode(inBackend), func(t *testing.T) { testImagesErrors(t, inBackend) })
+	}
+}
+
+func testImagesErrors(t *testing.T, inBackend bool) {
+	s := servertest.Start(t, servertest.Options{Images: true, MaxImagePixels: 4000 * 4000, DecodeInBackend: inBackend,
 		Server: func(c *server.Config) { c.MaxRequestBytes = 1 << 20; c.MaxImages = 8 }})
 	photos := testPhotos(t)
 	good := photos[0]
@@ -393,5 +415,79 @@ func TestImagesMemoryBudget(t *testing.T) {
 	r = inferBinary(t, s, map[string]any{"inputs": []any{imageInput(2, map[string]any{"binary_data_size": 2 * (len(small) + 4)})}}, bytesElems(imgs[:2]))
 	if r.status != 200 {
 		t.Errorf("two small images: %d %s", r.status, r.body)
+	}
+}
+
+// TestImagesMixedWithTensors sends image and tensor requests at once to a
+// server whose backend decodes the images, so that the batcher has both
+// kinds queued together: every request must get its own logits (a batch
+// mixing the kinds would fail or answer garbage).
+func TestImagesMixedWithTensors(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Images: true, DecodeInBackend: true, MaxBatch: 4, MaxDelay: 20 * time.Millisecond, MaxQueue: 64})
+	photos := testPhotos(t)
+	x := preprocessed(t, 16, photos)
+	want := binaryFloats(t, inferBinary(t, s, map[string]any{"inputs": []any{binaryInput("FP32", []int{len(photos), 3, 16, 16}, len(x))},
+		"outputs": []any{map[string]any{"name": "logits", "parameters": map[string]any{"binary_data": true}}}}, x))
+	per := 3 * 16 * 16 * 4
+	var wg sync.WaitGroup
+	for round := range 3 {
+		for i := range photos {
+			wg.Go(func() {
+				out := []any{map[string]any{"name": "logits", "parameters": map[string]any{"binary_data": true}}}
+				var r httpResult
+				if (i+round)%2 == 0 {
+					elems := bytesElems(photos[i : i+1])
+					r = inferBinary(t, s, map[string]any{"inputs": []any{imageInput(1, map[string]any{"binary_data_size": len(elems)})}, "outputs": out}, elems)
+				} else {
+					r = inferBinary(t, s, map[string]any{"inputs": []any{binaryInput("FP32", []int{1, 3, 16, 16}, per)}, "outputs": out}, x[i*per:(i+1)*per])
+				}
+				if r.status != 200 {
+					t.Errorf("image %d: %d %s", i, r.status, r.body)
+					return
+				}
+				_, bin := splitResponse(t, r)
+				got := tensor.BytesF32(bytes.Clone(bin))
+				for c, v := range got {
+					if d := v - want[i*10+c]; d > 1e-4 || d < -1e-4 {
+						t.Errorf("image %d (round %d): logit %d is %v, want %v", i, round, c, v, want[i*10+c])
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// TestImagesSplitAcrossBatches sends more images than a batch holds to a
+// server whose backend decodes them, with bad images in different
+// batches: the error names the first bad image by its index in the
+// request and counts the others.
+func TestImagesSplitAcrossBatches(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Images: true, DecodeInBackend: true, MaxBatch: 4})
+	good := testPhotos(t)[0]
+	for _, tc := range []struct {
+		bad  []int
+		want string
+	}{
+		{[]int{5}, "inputs[0] element 5: unsupported image format"},
+		{[]int{5, 1}, "inputs[0] element 1: unsupported image format: want PNG or JPEG (and 1 more of the 7 images failed)"},
+		{nil, ""},
+	} {
+		imgs := make([][]byte, 7)
+		for i := range imgs {
+			imgs[i] = good
+		}
+		for _, i := range tc.bad {
+			imgs[i] = []byte("GIF89a")
+		}
+		elems := bytesElems(imgs)
+		r := inferBinary(t, s, map[string]any{"inputs": []any{imageInput(len(imgs), map[string]any{"binary_data_size": len(elems)})}}, elems)
+		switch {
+		case tc.want == "" && r.status != 200:
+			t.Errorf("7 good images: %d %s", r.status, r.body)
+		case tc.want != "" && (r.status != 400 || !strings.Contains(string(r.body), tc.want)):
+			t.Errorf("bad images %v: %d %s; want 400 saying %q", tc.bad, r.status, r.body, tc.want)
+		}
 	}
 }

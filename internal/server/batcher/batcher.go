@@ -99,6 +99,9 @@ type Config struct {
 	// Observe, if set, is called once per answered batch, from the
 	// batcher's collector goroutine; it must not block.
 	Observe func(BatchStats)
+	// Encoded says that the backend decodes encoded images
+	// (backend.Config.NewDecoder), so that Infer takes Input.Encoded.
+	Encoded bool
 }
 
 // BatchStats describe one batch, for metrics.
@@ -129,6 +132,11 @@ type Input struct {
 	DType tensor.DType
 	N     int
 	Data  []byte
+	// Encoded, if not empty, holds N encoded images (JPEG, PNG) that the
+	// backend decodes (Config.Encoded); DType and Data are then unused.
+	// Batches hold either encoded images or tensors, never both, and are
+	// not padded.
+	Encoded [][]byte
 	// Pinned says that Data lies in memory the backend copies to the
 	// device directly (page-locked on a GPU; see Config.AllocHost). Batches
 	// made only of such requests in the model's dtype are not assembled on
@@ -294,8 +302,10 @@ type batch struct {
 	parts     [][]byte // the segments' bytes, when the backend gathers them
 	images    int
 	padded    int
-	inDirect  bool // the request's own bytes were submitted
-	outDirect bool // the backend writes into the request's own output
+	inDirect  bool     // the request's own bytes were submitted
+	outDirect bool     // the backend writes into the request's own output
+	encoded   bool     // the images are encoded; the backend decodes them
+	enc       [][]byte // the encoded images, in batch order
 	submitted time.Time
 	wg        sync.WaitGroup
 }
@@ -344,15 +354,25 @@ func (b *Batcher) Infer(ctx context.Context, in Input, out []float32) (Result, e
 	if in.N < 1 {
 		return Result{}, fmt.Errorf("%w: batch dimension is %d; want at least 1", ErrInvalid, in.N)
 	}
-	cv := b.conv[in.DType]
-	if cv == nil {
+	var cv *converter
+	switch {
+	case len(in.Encoded) > 0:
+		if !b.cfg.Encoded {
+			return Result{}, fmt.Errorf("%w: encoded images, and the backend decodes none", ErrInvalid)
+		}
+		if len(in.Encoded) != in.N {
+			return Result{}, fmt.Errorf("%w: %d encoded images for a batch of %d", ErrInvalid, len(in.Encoded), in.N)
+		}
+	case b.conv[in.DType] != nil:
+		cv = b.conv[in.DType]
+		if want := in.N * b.imgElems * in.DType.Size(); len(in.Data) != want {
+			return Result{}, fmt.Errorf("%w: %d images of [%d %d %d] %s need %d bytes, got %d", ErrInvalid, in.N, b.cfg.Channels, b.cfg.Height, b.cfg.Width, in.DType, want, len(in.Data))
+		}
+	default:
 		if err := b.convErr[in.DType]; err != nil {
 			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		return Result{}, fmt.Errorf("%w: datatype %s is not supported (want FP32, FP16 or UINT8)", ErrInvalid, in.DType)
-	}
-	if want := in.N * b.imgElems * in.DType.Size(); len(in.Data) != want {
-		return Result{}, fmt.Errorf("%w: %d images of [%d %d %d] %s need %d bytes, got %d", ErrInvalid, in.N, b.cfg.Channels, b.cfg.Height, b.cfg.Width, in.DType, want, len(in.Data))
 	}
 	if len(out) < in.N*b.cfg.Classes {
 		return Result{}, fmt.Errorf("batcher: output has room for %d logits, need %d", len(out), in.N*b.cfg.Classes)
@@ -579,7 +599,11 @@ func (b *Batcher) waitAndForm(bt *batch, timer *time.Timer) bool {
 func (b *Batcher) form(bt *batch, now time.Time) {
 	bt.segs = bt.segs[:0]
 	take := 0
+	encoded := len(b.head.in.Encoded) > 0
 	for it := b.head; it != nil && take < b.cfg.MaxBatch; {
+		if (len(it.in.Encoded) > 0) != encoded {
+			break // a batch is all encoded images or all tensors
+		}
 		left := it.in.N - it.sent
 		n := left
 		if room := b.cfg.MaxBatch - take; n > room {
@@ -606,7 +630,8 @@ func (b *Batcher) form(bt *batch, now time.Time) {
 	b.inflight++
 	bt.images = take
 	bt.padded = take
-	if i, ok := slices.BinarySearch(b.preferred, take); !ok && i < len(b.preferred) {
+	bt.encoded = encoded
+	if i, ok := slices.BinarySearch(b.preferred, take); !ok && i < len(b.preferred) && !encoded {
 		bt.padded = b.preferred[i]
 	}
 }
@@ -619,7 +644,7 @@ func (b *Batcher) submit(bt *batch) {
 	s := bt.segs[0]
 	whole := len(bt.segs) == 1 && s.itemOff == 0 && s.n == s.it.in.N && bt.padded == s.n
 	bt.outDirect = whole
-	bt.inDirect = whole && s.it.in.DType == cfg.DType && (cfg.AllocHost == nil || s.it.in.Pinned)
+	bt.inDirect = whole && !bt.encoded && s.it.in.DType == cfg.DType && (cfg.AllocHost == nil || s.it.in.Pinned)
 	if whole {
 		req.Output = s.it.out
 		// The one client's cancellation can still drop it from the
@@ -629,6 +654,11 @@ func (b *Batcher) submit(bt *batch) {
 		req.Output = b.output(bt)
 	}
 	switch {
+	case bt.encoded:
+		for _, s := range bt.segs {
+			bt.enc = append(bt.enc, s.it.in.Encoded[s.itemOff:s.itemOff+s.n]...)
+		}
+		req.Encoded = bt.enc
 	case bt.inDirect:
 		bt.tensor.Data = s.it.in.Data
 		req.Pinned = s.it.in.Pinned
@@ -792,6 +822,9 @@ func (b *Batcher) finish(bt *batch, resp backend.Response) {
 		if err != nil && it.err == nil {
 			it.err = err
 		}
+		if err == nil && len(resp.ImageErrs) >= bt.images {
+			imageErrors(it, s, resp.ImageErrs)
+		}
 		b.maybeDone(it)
 	}
 	b.mu.Unlock()
@@ -799,6 +832,8 @@ func (b *Batcher) finish(bt *batch, resp backend.Response) {
 	bt.segs = bt.segs[:0]
 	clear(bt.parts) // and the requests' memory
 	bt.parts = bt.parts[:0]
+	clear(bt.enc)
+	bt.enc = bt.enc[:0]
 	bt.tensor.Data = nil
 	if b.cfg.Observe != nil {
 		b.cfg.Observe(stats)
@@ -808,6 +843,44 @@ func (b *Batcher) finish(bt *batch, resp backend.Response) {
 		select {
 		case b.wake <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// ImageError is a request's failure to decode one of its encoded images:
+// the first that failed, by index within the request.
+type ImageError struct {
+	Index  int // the image within the request
+	Failed int // how many of the request's images failed
+	Err    error
+}
+
+func (e *ImageError) Error() string {
+	if e.Failed > 1 {
+		return fmt.Sprintf("image %d: %v (and %d more failed)", e.Index, e.Err, e.Failed-1)
+	}
+	return fmt.Sprintf("image %d: %v", e.Index, e.Err)
+}
+
+func (e *ImageError) Unwrap() error { return e.Err }
+
+// imageErrors records the decode failures of s's images in its item: the
+// lowest index wins (segments of an item are answered in any order).
+// b.mu must be held.
+func imageErrors(it *item, s seg, errs []error) {
+	for i, e := range errs[s.batchOff : s.batchOff+s.n] {
+		if e == nil {
+			continue
+		}
+		ie, ok := it.err.(*ImageError)
+		switch {
+		case it.err == nil:
+			it.err = &ImageError{Index: s.itemOff + i, Failed: 1, Err: e}
+		case ok:
+			ie.Failed++
+			if s.itemOff+i < ie.Index {
+				ie.Index, ie.Err = s.itemOff+i, e
+			}
 		}
 	}
 }

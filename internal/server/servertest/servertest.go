@@ -59,6 +59,9 @@ type Options struct {
 	Images bool
 	// MaxImagePixels bounds a decoded image (0: imageproc's default).
 	MaxImagePixels int
+	// DecodeInBackend decodes the images in the backend's pipeline (a
+	// backend.HostDecoder on its copy stream) instead of in the server.
+	DecodeInBackend bool
 }
 
 // Server is a running test server.
@@ -121,7 +124,19 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := backend.New(backend.Config{NumWorkers: 1, QueueDepth: opts.Inflight, MaxBatch: opts.MaxBatch})
+	var pre *preprocess.CPU
+	if opts.Images {
+		if pre, err = preprocess.NewCPU(preprocess.ImageNet(opts.Size, opts.Size), preprocess.CPUOptions{Workers: 2, MaxPixels: opts.MaxImagePixels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bcfg := backend.Config{NumWorkers: 1, QueueDepth: opts.Inflight, MaxBatch: opts.MaxBatch, CopyStreams: opts.DecodeInBackend}
+	if opts.Images && opts.DecodeInBackend {
+		bcfg.NewDecoder = func(_ int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
+			return backend.HostDecoder{Pre: pre, DType: info.Input().DType}, nil
+		}
+	}
+	be := backend.New(bcfg)
 	err = be.Start(context.Background(), func(ctx context.Context) (engine.Model, error) {
 		return cpu.Engine{}.Load(ctx, g, engine.Options{Compile: true, MaxBatch: opts.MaxBatch,
 			Height: opts.Size, Width: opts.Size, InputDType: opts.InputDType, Threads: 1})
@@ -162,17 +177,17 @@ func Start(t testing.TB, opts Options) *Server {
 		Channels: info.Input().Shape[0], Height: opts.Size, Width: opts.Size, DType: info.Input().DType,
 		Classes: info.OutputElems(), MaxBatch: opts.MaxBatch, MaxDelay: opts.MaxDelay, MaxQueue: opts.MaxQueue,
 		MaxInflight: opts.Inflight, CopyWorkers: 1, Observe: srv.ObserveBatch, AllocHost: allocHost,
+		Encoded: opts.Images && opts.DecodeInBackend,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.model = &server.Model{Info: info, Labels: opts.Labels, Lanes: []server.Lane{{Height: opts.Size, Width: opts.Size, Batcher: bt}},
 		AllocHost: allocHost}
-	if opts.Images {
-		pre, err := preprocess.NewCPU(preprocess.ImageNet(opts.Size, opts.Size), preprocess.CPUOptions{Workers: 2, MaxPixels: opts.MaxImagePixels})
-		if err != nil {
-			t.Fatal(err)
-		}
+	switch {
+	case opts.Images && opts.DecodeInBackend:
+		s.model.Images = &server.Images{Spec: pre.Spec()}
+	case opts.Images:
 		s.model.Images = &server.Images{Preprocessor: pre}
 	}
 	if opts.Pinned {
