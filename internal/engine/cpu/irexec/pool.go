@@ -40,7 +40,14 @@ func spans(out, stride, pad, k, dil, in, padEnd int) []span {
 }
 
 func buildPool(nc *nodeCtx) (step, error) {
-	op := any(nc.n.Op).(*ir.Pool)
+	var op *ir.Pool
+	lp := 0
+	switch o := any(nc.n.Op).(type) {
+	case *ir.Pool:
+		op = o
+	case *ir.LpPool:
+		op, lp = &o.Pool, o.P
+	}
 	x, y := nc.inVal(0), nc.outVal(0)
 	if x.dtype != tensor.Float32 {
 		return nil, unsupportedf(x.dtype.String(), "pooling of %s", x.dtype)
@@ -63,7 +70,7 @@ func buildPool(nc *nodeCtx) (step, error) {
 	if op.AutoPad != "" && op.AutoPad != "NOTSET" {
 		pads = autoPads(op.AutoPad, x.shape[2:], tensor.Shape(op.Kernel), op.Strides, op.Dilations)
 	}
-	s := &poolStep{max: op.Max, p: op.P, includePad: op.CountIncludePad, src: nc.in[0], dst: nc.out[0]}
+	s := &poolStep{max: op.Max && lp == 0, p: lp, includePad: op.CountIncludePad, src: nc.in[0], dst: nc.out[0]}
 	g := &s.convGeom
 	g.n, g.inC, g.outC = x.shape[0], x.shape[1], x.shape[1]
 	g.ih, g.iw, g.oh, g.ow = 1, x.shape[rank-1], 1, y.shape[rank-1]
@@ -201,13 +208,20 @@ type globalPoolStep struct {
 }
 
 func buildGlobalPool(nc *nodeCtx) (step, error) {
-	op := any(nc.n.Op).(*ir.GlobalPool)
+	var isMax bool
+	lp := 0
+	switch o := any(nc.n.Op).(type) {
+	case *ir.GlobalPool:
+		isMax = o.Max
+	case *ir.GlobalLpPool:
+		lp = o.P
+	}
 	x := nc.inVal(0)
 	if x.dtype != tensor.Float32 || len(x.shape) < 2 {
 		return nil, unsupportedf(x.dtype.String(), "global pooling of %s%v", x.dtype, x.shape)
 	}
 	planes := x.shape[0] * x.shape[1]
-	return &globalPoolStep{src: nc.in[0], dst: nc.out[0], planes: planes, hw: x.elems / max(planes, 1), max: op.Max, p: op.P}, nil
+	return &globalPoolStep{src: nc.in[0], dst: nc.out[0], planes: planes, hw: x.elems / max(planes, 1), max: isMax, p: lp}, nil
 }
 
 func (s *globalPoolStep) run(x *Exec) error {
