@@ -69,6 +69,9 @@ func buildBinary(nc *nodeCtx) (step, error) {
 	a, b := nc.inVal(0), nc.inVal(1)
 	s := newBinary(nc.c.p, nc.in[0], nc.in[1], nc.out[0])
 	s.fn = op.Fn
+	if g := buildGenericBinary(nc, op, a, b); g != nil {
+		return g, nil
+	}
 	switch a.dtype {
 	case tensor.Float32:
 		if b.dtype != tensor.Float32 {
@@ -98,6 +101,33 @@ func buildBinary(nc *nodeCtx) (step, error) {
 		}
 	}
 	return nil, unsupportedf(a.dtype.String(), "%s of %s", op.Fn, a.dtype)
+}
+
+// buildGenericBinary takes the dtypes the typed kernels lack: any numeric
+// pair for Pow, and float64, float16, bfloat16, int8 and uint8 operands
+// of the arithmetic and comparisons.
+func buildGenericBinary(nc *nodeCtx, op *ir.Binary, a, b *value) step {
+	typed := func(dt tensor.DType) bool {
+		switch dt {
+		case tensor.Float32, tensor.Int64, tensor.Int32, tensor.Bool:
+			return true
+		}
+		return false
+	}
+	if !numeric(a.dtype) || !numeric(b.dtype) || a.dtype == tensor.Bool {
+		return nil
+	}
+	if typed(a.dtype) && a.dtype == b.dtype && op.Fn != ir.OpPow {
+		return nil
+	}
+	if typed(a.dtype) && a.dtype == b.dtype && op.Fn == ir.OpPow && a.dtype == tensor.Float32 {
+		return nil
+	}
+	f := genericBinary(op.Fn, op.Fn == ir.OpDiv && isIntDType(a.dtype))
+	if f == nil {
+		return nil
+	}
+	return newGeneric(nc, []int{nc.in[0], nc.in[1]}, f)
 }
 
 func (s *binaryStep) run(x *Exec) error {
@@ -273,6 +303,9 @@ func buildVariadic(nc *nodeCtx) (step, error) {
 	op := nc.n.Op.(*ir.Variadic)
 	for i := range nc.in {
 		if dt := nc.inVal(i).dtype; dt != tensor.Float32 {
+			if len(nc.in) <= 3 && numeric(dt) && dt != tensor.Bool {
+				return newGeneric(nc, nc.in, genericVariadic(op.Fn)), nil
+			}
 			return nil, unsupportedf(dt.String(), "%s of %s", op.Fn, dt)
 		}
 	}

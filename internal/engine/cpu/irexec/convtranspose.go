@@ -16,6 +16,8 @@ type convTStep struct {
 	src, dst int
 	w        []float32 // inC x ocg x kh x kw
 	bias     []float32
+	// wv, bv are weights and bias computed at run time (-1: the constants).
+	wv, bv int
 }
 
 // transposeBegin resolves ConvTranspose's begin pad in one spatial
@@ -51,9 +53,6 @@ func buildConvTranspose(nc *nodeCtx) (step, error) {
 	if x.dtype != tensor.Float32 {
 		return nil, unsupportedf(x.dtype.String(), "ConvTranspose of %s", x.dtype)
 	}
-	if w.kind != kindConst {
-		return nil, unsupportedf("with runtime weights", "weights %q are computed at run time", w.name)
-	}
 	rank := len(x.shape)
 	if rank != 3 && rank != 4 {
 		return nil, unsupportedf(fmt.Sprintf("%d-D", rank-2), "%d-D ConvTranspose", rank-2)
@@ -65,7 +64,7 @@ func buildConvTranspose(nc *nodeCtx) (step, error) {
 		}
 		return 1
 	}
-	s := &convTStep{src: nc.in[0], dst: nc.out[0]}
+	s := &convTStep{src: nc.in[0], dst: nc.out[0], wv: -1, bv: -1}
 	g := &s.convGeom
 	g.groups = max(op.Group, 1)
 	g.n, g.inC, g.outC = x.shape[0], x.shape[1], y.shape[1]
@@ -83,14 +82,15 @@ func buildConvTranspose(nc *nodeCtx) (step, error) {
 		return nil, fmt.Errorf("weight %v and group %d do not give %d output channels", w.shape, g.groups, g.outC)
 	}
 	var err error
-	if s.w, _, err = nc.constFloats(1); err != nil {
+	if w.kind != kindConst {
+		s.wv = nc.in[1]
+	} else if s.w, _, err = nc.constFloats(1); err != nil {
 		return nil, err
 	}
 	if b := nc.inVal(2); b != nil {
 		if b.kind != kindConst {
-			return nil, unsupportedf("with runtime bias", "bias %q is computed at run time", b.name)
-		}
-		if s.bias, _, err = nc.constFloats(2); err != nil {
+			s.bv = nc.in[2]
+		} else if s.bias, _, err = nc.constFloats(2); err != nil {
 			return nil, err
 		}
 	}
@@ -104,21 +104,28 @@ func (s *convTStep) run(x *Exec) error {
 
 func (s *convTStep) rng(x *Exec, _, lo, hi int) {
 	src, dst := x.f32(s.src), x.f32(s.dst)
+	weights, bias := s.w, s.bias
+	if s.wv >= 0 {
+		weights = x.f32(s.wv)
+	}
+	if s.bv >= 0 {
+		bias = x.f32(s.bv)
+	}
 	ihw, ohw, kk := s.ih*s.iw, s.oh*s.ow, s.kh*s.kw
 	for p := lo; p < hi; p++ {
 		img, m := p/s.outC, p%s.outC
 		grp, mo := m/s.ocg, m%s.ocg
 		out := dst[p*ohw : (p+1)*ohw]
 		var b float32
-		if s.bias != nil {
-			b = s.bias[m]
+		if bias != nil {
+			b = bias[m]
 		}
 		for i := range out {
 			out[i] = b
 		}
 		for ci := grp * s.icg; ci < (grp+1)*s.icg; ci++ {
 			in := src[(img*s.inC+ci)*ihw : (img*s.inC+ci+1)*ihw]
-			w := s.w[(ci*s.ocg+mo)*kk : (ci*s.ocg+mo+1)*kk]
+			w := weights[(ci*s.ocg+mo)*kk : (ci*s.ocg+mo+1)*kk]
 			for iy := 0; iy < s.ih; iy++ {
 				irow := in[iy*s.iw : (iy+1)*s.iw]
 				for ky := 0; ky < s.kh; ky++ {

@@ -156,6 +156,14 @@ func buildUnary(nc *nodeCtx) (step, error) {
 		case ir.OpNeg, ir.OpAbs, ir.OpSign, ir.OpRelu:
 			return &intUnaryStep{src: nc.in[0], dst: nc.out[0], dt: in.dtype, fn: op.Fn}, nil
 		}
+	case tensor.Float64, tensor.Float16, tensor.BFloat16, tensor.Int8, tensor.Uint8:
+		f, ok := floatUnary[op.Fn]
+		if op.Fn == ir.OpRelu {
+			f, ok = func(x float64) float64 { return math.Max(x, 0) }, true
+		}
+		if ok && (!isIntDType(in.dtype) || op.Fn == ir.OpNeg || op.Fn == ir.OpAbs || op.Fn == ir.OpSign || op.Fn == ir.OpRelu) {
+			return newGeneric(nc, []int{nc.in[0]}, func(v []float64) float64 { return f(v[0]) }), nil
+		}
 	}
 	_ = out
 	return nil, unsupportedf(in.dtype.String(), "%s of %s", op.Fn, in.dtype)
@@ -164,6 +172,9 @@ func buildUnary(nc *nodeCtx) (step, error) {
 // buildParamUnary compiles the float32 activations with attributes.
 func buildParamUnary(nc *nodeCtx) (step, error) {
 	if dt := nc.inVal(0).dtype; dt != tensor.Float32 {
+		if g := genericClip(nc, dt); g != nil {
+			return g, nil
+		}
 		return nil, unsupportedf(dt.String(), "%s of %s", nc.n.Op.Kind(), dt)
 	}
 	s := &unaryStep{src: nc.in[0], dst: nc.out[0], lo: -1, hi: -1}
@@ -320,4 +331,30 @@ func (s *intUnaryStep) run(x *Exec) error {
 		}
 	}
 	return nil
+}
+
+// genericClip is Clip of a dtype without a float32 kernel: the bounds
+// (absent: none) are further inputs of the generic path.
+func genericClip(nc *nodeCtx, dt tensor.DType) step {
+	if _, ok := any(nc.n.Op).(*ir.Clip); !ok || !numeric(dt) || dt == tensor.Bool {
+		return nil
+	}
+	ins := []int{nc.in[0]}
+	lo, hi := -1, -1
+	for i, p := range []*int{&lo, &hi} {
+		if v := nc.inVal(i + 1); v != nil {
+			ins = append(ins, nc.in[i+1])
+			*p = len(ins) - 1
+		}
+	}
+	return newGeneric(nc, ins, func(v []float64) float64 {
+		x := v[0]
+		if lo >= 0 {
+			x = math.Max(x, v[lo])
+		}
+		if hi >= 0 {
+			x = math.Min(x, v[hi])
+		}
+		return x
+	})
 }

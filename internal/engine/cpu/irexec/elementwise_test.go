@@ -89,3 +89,32 @@ func TestVariadicWhere(t *testing.T) {
 	check(t, oneNode(&ir.Where{}, 1, in{dt: tensor.Bool, shape: []int{3, 1}}, f32in(4), f32in(3, 4)), 0)
 	check(t, oneNode(&ir.Where{}, 1, in{dt: tensor.Bool, shape: []int{5}}, in{dt: tensor.Int64, shape: []int{5}}, i64c(7)), 0)
 }
+
+// TestGenericDTypes covers the dtypes without kernels of their own, which
+// go through float64 with ir's semantics: results must equal ir's exactly.
+func TestGenericDTypes(t *testing.T) {
+	dts := []tensor.DType{tensor.Float64, tensor.Float16, tensor.BFloat16, tensor.Int8, tensor.Uint8}
+	for _, dt := range dts {
+		x := in{dt: dt, shape: []int{3, 4}}
+		y := in{dt: dt, shape: []int{4}}
+		for _, k := range []ir.BinaryKind{ir.OpAdd, ir.OpSub, ir.OpMul, ir.OpEqual, ir.OpLess, ir.OpGreaterOrEqual} {
+			t.Run(fmt.Sprint(k, " ", dt), func(t *testing.T) { check(t, oneNode(&ir.Binary{Fn: k}, 1, x, y), 0) })
+		}
+		t.Run(fmt.Sprint("Max ", dt), func(t *testing.T) {
+			check(t, oneNode(&ir.Variadic{Fn: ir.OpMax}, 1, x, y, x), 0)
+		})
+		t.Run(fmt.Sprint("Neg ", dt), func(t *testing.T) { check(t, oneNode(&ir.Unary{Fn: ir.OpNeg}, 1, x), 0) })
+		t.Run(fmt.Sprint("Clip ", dt), func(t *testing.T) {
+			check(t, oneNode(&ir.Clip{}, 1, x, in{dt: dt, shape: []int{}}, in{dt: dt, shape: []int{}}), 0)
+		})
+	}
+	t.Run("Pow float32^int64", func(t *testing.T) {
+		check(t, oneNode(&ir.Binary{Fn: ir.OpPow}, 1, f32in(3, 4), in{dt: tensor.Int64, shape: []int{4}}), 1e-6)
+	})
+	t.Run("Pow int64", func(t *testing.T) {
+		check(t, oneNode(&ir.Binary{Fn: ir.OpPow}, 1, in{dt: tensor.Int64, shape: []int{3, 4}}, i64c(0, 1, 2, 3)), 0)
+	})
+	t.Run("Exp float64", func(t *testing.T) {
+		check(t, oneNode(&ir.Unary{Fn: ir.OpExp}, 1, in{dt: tensor.Float64, shape: []int{5}}), 0)
+	})
+}

@@ -88,9 +88,21 @@ func randTensor(r *rand.Rand, t ir.Type) *tensor.Tensor {
 		for i := range i32(x.Data) {
 			i32(x.Data)[i] = int32(r.IntN(7) - 3)
 		}
-	case tensor.Bool, tensor.Uint8:
+	case tensor.Bool:
 		for i := range x.Data {
 			x.Data[i] = byte(r.IntN(2))
+		}
+	case tensor.Uint8:
+		for i := range x.Data {
+			x.Data[i] = byte(r.IntN(7))
+		}
+	case tensor.Int8:
+		for i := range x.Data {
+			x.Data[i] = byte(int8(r.IntN(7) - 3))
+		}
+	case tensor.Float64, tensor.Float16, tensor.BFloat16:
+		for i := 0; i < x.NumElements(); i++ {
+			storeFloat(x.Data, t.DType, i, r.NormFloat64())
 		}
 	}
 	return x
@@ -153,14 +165,35 @@ func compare(t *testing.T, name string, got *tensor.Tensor, want *ir.Array, rtol
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got.DType != tensor.Float32 && got.DType != tensor.Float64 {
+		// Store the reference as the output's dtype would (wrapping
+		// integers, rounding narrow floats), as the executor does.
+		wt, err := want.Tensor()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, err = ir.ArrayFromTensor(wt); err != nil {
+			t.Fatal(err)
+		}
+	}
 	scale := 0.0
 	for _, v := range want.Data {
 		if !math.IsInf(v, 0) && !math.IsNaN(v) {
 			scale = max(scale, math.Abs(v))
 		}
 	}
+	// ir's reference keeps float64 precision; an output stored in a
+	// narrower float is held to that float's rounding.
 	tol := rtol * max(scale, 1)
-	if got.DType != tensor.Float32 {
+	switch got.DType {
+	case tensor.Float32:
+	case tensor.Float16:
+		tol = max(tol, 1e-3*max(scale, 1))
+	case tensor.BFloat16:
+		tol = max(tol, 8e-3*max(scale, 1))
+	case tensor.Float64:
+		tol = max(tol, 1e-12*max(scale, 1))
+	default:
 		tol = 0
 	}
 	bad := 0

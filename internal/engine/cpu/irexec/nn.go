@@ -13,9 +13,9 @@ func buildNN(nc *nodeCtx) (step, error) {
 		return buildGemm(nc)
 	case *ir.MatMul:
 		return buildMatMul(nc)
-	case *ir.Pool:
+	case *ir.Pool, *ir.LpPool:
 		return buildPool(nc)
-	case *ir.GlobalPool:
+	case *ir.GlobalPool, *ir.GlobalLpPool:
 		return buildGlobalPool(nc)
 	case *ir.BatchNorm:
 		return buildBatchNorm(nc)

@@ -92,6 +92,11 @@ func TestPool(t *testing.T) {
 	for _, m := range []bool{false, true} {
 		check(t, oneNode(&ir.GlobalPool{Max: m}, 1, f32in(2, 5, 7, 3)), 1e-6)
 	}
+	for _, p := range []int{1, 2, 3} {
+		check(t, oneNode(&ir.GlobalLpPool{P: p}, 1, f32in(2, 5, 7, 3)), 1e-6)
+	}
+	check(t, oneNode(&ir.LpPool{P: 2, Pool: ir.Pool{Kernel: []int{3, 2}, Strides: []int{2, 1}, Pads: []int{1, 0, 1, 1}}}, 1, f32in(1, 2, 7, 6)), 1e-6)
+	check(t, oneNode(&ir.LpPool{P: 3, Pool: ir.Pool{Kernel: []int{2, 2}, Dilations: []int{2, 2}}}, 1, f32in(1, 2, 7, 6)), 1e-6)
 }
 
 func TestGemmMatMul(t *testing.T) {
@@ -227,6 +232,9 @@ func TestConvTranspose(t *testing.T) {
 		{"same lower", &ir.ConvTranspose{Strides: []int{2, 2}, AutoPad: "SAME_LOWER"}, []int{1, 2, 3, 3}, []int{2, 2, 3, 3}, false},
 		{"1-D", &ir.ConvTranspose{Strides: []int{3}, Pads: []int{1, 1}}, []int{2, 2, 5}, []int{2, 3, 4}, true},
 	}
+	t.Run("runtime weights", func(t *testing.T) {
+		check(t, oneNode(&ir.ConvTranspose{Strides: []int{2, 1}, Group: 2}, 1, f32in(1, 4, 3, 3), f32in(4, 2, 3, 2), f32in(4)), 1e-5)
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ins := []in{f32in(c.x...), randConst(r, c.w...)}

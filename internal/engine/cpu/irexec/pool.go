@@ -17,7 +17,9 @@ type poolStep struct {
 	convGeom
 	pb, pr          int // bottom and right padding
 	max, includePad bool
-	src, dst        int
+	// p > 0: LpPool, the p-norm of the taps inside the input.
+	p        int
+	src, dst int
 	// ys and xs are each output row's and column's window: its first
 	// input coordinate inside the image, its taps there, and its taps
 	// inside the padded image (count_include_pad's divisor).
@@ -38,7 +40,14 @@ func spans(out, stride, pad, k, dil, in, padEnd int) []span {
 }
 
 func buildPool(nc *nodeCtx) (step, error) {
-	op := any(nc.n.Op).(*ir.Pool)
+	var op *ir.Pool
+	lp := 0
+	switch o := any(nc.n.Op).(type) {
+	case *ir.Pool:
+		op = o
+	case *ir.LpPool:
+		op, lp = &o.Pool, o.P
+	}
 	x, y := nc.inVal(0), nc.outVal(0)
 	if x.dtype != tensor.Float32 {
 		return nil, unsupportedf(x.dtype.String(), "pooling of %s", x.dtype)
@@ -61,7 +70,7 @@ func buildPool(nc *nodeCtx) (step, error) {
 	if op.AutoPad != "" && op.AutoPad != "NOTSET" {
 		pads = autoPads(op.AutoPad, x.shape[2:], tensor.Shape(op.Kernel), op.Strides, op.Dilations)
 	}
-	s := &poolStep{max: op.Max, includePad: op.CountIncludePad, src: nc.in[0], dst: nc.out[0]}
+	s := &poolStep{max: op.Max && lp == 0, p: lp, includePad: op.CountIncludePad, src: nc.in[0], dst: nc.out[0]}
 	g := &s.convGeom
 	g.n, g.inC, g.outC = x.shape[0], x.shape[1], x.shape[1]
 	g.ih, g.iw, g.oh, g.ow = 1, x.shape[rank-1], 1, y.shape[rank-1]
@@ -144,8 +153,12 @@ func (s *poolStep) rng(x *Exec, w, lo, hi int) {
 				for ky := 0; ky < y.n; ky++ {
 					row := in[(y.first+ky*s.dh)*s.iw:]
 					for kx := 0; kx < xs.n; kx++ {
-						sum += float64(row[xs.first+kx*s.dw])
+						sum += lpTerm(float64(row[xs.first+kx*s.dw]), s.p)
 					}
+				}
+				if s.p > 0 {
+					orow[ox] = float32(lpRoot(sum, s.p))
+					continue
 				}
 				cnt := y.n * xs.n
 				if s.includePad {
@@ -191,16 +204,24 @@ type globalPoolStep struct {
 	planes   int
 	hw       int
 	max      bool
+	p        int // GlobalLpPool's order, 0 for the others
 }
 
 func buildGlobalPool(nc *nodeCtx) (step, error) {
-	op := any(nc.n.Op).(*ir.GlobalPool)
+	var isMax bool
+	lp := 0
+	switch o := any(nc.n.Op).(type) {
+	case *ir.GlobalPool:
+		isMax = o.Max
+	case *ir.GlobalLpPool:
+		lp = o.P
+	}
 	x := nc.inVal(0)
 	if x.dtype != tensor.Float32 || len(x.shape) < 2 {
 		return nil, unsupportedf(x.dtype.String(), "global pooling of %s%v", x.dtype, x.shape)
 	}
 	planes := x.shape[0] * x.shape[1]
-	return &globalPoolStep{src: nc.in[0], dst: nc.out[0], planes: planes, hw: x.elems / max(planes, 1), max: op.Max}, nil
+	return &globalPoolStep{src: nc.in[0], dst: nc.out[0], planes: planes, hw: x.elems / max(planes, 1), max: isMax, p: lp}, nil
 }
 
 func (s *globalPoolStep) run(x *Exec) error {
@@ -224,8 +245,36 @@ func (s *globalPoolStep) rng(x *Exec, _, lo, hi int) {
 		}
 		var sum float64
 		for _, v := range plane {
-			sum += float64(v)
+			sum += lpTerm(float64(v), s.p)
+		}
+		if s.p > 0 {
+			dst[p] = float32(lpRoot(sum, s.p))
+			continue
 		}
 		dst[p] = float32(sum / float64(s.hw))
 	}
+}
+
+// lpTerm is v's term of a p-norm (v itself for p == 0, a plain sum).
+func lpTerm(v float64, p int) float64 {
+	switch p {
+	case 0:
+		return v
+	case 1:
+		return math.Abs(v)
+	case 2:
+		return v * v
+	}
+	return math.Pow(math.Abs(v), float64(p))
+}
+
+// lpRoot finishes a p-norm from its sum of terms.
+func lpRoot(s float64, p int) float64 {
+	switch p {
+	case 1:
+		return s
+	case 2:
+		return math.Sqrt(s)
+	}
+	return math.Pow(s, 1/float64(p))
 }
