@@ -188,17 +188,23 @@ type loadTimes struct {
 // start before the first forward. A general graph whose image size is
 // fixed overrides opts.Height and opts.Width.
 func loadModel(ctx context.Context, e engine.Engine, src source, opts engine.Options) (engine.Model, loadTimes, error) {
-	t0 := time.Now()
 	g, err := readNetGraph(ctx, src, opts.Height)
 	if err != nil {
 		return nil, loadTimes{}, err
 	}
+	return loadNetGraph(ctx, e, g, opts)
+}
+
+// loadNetGraph loads a model already read onto e; its read time counts in
+// the load time.
+func loadNetGraph(ctx context.Context, e engine.Engine, g netGraph, opts engine.Options) (engine.Model, loadTimes, error) {
+	t0 := time.Now()
 	opts.Height, opts.Width = g.inputSize(opts.Height, opts.Width)
 	m, err := g.load(ctx, e, opts)
 	if err != nil {
 		return nil, loadTimes{}, err
 	}
-	total := time.Since(t0)
+	total := time.Since(t0) + g.read
 	ct := m.Info().CompileTime
 	return m, loadTimes{Load: total - ct, Compile: ct}, nil
 }

@@ -96,3 +96,18 @@ func sameTop1(got []float32, want []float64, classes int) bool {
 	}
 	return true
 }
+
+// TestPredictUsesTheModelsPreprocessing classifies a photograph with a
+// model of 32x32 inputs: the image is resized and cropped to the model's
+// own size (and normalised as its preprocessing says), not to ImageNet's
+// 224, which the model would refuse.
+func TestPredictUsesTheModelsPreprocessing(t *testing.T) {
+	code, stdout, stderr := goinfer(t, "predict", "--engine", "cpu", "--checkpoint", "../../testdata/onnx/dynamo/vit.onnx",
+		"--topk", "2", "../../testdata/photos/astronaut.jpg")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "(32x32)") || !strings.Contains(stdout, "astronaut.jpg") {
+		t.Errorf("want one 32x32 image classified; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}

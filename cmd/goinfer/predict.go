@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"goinfer/internal/engine"
-	"goinfer/internal/imageproc"
 	classlabels "goinfer/internal/labels"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
 )
 
@@ -35,7 +36,7 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var mf modelFlags
 	mf.register(fs, false)
 	var inputs stringList
-	fs.Var(&inputs, "input", "input `FILE`, repeatable: a float32 NCHW .npy tensor, or a PNG/JPEG image (resized to 256, center-cropped to 224 and normalized as torchvision does); positional arguments are inputs too")
+	fs.Var(&inputs, "input", "input `FILE`, repeatable: a float32 NCHW .npy tensor, or a PNG/JPEG image (resized, center-cropped and normalized as the model's preprocessing says: torchvision's weights carry theirs, ImageNet's 256/224 otherwise); positional arguments are inputs too")
 	output := fs.String("output", "", "write the float32 logits [N, classes] to this .npy `FILE`")
 	topk := fs.Int("topk", 5, "classes to print per image (0: none)")
 	labels := fs.String("labels", "", "class names `FILE`: one per line, a JSON list, or ImageNet's class-index JSON {\"0\": [\"n01440364\", \"tench\"], ...}")
@@ -67,13 +68,16 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("--output %q: the logits are written as .npy; name the file *.npy", *output)
 	}
 
-	// Inputs and labels are read before the model, so that a typo fails fast.
-	x, names, err := readInputs(inputs)
-	if err != nil {
-		return err
+	// Inputs and labels are checked before the model is read, so that a
+	// typo fails fast; images are decoded once the model says how.
+	for _, p := range inputs {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("input: %w", err)
+		}
 	}
 	var classNames []string
 	if *labels != "" {
+		var err error
 		if classNames, err = readLabels(*labels); err != nil {
 			return err
 		}
@@ -84,6 +88,14 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	src, err := mf.resolve(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	g, err := readNetGraph(ctx, src, 0)
+	if err != nil {
+		return err
+	}
+	x, names, err := readInputs(ctx, inputs, g.preprocessing())
 	if err != nil {
 		return err
 	}
@@ -99,7 +111,7 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Threads:     mf.threads,
 		TuningCache: mf.tuneCache,
 	}
-	m, times, err := loadModel(ctx, e, src, opts)
+	m, times, err := loadNetGraph(ctx, e, g, opts)
 	if err != nil {
 		return err
 	}
@@ -120,6 +132,9 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	classes := info.OutputElems()
 	if classNames != nil && len(classNames) != classes {
 		return fmt.Errorf("--labels %s has %d labels, the model has %d classes", *labels, len(classNames), classes)
+	}
+	if classNames == nil && classes == classlabels.ImageNetClasses {
+		classNames = classlabels.ImageNet() // a 1,000-class model is taken for an ImageNet classifier
 	}
 
 	start := time.Now()
@@ -222,7 +237,8 @@ func closeInto(err *error, c io.Closer) {
 
 // readInputs reads every input into one float32 [N, C, H, W] batch and
 // names each image for the report ("cat.jpg", "x.npy[3]").
-func readInputs(paths []string) (*tensor.Tensor, []string, error) {
+func readInputs(ctx context.Context, paths []string, spec preprocess.Spec) (*tensor.Tensor, []string, error) {
+	var pre *preprocess.CPU
 	var (
 		chw   tensor.Shape // C, H, W shared by all inputs
 		from  string       // the input that fixed chw
@@ -250,13 +266,21 @@ func readInputs(paths []string) (*tensor.Tensor, []string, error) {
 				names = append(names, fmt.Sprintf("%s[%d]", p, i))
 			}
 		} else {
-			img, err := imageproc.DecodeFile(p)
+			if pre == nil {
+				var err error
+				if pre, err = preprocess.NewCPU(spec, preprocess.CPUOptions{Workers: 1}); err != nil {
+					return nil, nil, fmt.Errorf("the model's preprocessing: %w", err)
+				}
+			}
+			b, err := os.ReadFile(p)
 			if err != nil {
 				return nil, nil, fmt.Errorf("input: %w", err)
 			}
-			vals = imageproc.Normalize(imageproc.Preprocess(img))
-			crop := imageproc.ImageNetEval.Crop
-			s = tensor.Shape{1, 3, crop, crop}
+			s = tensor.Shape{1, 3, spec.Height, spec.Width}
+			vals = make([]float32, s.NumElements())
+			if errs := pre.Preprocess(ctx, [][]byte{b}, tensor.Float32, tensor.F32Bytes(vals)); errs[0] != nil {
+				return nil, nil, fmt.Errorf("input %s: %w", p, errs[0])
+			}
 			names = append(names, p)
 		}
 		if chw == nil {
