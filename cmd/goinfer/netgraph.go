@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"goinfer/internal/checkpoint"
 	"goinfer/internal/engine"
 	"goinfer/internal/ir"
 	"goinfer/internal/model"
@@ -84,7 +85,18 @@ func readTorchVision(src source, size int) (*ir.Graph, error) {
 	if !src.Random {
 		return torchvision.Load(src.Path, src.TorchVision, opts)
 	}
-	sd, err := torchvision.RandomStateDict(src.TorchVision, 1000, uint32(src.Seed))
+	var sd *checkpoint.StateDict
+	var err error
+	if size > 0 {
+		// Made for the size asked for: a ViT's position embedding depends on it.
+		cfg, cerr := torchvision.NamedConfig(src.TorchVision, 1000)
+		if cerr != nil {
+			return nil, cerr
+		}
+		sd, err = torchvision.RandomStateDictFor(cfg, size, uint32(src.Seed))
+	} else {
+		sd, err = torchvision.RandomStateDict(src.TorchVision, 1000, uint32(src.Seed))
+	}
 	if err != nil {
 		return nil, err
 	}
