@@ -115,7 +115,7 @@ func (l *serveLoader) imageInput(m *server.Model) error {
 	spec := l.imageSpec()
 	if l.gpuImages {
 		m.Images = &server.Images{Spec: spec}
-		l.log.Info("image input on", "input", server.ImageInputName, "preprocessing", spec.String(), "decoder", "gpu")
+		l.log.Info("image input on", "input", imageInputName(m), "preprocessing", spec.String(), "decoder", "gpu")
 		return nil
 	}
 	pre, err := preprocess.NewCPU(spec, preprocess.CPUOptions{Workers: o.decodeWorkers, MaxPixels: o.maxImagePixels})
@@ -123,6 +123,14 @@ func (l *serveLoader) imageInput(m *server.Model) error {
 		return err
 	}
 	m.Images = &server.Images{Preprocessor: pre}
-	l.log.Info("image input on", "input", server.ImageInputName, "preprocessing", spec.String(), "decoder", "cpu")
+	l.log.Info("image input on", "input", imageInputName(m), "preprocessing", spec.String(), "decoder", "cpu")
 	return nil
+}
+
+// imageInputName is the name the server gives m's image input.
+func imageInputName(m *server.Model) string {
+	if m.Info.Input().Name == server.ImageInputName {
+		return server.AltImageInputName
+	}
+	return server.ImageInputName
 }

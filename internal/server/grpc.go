@@ -147,7 +147,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			outs[i].classification = int(k.Int64Param)
 		}
 	}
-	if in.GetName() == ImageInputName {
+	if st.isImageInput(in.GetName()) {
 		return g.inferImages(ctx, req, st, outs)
 	}
 	p, err := st.plan(inputSpec{name: in.GetName(), datatype: in.GetDatatype(), shape: in.GetShape()}, outs)

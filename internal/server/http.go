@@ -332,7 +332,7 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		outs[i].classification = int(k)
 	}
-	if in.Name == ImageInputName {
+	if st.isImageInput(in.Name) {
 		return s.inferImagesHTTP(ctx, w, body, hdrLen, st, req, outs, binaryOut)
 	}
 	p, err := st.plan(inputSpec{name: in.Name, datatype: in.Datatype, shape: in.Shape}, outs)

@@ -21,6 +21,26 @@ import (
 // row.
 const ImageInputName = "image"
 
+// AltImageInputName names the image input of a model whose own tensor
+// input is already called ImageInputName (as many ONNX exports' is).
+const AltImageInputName = "image_bytes"
+
+// imageInputName is the name of st's image input: ImageInputName, unless
+// the model's tensor input has that name.
+func (st *modelState) imageInputName() string {
+	if st.input.name == ImageInputName {
+		return AltImageInputName
+	}
+	return ImageInputName
+}
+
+// isImageInput reports whether a request's input name is the image input,
+// or would be if the model served one (so that the request gets an error
+// saying the model takes no encoded images).
+func (st *modelState) isImageInput(name string) bool {
+	return name == st.imageInputName() && name != st.input.name
+}
+
 // DefaultMaxImages is Config.MaxImages' default.
 const DefaultMaxImages = 256
 
@@ -52,9 +72,6 @@ func (st *modelState) setImages(m *Model) error {
 	if c, _, _, ok := m.Info.ImageInput(); !ok || c != 3 {
 		return fmt.Errorf("server: the image input needs a model of RGB images [N, 3, H, W]; this one takes %s", m.Info.Input())
 	}
-	if st.input.name == ImageInputName {
-		return fmt.Errorf("server: the model's tensor input is named %q, the name of the image input", ImageInputName)
-	}
 	spec := m.Images.Spec
 	if m.Images.Preprocessor != nil {
 		spec = m.Images.Preprocessor.Spec()
@@ -67,17 +84,17 @@ func (st *modelState) setImages(m *Model) error {
 		return errors.New("server: Images has no Preprocessor, and the lane's backend decodes no images")
 	}
 	st.images = &imageState{pre: m.Images.Preprocessor, spec: spec, lane: lane,
-		meta: tensorMeta{name: ImageInputName, datatype: "BYTES", shape: []int64{-1}}}
+		meta: tensorMeta{name: st.imageInputName(), datatype: "BYTES", shape: []int64{-1}}}
 	return nil
 }
 
 // imageCount checks an image input's header and returns its image count.
 func (s *Server) imageCount(st *modelState, datatype string, shape []int64) (int, error) {
 	if st.images == nil {
-		return 0, errorf(kindInvalid, "inputs[0].name %q: this model takes no encoded images (serve it with image decoding on); send the tensor input %q", ImageInputName, st.input.name)
+		return 0, errorf(kindInvalid, "inputs[0].name %q: this model takes no encoded images (serve it with image decoding on); send the tensor input %q", st.imageInputName(), st.input.name)
 	}
 	if datatype != "BYTES" {
-		return 0, errorf(kindInvalid, "inputs[0].datatype is %q; the %q input is BYTES (one encoded image per element)", datatype, ImageInputName)
+		return 0, errorf(kindInvalid, "inputs[0].datatype is %q; the %q input is BYTES (one encoded image per element)", datatype, st.imageInputName())
 	}
 	if len(shape) < 1 || len(shape) > 2 || len(shape) == 2 && shape[1] != 1 {
 		return 0, errorf(kindInvalid, "inputs[0].shape %v: want [N] or [N, 1] for N encoded images", shape)
@@ -250,7 +267,7 @@ func shmRefused(err error, field string) error {
 	if err != nil {
 		return err
 	}
-	return errorf(kindInvalid, "%s: shared memory is not supported with the %q input; send the images in the request", field, ImageInputName)
+	return errorf(kindInvalid, "%s: shared memory is not supported with the image input; send the images in the request", field)
 }
 
 // inferImages serves a gRPC request whose input is ImageInputName: its
