@@ -17,6 +17,7 @@ import (
 
 	"goinfer/internal/ir"
 	"goinfer/internal/model"
+	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
 )
 
@@ -96,8 +97,8 @@ type Options struct {
 // ImageNet normalization, applied on the device to uint8 input: the
 // torchvision eval transform's mean and std, scaled to 0..255 pixels.
 var (
-	ImageNetMean = [3]float32{0.485, 0.456, 0.406}
-	ImageNetStd  = [3]float32{0.229, 0.224, 0.225}
+	ImageNetMean = preprocess.ImageNetMean
+	ImageNetStd  = preprocess.ImageNetStd
 )
 
 // Engine turns graphs into runnable models on its kind of device.

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"goinfer/internal/imageproc"
 )
 
 // Interpolation is the resampling filter of the resize step, named as
@@ -46,10 +48,11 @@ type Spec struct {
 }
 
 // ImageNet statistics, which torchvision's weights normalise with (all but
-// EfficientNetV2-L's).
+// EfficientNetV2-L's). They are imageproc's, the one place they are
+// written down.
 var (
-	ImageNetMean = [3]float32{0.485, 0.456, 0.406}
-	ImageNetStd  = [3]float32{0.229, 0.224, 0.225}
+	ImageNetMean = imageproc.Mean
+	ImageNetStd  = imageproc.Std
 )
 
 // ImageNet is the ImageNet evaluation transform for a model of h x w
