@@ -371,7 +371,9 @@ func TestDialRejectsUnknownHTTPClient(t *testing.T) {
 // server's answer, not a transport error, and the request in flight when
 // the drain began is answered.
 func TestLeanHTTPServerDrains(t *testing.T) {
-	s := servertest.Start(t, servertest.Options{Gated: true, Inflight: 1, MaxQueue: 8,
+	// Batches of one image: each request takes exactly one of the gate's
+	// tokens.
+	s := servertest.Start(t, servertest.Options{Gated: true, Inflight: 1, MaxQueue: 8, MaxBatch: 1,
 		Server: func(c *server.Config) { c.DrainGrace = 2 * time.Second }})
 	c := dial(t, "http://"+s.HTTPAddr, client.Options{})
 	x := images(1, 16, 14)
@@ -384,13 +386,7 @@ func TestLeanHTTPServerDrains(t *testing.T) {
 			}
 		})
 	}
-	for released := 0; released < 2; {
-		if s.Gate.Held() > 0 {
-			s.Gate.Release(1)
-			released++
-		}
-		time.Sleep(time.Millisecond)
-	}
+	s.Gate.Release(2)
 	wg.Wait()
 
 	held := s.Gate.Held()
