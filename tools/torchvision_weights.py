@@ -1,19 +1,14 @@
 #!/usr/bin/python3
 """Writes internal/torchvision/weights_table.go from torchvision's weight
-enums (run with /usr/bin/python3, torchvision 0.14): every classification
-weights entry of the architectures goinfer builds, with its file name,
-sha256 prefix, class count, parameter count and evaluation transform."""
+enums (run with /usr/bin/python3, torchvision 0.14): every weights entry of
+torchvision's classification architectures, with its file name, sha256
+prefix, class count, parameter count and evaluation transform."""
 import functools
 import re
 import sys
 
 import torchvision.models as M
 from torchvision.models import get_model_weights, list_models
-
-SUPPORTED = re.compile(
-    r"^(resnet\d+|resnext\w+|wide_resnet\w+|mobilenet_v[23]\w*|efficientnet_\w+|regnet_[xy]_\w+|"
-    r"convnext_\w+|vit_[blh]_\d+|densenet\d+|shufflenet_v2_\w+|squeezenet1_[01]|alexnet|vgg\d+(_bn)?|mnasnet\w+|googlenet|inception_v3|swin_[tsb])$"
-)
 
 
 def go_floats(v):
@@ -23,8 +18,6 @@ def go_floats(v):
 def main(out):
     rows = []
     for arch in sorted(list_models(module=M)):
-        if not SUPPORTED.match(arch):
-            continue
         for w in get_model_weights(arch):
             cats = w.meta.get("categories")
             if not cats:

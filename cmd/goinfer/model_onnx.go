@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,12 @@ func inspectONNX(path string, stdout io.Writer) error {
 		return err
 	}
 	g, err := onnx.Load(path)
+	var se *onnx.SymbolicShapeError
+	symbolic := errors.As(err, &se)
+	if symbolic {
+		// Dynamic height and width: described at the default image size.
+		g, err = loadONNX(path, 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -53,6 +60,15 @@ func inspectONNX(path string, stdout io.Writer) error {
 	w("opsets", "%s", g.Meta["opsets"])
 	if g.Name != "" {
 		w("graph", "%s", g.Name)
+	}
+	if symbolic {
+		var names []string
+		for i, d := range se.Shape {
+			if d == ir.Dynamic {
+				names = append(names, fmt.Sprintf("%d (%s)", i, se.Params[i]))
+			}
+		}
+		w("note", "input %q has symbolic dimensions %s; shown at the default image size", se.Input, strings.Join(names, ", "))
 	}
 	for i, in := range ins {
 		k := ""

@@ -34,10 +34,7 @@ func readNetGraph(ctx context.Context, src source, size int) (netGraph, error) {
 	var err error
 	switch {
 	case src.Path != "" && isONNX(src.Path):
-		n.general, err = onnx.Load(src.Path)
-		if err == nil {
-			n.general, err = fixImageSize(n.general, src.Path, size)
-		}
+		n.general, err = loadONNX(src.Path, size)
 	case src.TorchVision != "":
 		n.general, err = readTorchVision(src, size)
 	default:
@@ -55,21 +52,29 @@ func readNetGraph(ctx context.Context, src source, size int) (netGraph, error) {
 	return n, err
 }
 
-// fixImageSize reloads an ONNX graph whose image input has no fixed height
-// and width with size x size (224 when size is 0).
-func fixImageSize(g *ir.Graph, path string, size int) (*ir.Graph, error) {
-	if len(g.Inputs) == 0 {
-		return nil, fmt.Errorf("%s: the graph has no inputs", path)
+// loadONNX reads an ONNX model. One whose image input has a symbolic
+// height or width (an export with dynamic spatial axes), which the loader
+// refuses with a SymbolicShapeError, is read again with size x size (224
+// when size is 0) there.
+func loadONNX(path string, size int) (*ir.Graph, error) {
+	g, err := onnx.Load(path)
+	var se *onnx.SymbolicShapeError
+	if !errors.As(err, &se) {
+		return g, err
 	}
-	in := g.Inputs[0]
-	s := in.Type.Shape
-	if len(s) != 4 || (s[2] != ir.Dynamic && s[3] != ir.Dynamic) {
-		return g, nil
+	s := se.Shape.Clone()
+	if len(s) != 4 || s[1] == ir.Dynamic {
+		return nil, err
 	}
 	if size == 0 {
 		size = 224
 	}
-	return onnx.Load(path, onnx.WithInputShapes(map[string][]int{in.Name: {ir.Dynamic, s[1], size, size}}))
+	for i := 2; i < 4; i++ {
+		if s[i] == ir.Dynamic {
+			s[i] = size
+		}
+	}
+	return onnx.Load(path, onnx.WithInputShapes(map[string][]int{se.Input: s}))
 }
 
 // readTorchVision builds a torchvision architecture from a checkpoint, or

@@ -7,7 +7,9 @@
 // tensor data extension (a small JSON header, then the raw tensor, and the
 // logits back the same way); over gRPC, raw_input_contents and
 // raw_output_contents. Neither copies the input tensor before it reaches
-// the socket.
+// the socket. Over http://, inference requests go through a small
+// HTTP/1.1 client of this package (Options.HTTPClient) that writes each
+// request with one system call on a persistent connection.
 //
 // With Options.SharedMemory, tensors skip the socket altogether: the client
 // and a server on the same host share POSIX shared memory objects (Triton's

@@ -48,7 +48,6 @@ type h1Client struct {
 	mu     sync.Mutex
 	idle   []*h1Conn
 	closed bool
-	dials  int // connections opened, for tests
 }
 
 // h1Conn is one connection and its read buffer and request head buffer,
@@ -81,7 +80,6 @@ func (h *h1Client) get(ctx context.Context) (*h1Conn, error) {
 		h.mu.Unlock()
 		return c, nil
 	}
-	h.dials++
 	h.mu.Unlock()
 	return h.dial(ctx)
 }
@@ -128,8 +126,9 @@ func (h *h1Client) close() error {
 // post sends an inference request to path: the JSON in js, followed by
 // bin in the binary tensor data extension when bin is not nil. It returns
 // the response's JSON and its logits, read into out when it has room
-// (with inPlace, the logits are elsewhere: see decodeInferBody). A request that fails on a reused connection before any byte of
-// the response arrived (the server had closed it while idle, or as it
+// (with inPlace, the logits are elsewhere: see decodeInferBody). A
+// request that fails on a reused connection before any byte of the
+// response arrived (the server had closed it while idle, or as it
 // drained) is sent once more on a new one.
 func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []float32, inPlace bool) (inferResponse, []float32, error) {
 	for attempt := 0; ; attempt++ {
@@ -139,7 +138,7 @@ func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []
 		}
 		reused := c.used
 		ir, logits, keep, started, err := h.roundTrip(ctx, c, path, js, bin, out, inPlace)
-		if err == nil && keep {
+		if keep {
 			h.put(c)
 		} else {
 			c.nc.Close()
@@ -212,7 +211,7 @@ func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js, bi
 		if rerr != nil {
 			return ir, nil, false, false, fmt.Errorf("sending the request: %w", werr)
 		}
-		ir, logits, err = readInferBody(c.br, rh, out, inPlace)
+		ir, logits, err = readInferBody(c.br, &rh, out, inPlace)
 		return ir, logits, false, true, err
 	}
 	if _, perr := c.br.Peek(1); perr != nil {
@@ -222,8 +221,12 @@ func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js, bi
 	if err != nil {
 		return ir, nil, false, true, err
 	}
-	ir, logits, err = readInferBody(c.br, rh, out, inPlace)
-	return ir, logits, err == nil && !rh.close, true, err
+	ir, logits, err = readInferBody(c.br, &rh, out, inPlace)
+	// A refusal read whole leaves the connection usable: an overloaded
+	// server's 503s do not cost a new connection each.
+	var se *ServerError
+	keep = !rh.close && (err == nil || errors.As(err, &se))
+	return ir, logits, keep, true, err
 }
 
 // appendRequestHead appends the request line and headers of an inference
@@ -382,9 +385,10 @@ func clip(b []byte) string {
 
 // readInferBody reads the body the head rh announced: an error answer
 // becomes a ServerError; an inference answer is decoded. Having returned
-// without error, it has read the body exactly, so that the connection can
-// carry another request.
-func readInferBody(br *bufio.Reader, rh responseHead, out []float32, inPlace bool) (inferResponse, []float32, error) {
+// without error, or with a ServerError while rh.close is false, it has
+// read the body exactly, so that the connection can carry another
+// request; it sets rh.close when it leaves an error answer's body unread.
+func readInferBody(br *bufio.Reader, rh *responseHead, out []float32, inPlace bool) (inferResponse, []float32, error) {
 	var body io.Reader
 	switch {
 	case rh.status == 204 || rh.status == 304:
@@ -398,9 +402,15 @@ func readInferBody(br *bufio.Reader, rh responseHead, out []float32, inPlace boo
 		body = br
 	}
 	if rh.status != 200 {
-		b, err := io.ReadAll(io.LimitReader(body, maxErrorBody))
+		b, err := io.ReadAll(io.LimitReader(body, maxErrorBody+1))
 		if err != nil {
 			return inferResponse{}, nil, fmt.Errorf("reading the body of a %d answer: %w", rh.status, err)
+		}
+		if len(b) > maxErrorBody || rh.chunked || rh.contentLength < 0 {
+			// The rest, a chunked body's trailer or the end of the
+			// connection is left unread.
+			rh.close = true
+			b = b[:min(len(b), maxErrorBody)]
 		}
 		return inferResponse{}, nil, serverErrorFrom(rh.status, rh.retryAfter, b)
 	}

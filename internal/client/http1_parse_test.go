@@ -38,7 +38,7 @@ func readAnswer(raw string, out []float32) (responseHead, inferResponse, []float
 	if err != nil {
 		return rh, inferResponse{}, nil, br, err
 	}
-	ir, logits, err := readInferBody(br, rh, out, false)
+	ir, logits, err := readInferBody(br, &rh, out, false)
 	return rh, ir, logits, br, err
 }
 

@@ -341,11 +341,90 @@ func TestHTTPClientsServerErrors(t *testing.T) {
 			}
 		})
 	}
+	// A refusal read whole leaves the lean client's connection in use.
+	p := startProxy(t, s.HTTPAddr)
+	c := dial(t, p.url(), client.Options{})
+	before := p.accepted.Load()
+	for i := range 5 {
+		var se *client.ServerError
+		if _, err := c.Infer(context.Background(), images(1, 17, 13), nil); !errors.As(err, &se) || se.HTTPStatus != 400 {
+			t.Fatalf("refusal %d: %v", i, err)
+		}
+	}
+	if _, err := c.Infer(context.Background(), images(1, 16, 13), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.accepted.Load() - before; n != 1 {
+		t.Errorf("5 refusals and a request opened %d connections, want 1", n)
+	}
 }
 
 func TestDialRejectsUnknownHTTPClient(t *testing.T) {
 	_, err := client.DialOptions(context.Background(), "http://127.0.0.1:1", client.Options{HTTPClient: "curl", Model: "m"})
 	if err == nil || !strings.Contains(err.Error(), `"curl"`) {
 		t.Fatalf("HTTPClient curl: %v", err)
+	}
+}
+
+// TestLeanHTTPServerDrains: a draining server answers a request on an open
+// connection with 503 and Connection: close; the lean client reports the
+// server's answer, not a transport error, and the request in flight when
+// the drain began is answered.
+func TestLeanHTTPServerDrains(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Gated: true, Inflight: 1, MaxQueue: 8,
+		Server: func(c *server.Config) { c.DrainGrace = 2 * time.Second }})
+	c := dial(t, "http://"+s.HTTPAddr, client.Options{})
+	x := images(1, 16, 14)
+	// Two connections open and idle.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := c.Infer(context.Background(), x, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for released := 0; released < 2; {
+		if s.Gate.Held() > 0 {
+			s.Gate.Release(1)
+			released++
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+
+	held := s.Gate.Held()
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := c.Infer(context.Background(), x, nil)
+		inflight <- err
+	}()
+	s.Gate.WaitHeld(t, held+1)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop() }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		resp, err := http.Get("http://" + s.HTTPAddr + "/v2/health/ready")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not start draining")
+		}
+	}
+	_, err := c.Infer(context.Background(), x, nil)
+	var se *client.ServerError
+	if !errors.As(err, &se) || se.HTTPStatus != http.StatusServiceUnavailable || se.Code != codes.Unavailable {
+		t.Fatalf("request during the drain: %v; want the server's 503 (Unavailable)", err)
+	}
+	s.Gate.Open()
+	if err := <-inflight; err != nil {
+		t.Errorf("the request in flight when the drain began: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("drain: %v", err)
 	}
 }

@@ -20,6 +20,45 @@ func bilinear(x float64) float64 {
 	return 0
 }
 
+// bicubic is PIL's cubic convolution filter (a = -0.5) with support 2.
+func bicubic(x float64) float64 {
+	const a = -0.5
+	if x < 0 {
+		x = -x
+	}
+	if x < 1 {
+		return ((a+2)*x-(a+3))*x*x + 1
+	}
+	if x < 2 {
+		return (((x-5)*x+8)*x - 4) * a
+	}
+	return 0
+}
+
+// Filter is one of PIL's resampling filters: its kernel and support (in
+// input pixels at scale 1; downscaling stretches it, which antialiases).
+type Filter struct {
+	name    string
+	support float64
+	kernel  func(float64) float64
+}
+
+// The filters torchvision's transforms use on PIL images.
+var (
+	Bilinear = Filter{"bilinear", 1, bilinear}
+	Bicubic  = Filter{"bicubic", 2, bicubic}
+)
+
+func (f Filter) String() string { return f.name }
+
+// orBilinear is f, or Bilinear for the zero Filter.
+func (f Filter) orBilinear() Filter {
+	if f.kernel == nil {
+		return Bilinear
+	}
+	return f
+}
+
 // coeffs are one pass's filter taps: output pixel i reads input pixels
 // bounds[2i] .. bounds[2i]+bounds[2i+1]-1 with weights k[i*ksize:].
 type coeffs struct {
@@ -29,13 +68,13 @@ type coeffs struct {
 }
 
 // precompute is PIL's precompute_coeffs followed by normalize_coeffs_8bpc
-// for resampling inSize pixels (the box [in0, in1)) to outSize. When
-// downscaling, the filter is stretched by the scale factor: that is the
-// antialiasing.
-func precompute(inSize int, in0, in1 float32, outSize int) coeffs {
+// for resampling inSize pixels (the box [in0, in1)) to outSize with f.
+// When downscaling, the filter is stretched by the scale factor: that is
+// the antialiasing.
+func precompute(inSize int, in0, in1 float32, outSize int, f Filter) coeffs {
 	scale := float64(in1-in0) / float64(outSize)
 	filterscale := max(scale, 1)
-	support := 1 * filterscale
+	support := f.support * filterscale
 	ksize := int(math.Ceil(support))*2 + 1
 	c := coeffs{ksize: ksize, bounds: make([]int, 2*outSize), k: make([]int32, outSize*ksize)}
 	w := make([]float64, ksize)
@@ -53,7 +92,7 @@ func precompute(inSize int, in0, in1 float32, outSize int) coeffs {
 		xmax -= xmin
 		var ww float64
 		for x := 0; x < xmax; x++ {
-			w[x] = bilinear((float64(x+xmin) - center + 0.5) * ss)
+			w[x] = f.kernel((float64(x+xmin) - center + 0.5) * ss)
 			ww += w[x]
 		}
 		k := c.k[xx*ksize : (xx+1)*ksize]
@@ -89,7 +128,12 @@ func clip8(v int32) uint8 {
 // Image.resize((w, h), Image.BILINEAR) does on an RGB image: a horizontal
 // pass over the rows the vertical pass needs, then a vertical pass, each
 // rounded to 8 bits.
-func (m *RGB) Resize(w, h int) *RGB {
+func (m *RGB) Resize(w, h int) *RGB { return m.ResizeWith(w, h, Bilinear) }
+
+// ResizeWith is Resize with filter f (the zero Filter is Bilinear), as
+// Image.resize((w, h), filter) does.
+func (m *RGB) ResizeWith(w, h int, f Filter) *RGB {
+	f = f.orBilinear()
 	if w <= 0 || h <= 0 || m.W <= 0 || m.H <= 0 {
 		return NewRGB(max(w, 0), max(h, 0))
 	}
@@ -98,7 +142,7 @@ func (m *RGB) Resize(w, h int) *RGB {
 	if !needH && !needV {
 		return &RGB{W: m.W, H: m.H, Pix: append([]uint8(nil), m.Pix...)}
 	}
-	vert := precompute(m.H, 0, float32(m.H), h)
+	vert := precompute(m.H, 0, float32(m.H), h, f)
 	src := m
 	if needH {
 		// Only rows [first, last) feed the vertical pass.
@@ -107,7 +151,7 @@ func (m *RGB) Resize(w, h int) *RGB {
 		for i := 0; i < h; i++ {
 			vert.bounds[2*i] -= first
 		}
-		horiz := precompute(m.W, 0, float32(m.W), w)
+		horiz := precompute(m.W, 0, float32(m.W), w, f)
 		tmp := NewRGB(w, last-first)
 		resampleHorizontal(tmp, m, first, horiz)
 		src = tmp

@@ -108,7 +108,9 @@ func ArrayFromTensor(t *tensor.Tensor) (*Array, error) {
 }
 
 // Tensor converts the array to its dtype's bytes: floats round to nearest,
-// integers truncate toward zero and wrap, booleans are v != 0.
+// integers truncate toward zero and wrap, booleans are v != 0. int64
+// saturates instead: float64 holds INT64_MAX (the "to the end" of exports'
+// Slice ends) as 2^63, which would wrap to the most negative value.
 func (a *Array) Tensor() (*tensor.Tensor, error) {
 	t := tensor.New(a.DType, a.Shape...)
 	b := t.Data
@@ -140,7 +142,7 @@ func (a *Array) Tensor() (*tensor.Tensor, error) {
 		}
 	case tensor.Int64:
 		for i, v := range a.Data {
-			le.PutUint64(b[8*i:], uint64(int64(v)))
+			le.PutUint64(b[8*i:], uint64(int64(satInt(v))))
 		}
 	case tensor.Bool:
 		for i, v := range a.Data {

@@ -2,6 +2,8 @@ package ir
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"strings"
 	"testing"
 
@@ -99,4 +101,22 @@ func TestBindErrors(t *testing.T) {
 			t.Fatalf("Validate = %v, want an error naming the dangling input", err)
 		}
 	})
+}
+
+// TestInt64ExtremesSurviveFolding checks that INT64_MAX and INT64_MIN, which
+// float64 holds only approximately, come back from a reference array as
+// themselves rather than wrapped (exports slice "to the end" with INT64_MAX).
+func TestInt64ExtremesSurviveFolding(t *testing.T) {
+	a := NewArray(tensor.Int64, tensor.Shape{3})
+	a.Data = []float64{math.MaxInt64, math.MinInt64, -1}
+	tt, err := a.Tensor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{math.MaxInt64, math.MinInt64, -1}
+	for i, w := range want {
+		if got := int64(binary.LittleEndian.Uint64(tt.Data[8*i:])); got != w {
+			t.Errorf("element %d: %d, want %d", i, got, w)
+		}
+	}
 }

@@ -237,7 +237,7 @@ func runDataSetCPU(c *confCase, si int, set confData) outcome {
 		if err != nil {
 			return fail("output %d: %v", i, err)
 		}
-		if err := compareOutput(a, want[i]); err != nil {
+		if err := compareCase(c, a, want[i]); err != nil {
 			return fail("output %d %q: %v", i, b.Outputs[i].Name, err)
 		}
 	}

@@ -213,6 +213,16 @@ func caseOf(m map[string]*confCase, name, suite string) *confCase {
 // fails the test, so that the list stays true.
 var knownFailing = map[string]string{}
 
+// caseTolerance loosens the comparison of cases whose expected outputs
+// ONNX's generators write as rounded literals rather than compute, with the
+// reason.
+var caseTolerance = map[string]struct {
+	rtol, atol float64
+	why        string
+}{
+	"node/test_averagepool_2d_ceil_last_window_starts_on_pad": {1e-3, 1e-4, "expected output is written with 4 decimals"},
+}
+
 // longCases run only with -onnx_conformance_long: whole classifiers whose
 // float64 reference evaluation takes seconds each under -race.
 func isLong(c *confCase) bool { return c.suite == "light" }
@@ -389,9 +399,10 @@ func runDataSet(c *confCase, si int, set confData) outcome {
 	inputs := map[string]*tensor.Tensor{}
 	shapes := map[string][]int{}
 	if c.suite == "light" && len(set.inputs) == 0 {
-		// The light models' expected outputs do not depend on their input
-		// (constant weights make every class score equal); any input of
-		// the declared shape does.
+		// The suite ships no inputs for the light models: their weights
+		// are ConstantOfShape fills, which makes the expected outputs the
+		// same for any input of the declared shape (all nine pass with
+		// inputs in [-0.5, 0.5) and in [-2, 2.4) alike).
 		for _, vi := range m.GetGraph().GetInput() {
 			if inits[vi.GetName()] {
 				continue
@@ -463,7 +474,7 @@ func runDataSet(c *confCase, si int, set confData) outcome {
 		return fail("%d outputs, the case expects %d", len(got), len(want))
 	}
 	for i := range want {
-		if err := compareOutput(got[i], want[i]); err != nil {
+		if err := compareCase(c, got[i], want[i]); err != nil {
 			return fail("output %d %q: %v", i, g.Outputs[i].Name, err)
 		}
 	}
@@ -529,7 +540,22 @@ func tolerance(dt tensor.DType) (rtol, atol float64) {
 	return 0, 0
 }
 
+// compareOutput checks got against want with the tolerance of want's
+// dtype.
 func compareOutput(got *ir.Array, want *tensor.Tensor) error {
+	return compareOutputTol(got, want, 0, 0)
+}
+
+// compareCase is compareOutput with the case's entry in caseTolerance, if
+// any.
+func compareCase(c *confCase, got *ir.Array, want *tensor.Tensor) error {
+	tol := caseTolerance[c.name]
+	return compareOutputTol(got, want, tol.rtol, tol.atol)
+}
+
+// compareOutputTol is compareOutput with rtol and atol where they are
+// larger than the dtype's.
+func compareOutputTol(got *ir.Array, want *tensor.Tensor, rtol, atol float64) error {
 	w, err := ir.ArrayFromTensor(want)
 	if err != nil {
 		return err
@@ -542,7 +568,8 @@ func compareOutput(got *ir.Array, want *tensor.Tensor) error {
 	}
 	g := got.Clone()
 	g.RoundTo()
-	rtol, atol := tolerance(w.DType)
+	dr, da := tolerance(w.DType)
+	rtol, atol = max(rtol, dr), max(atol, da)
 	scale := 1.0
 	for _, v := range w.Data {
 		if a := math.Abs(v); !math.IsInf(a, 0) && !math.IsNaN(a) {
@@ -618,7 +645,7 @@ func conformanceMarkdown(results []outcome) string {
 		}
 	}
 	fmt.Fprintf(&b, "# ONNX conformance\n\n")
-	fmt.Fprintf(&b, "ONNX's conformance cases (`onnx-conformance.tgz`: node tests, PyTorch-converted op tests, light model-zoo models) run through goinfer's ONNX importer (`internal/onnx`) and the IR's float64 reference evaluator (`ir.EvaluateBound`), outputs compared with ONNX's expected ones (float32: rtol 1e-4, atol 1e-5 scaled by the output's largest magnitude; float16 2e-3/1e-3; bfloat16 1.6e-2/1e-2; integers and booleans exact). Written by `go test ./internal/onnx -run TestONNXConformance -onnx_conformance_report FILE`.\n\n")
+	fmt.Fprintf(&b, "ONNX's conformance cases (`onnx-conformance.tgz`: node tests, PyTorch-converted op tests, light model-zoo models) run through goinfer's ONNX importer (`internal/onnx`) and the IR's float64 reference evaluator (`ir.EvaluateBound`), outputs compared with ONNX's expected ones (float32: rtol 1e-4, atol 1e-5 scaled by the output's largest magnitude; float16 2e-3/1e-3; bfloat16 1.6e-2/1e-2; integers and booleans exact; cases whose expected outputs are rounded literals get a looser tolerance, listed in `caseTolerance`). Written by `go test ./internal/onnx -run TestONNXConformance -onnx_conformance_report FILE`.\n\n")
 	fmt.Fprintf(&b, "**Overall: %d cases, %d passed, %d failed, %d skipped.**\n\n", len(results), total.pass, total.fail, total.skip)
 	fmt.Fprintf(&b, "| suite | passed | failed | skipped |\n|---|---:|---:|---:|\n")
 	suites := make([]string, 0, len(perSuite))

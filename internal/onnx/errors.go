@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
 )
 
 // ErrUnsupportedModel is matched (errors.Is) by load errors about valid
@@ -56,3 +59,22 @@ func (e *UnsupportedOpsError) Error() string {
 
 // Is makes an UnsupportedOpsError match ErrUnsupportedModel.
 func (e *UnsupportedOpsError) Is(target error) bool { return target == ErrUnsupportedModel }
+
+// SymbolicShapeError reports a graph input with symbolic dimensions beyond
+// the leading (batch) one, which the IR cannot hold: load again with
+// WithInputShapes giving them sizes. Shape has ir.Dynamic at every
+// symbolic dimension (the leading one included) and Params their names.
+type SymbolicShapeError struct {
+	Input  string
+	Shape  tensor.Shape
+	Params []string
+}
+
+func (e *SymbolicShapeError) Error() string {
+	for i, d := range e.Shape {
+		if i > 0 && d == ir.Dynamic {
+			return fmt.Sprintf("graph input %q: dimension %d is symbolic (%q); only the leading (batch) dimension may be, give the others with WithInputShapes", e.Input, i, e.Params[i])
+		}
+	}
+	return fmt.Sprintf("graph input %q has symbolic dimensions %v", e.Input, e.Params)
+}

@@ -16,11 +16,13 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// The default-domain opsets goinfer imports. Older opsets changed op
-// semantics in ways the importers do not translate; newer ones may have
-// changed them in ways goinfer does not know yet.
+// The default-domain opsets goinfer imports. Opset 6 is the one older
+// exporters (PyTorch's early ONNX export among them) wrote; its legacy
+// broadcasting is rewritten into the IR's NumPy form (legacy.go). Older
+// opsets changed op semantics in ways the importers do not translate;
+// newer ones may have changed them in ways goinfer does not know yet.
 const (
-	MinOpset = 7
+	MinOpset = 6
 	MaxOpset = 23
 )
 
@@ -118,6 +120,7 @@ type builder struct {
 	ext    *externalData
 	opsets map[string]int // by domain, "" for ONNX's default
 	values map[string]*ir.Value
+	used   map[string]bool // names some node or the graph's outputs read
 }
 
 // normDomain maps ONNX's default domain's two spellings to "".
@@ -162,10 +165,24 @@ func (b *builder) build() (*ir.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.used = map[string]bool{}
+	for _, n := range gp.GetNode() {
+		for _, in := range n.GetInput() {
+			b.used[in] = true
+		}
+	}
+	for _, vi := range gp.GetOutput() {
+		b.used[vi.GetName()] = true
+	}
 	for _, i := range order {
 		n, err := b.convertNode(i, gp.GetNode()[i])
 		if err != nil {
 			return nil, err
+		}
+		if b.opsets[""] < 7 {
+			if err := b.legacyBroadcast(g, i, gp.GetNode()[i], n); err != nil {
+				return nil, err
+			}
 		}
 		g.Nodes = append(g.Nodes, n)
 	}
@@ -333,8 +350,11 @@ func (b *builder) inputType(vi *onnxpb.ValueInfoProto) (ir.Type, error) {
 	if tt.GetShape() == nil {
 		return ir.Type{}, fmt.Errorf("onnx: graph input %q has no shape (its rank is unknown); give one with WithInputShapes", name)
 	}
-	shape := make(tensor.Shape, len(tt.GetShape().GetDim()))
-	for i, d := range tt.GetShape().GetDim() {
+	dims := tt.GetShape().GetDim()
+	shape := make(tensor.Shape, len(dims))
+	params := make([]string, len(dims))
+	symbolic := false
+	for i, d := range dims {
 		switch v := d.GetValue().(type) {
 		case *onnxpb.TensorShapeProto_Dimension_DimValue:
 			if v.DimValue < 0 || v.DimValue > 1<<40 {
@@ -343,11 +363,12 @@ func (b *builder) inputType(vi *onnxpb.ValueInfoProto) (ir.Type, error) {
 			shape[i] = int(v.DimValue)
 		default:
 			// A symbol, or no size at all.
-			if i != 0 {
-				return ir.Type{}, fmt.Errorf("onnx: graph input %q: dimension %d is symbolic (%q); only the leading (batch) dimension may be, give the others with WithInputShapes", name, i, d.GetDimParam())
-			}
-			shape[i] = ir.Dynamic
+			shape[i], params[i] = ir.Dynamic, d.GetDimParam()
+			symbolic = symbolic || i != 0
 		}
+	}
+	if symbolic {
+		return ir.Type{}, fmt.Errorf("onnx: %w", &SymbolicShapeError{Input: name, Shape: shape, Params: params})
 	}
 	return ir.Type{DType: dt, Shape: shape}, nil
 }
@@ -362,7 +383,11 @@ func (b *builder) checkNodes() ([]int, error) {
 	for i, n := range nodes {
 		d := normDomain(n.GetDomain())
 		if _, ok := b.opsets[d]; !ok {
-			return nil, fmt.Errorf("onnx: %s uses domain %q, which the model does not import", nodeDesc(i, n), n.GetDomain())
+			name := fmt.Sprintf("%q", n.GetDomain())
+			if d == "" {
+				name = `"" (ai.onnx, ONNX's default)`
+			}
+			return nil, fmt.Errorf("onnx: %s uses domain %s, which the model does not import", nodeDesc(i, n), name)
 		}
 		_, known := importers[n.GetOpType()]
 		if d == "" && known {
@@ -503,13 +528,20 @@ func (b *builder) convertNode(i int, n *onnxpb.NodeProto) (*ir.Node, error) {
 		node.Inputs = node.Inputs[:len(node.Inputs)-1]
 	}
 	for _, o := range n.GetOutput() {
-		if o == "" {
+		// An output nothing reads is left out: exporters list optional
+		// outputs an inference graph never uses (BatchNormalization's
+		// running statistics before opset 14, Dropout's mask), which the
+		// IR's ops need not produce.
+		if o == "" || !b.used[o] {
 			node.Outputs = append(node.Outputs, nil)
 			continue
 		}
 		v := &ir.Value{Name: o, Producer: node}
 		b.values[o] = v
 		node.Outputs = append(node.Outputs, v)
+	}
+	for len(node.Outputs) > 0 && node.Outputs[len(node.Outputs)-1] == nil {
+		node.Outputs = node.Outputs[:len(node.Outputs)-1]
 	}
 	return node, nil
 }

@@ -279,9 +279,14 @@ func TestOpsetsAndDomains(t *testing.T) {
 		unsupported bool
 		err         string
 	}{
-		{"too_old", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = 6; return m }, true, "opset 6"},
-		{"too_new", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = MaxOpset + 1; return m }, true, "supports opsets 7 to 23"},
+		{"too_old", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = 5; return m }, true, "opset 5"},
+		{"too_new", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport[0].Version = MaxOpset + 1; return m }, true, "supports opsets 6 to 23"},
 		{"no_imports", func() *onnxpb.ModelProto { m := addModel(); m.OpsetImport = nil; return m }, false, "no opset_import"},
+		{"no_default_import", func() *onnxpb.ModelProto {
+			m := addModel()
+			m.OpsetImport[0].Domain = "com.example"
+			return m
+		}, false, `uses domain "" (ai.onnx, ONNX's default), which the model does not import`},
 		{"unimported_domain", func() *onnxpb.ModelProto {
 			m := addModel()
 			m.Graph.Node[0].Domain = "com.example"
@@ -465,8 +470,12 @@ func TestInputShapes(t *testing.T) {
 	m.Graph.Input[0] = tinfo("x", 1, "batch", "width")
 	m.Graph.Output[0] = tinfo("y", 1, "batch", "width")
 	_, err := Decode(marshal(t, m))
-	if err == nil || !strings.Contains(err.Error(), `dimension 1 is symbolic ("width")`) {
-		t.Fatalf("got %v, want an error about the symbolic width", err)
+	var se *SymbolicShapeError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), `dimension 1 is symbolic ("width")`) {
+		t.Fatalf("got %v, want a SymbolicShapeError about the symbolic width", err)
+	}
+	if se.Input != "x" || !se.Shape.Equal(tensor.Shape{ir.Dynamic, ir.Dynamic}) || !reflect.DeepEqual(se.Params, []string{"batch", "width"}) {
+		t.Errorf("error fields %+v", se)
 	}
 	g, err := Decode(marshal(t, m), WithInputShapes(map[string][]int{"x": {ir.Dynamic, 3}}))
 	if err != nil {
@@ -530,6 +539,10 @@ func FuzzDecodeONNX(f *testing.F) {
 	f.Add(marshal(f, m))
 	tb, _ := proto.Marshal(&onnxpb.TensorProto{Dims: []int64{2, 2}, DataType: 10, Int32Data: []int32{1, 2, 3, 4}})
 	f.Add(tb)
+	// A real export: convolutions, pools and Gemm with their attributes.
+	if b, err := os.ReadFile("../../testdata/golden/tiny_cnn.onnx"); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if g, err := Decode(data); err == nil {
 			if verr := g.Validate(); verr != nil {
@@ -582,5 +595,38 @@ func TestTinyCNNFixture(t *testing.T) {
 	}
 	if maxDiff > 1e-4*maxRef {
 		t.Errorf("max |got-ref| %g, max |ref| %g: relative %g > 1e-4", maxDiff, maxRef, maxDiff/maxRef)
+	}
+}
+
+// TestUnusedOptionalOutputs: exporters list outputs an inference graph
+// never reads (BatchNormalization's running statistics before opset 14);
+// the loader leaves them out instead of asking the op for them.
+func TestUnusedOptionalOutputs(t *testing.T) {
+	m := model(9, &onnxpb.GraphProto{
+		Node: []*onnxpb.NodeProto{
+			node("BatchNormalization", "bn", []string{"x", "s", "b", "mean", "var"}, []string{"y0", "rm", "rv", "sm", "sv"}),
+			node("Dropout", "drop", []string{"y0"}, []string{"y", "mask"}),
+		},
+		Initializer: []*onnxpb.TensorProto{
+			floatInit("s", []int64{2}, 2, 1), floatInit("b", []int64{2}, 0, 1),
+			floatInit("mean", []int64{2}, 1, 0), floatInit("var", []int64{2}, 1, 4),
+		},
+		Input:  []*onnxpb.ValueInfoProto{tinfo("x", 1, 1, 2, 1, 1)},
+		Output: []*onnxpb.ValueInfoProto{tinfo("y", 1, 1, 2, 1, 1)},
+	})
+	if _, ok := importers["BatchNormalization"]; !ok {
+		t.Skip("BatchNormalization's importer is not registered")
+	}
+	g, err := Decode(marshal(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := eval(t, g, map[string]*ir.Array{"x": arr(tensor.Float32, tensor.Shape{1, 2, 1, 1}, 3, 4)})
+	// (3-1)/sqrt(1+eps)*2 + 0 and (4-0)/sqrt(4+eps)*1 + 1.
+	want := []float64{4, 3}
+	for i, w := range want {
+		if math.Abs(out[0].Data[i]-w) > 1e-4 {
+			t.Errorf("got %v, want %v", out[0].Data, want)
+		}
 	}
 }

@@ -83,8 +83,9 @@ func tensorFromProto(tp *onnxpb.TensorProto, ext *externalData) (*tensor.Tensor,
 		if len(raw) != nbytes {
 			return nil, fail("raw_data holds %d bytes, %s%v needs %d", len(raw), dt, shape, nbytes)
 		}
-		// Copied: the tensor outlives the decoded message.
-		return tensor.FromBytes(dt, shape, append([]byte(nil), raw...))
+		// Not copied: proto.Unmarshal gave the message its own copy of the
+		// bytes, and the message is dropped once decoded.
+		return tensor.FromBytes(dt, shape, raw)
 	}
 
 	// Typed fields: one element per entry.

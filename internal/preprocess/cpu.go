@@ -44,9 +44,10 @@ type CPUOptions struct {
 
 // CPU preprocesses on the host with package imageproc: Go's JPEG and PNG
 // decoders (with libjpeg's chroma upsampling), PIL's antialiased bilinear
-// resize, float32 normalisation as torchvision computes it.
+// or bicubic resize, float32 normalisation as torchvision computes it.
 type CPU struct {
 	spec      Spec
+	filter    imageproc.Filter
 	maxPixels int
 	sem       chan struct{}
 	// lut32 and lut16 map a pixel of each channel to its normalized value,
@@ -56,13 +57,20 @@ type CPU struct {
 }
 
 // NewCPU returns a CPU preprocessor for spec, which must describe RGB
-// images resized bilinearly (the interpolation imageproc implements).
+// images resized bilinearly or bicubically (the PIL filters imageproc
+// implements).
 func NewCPU(spec Spec, opts CPUOptions) (*CPU, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.Filter() != Bilinear {
-		return nil, fmt.Errorf("preprocess: the CPU decoder resizes bilinearly (PIL's filter); the model's preprocessing asks for %s", spec.Filter())
+	var filter imageproc.Filter
+	switch spec.Filter() {
+	case Bilinear:
+		filter = imageproc.Bilinear
+	case Bicubic:
+		filter = imageproc.Bicubic
+	default:
+		return nil, fmt.Errorf("preprocess: the CPU decoder resizes with PIL's bilinear or bicubic filter; the model's preprocessing asks for %s", spec.Filter())
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
@@ -70,7 +78,7 @@ func NewCPU(spec Spec, opts CPUOptions) (*CPU, error) {
 	if opts.MaxPixels <= 0 {
 		opts.MaxPixels = imageproc.MaxPixels
 	}
-	p := &CPU{spec: spec, maxPixels: opts.MaxPixels, sem: make(chan struct{}, opts.Workers)}
+	p := &CPU{spec: spec, filter: filter, maxPixels: opts.MaxPixels, sem: make(chan struct{}, opts.Workers)}
 	mean, std := spec.Mean, spec.Std
 	for c := range 3 {
 		for x := range 256 {
@@ -143,7 +151,8 @@ func (p *CPU) one(img []byte, dt tensor.DType, out []byte) error {
 	}
 	s := p.spec
 	if s.Resize > 0 {
-		m = m.Resize(imageproc.ResizedSize(m.W, m.H, s.Resize))
+		w, h := imageproc.ResizedSize(m.W, m.H, s.Resize)
+		m = m.ResizeWith(w, h, p.filter)
 	}
 	m = m.CenterCrop(s.Width, s.Height)
 	p.write(m, dt, out)

@@ -48,10 +48,10 @@ func bombJPEG(t testing.TB, w, h int) []byte {
 }
 
 func TestNewCPUSpecs(t *testing.T) {
-	bicubic := ImageNet(224, 224)
-	bicubic.Interpolation = Bicubic
-	if _, err := NewCPU(bicubic, CPUOptions{}); err == nil || !strings.Contains(err.Error(), "bicubic") {
-		t.Errorf("bicubic: %v", err)
+	nearest := ImageNet(224, 224)
+	nearest.Interpolation = Nearest
+	if _, err := NewCPU(nearest, CPUOptions{}); err == nil || !strings.Contains(err.Error(), "nearest") {
+		t.Errorf("nearest: %v", err)
 	}
 	if _, err := NewCPU(Spec{Resize: 8, Height: 8, Width: 8, Interpolation: Bilinear, Std: [3]float32{1, 0, 1}}, CPUOptions{}); err == nil {
 		t.Error("a spec with a zero std was accepted")
@@ -244,5 +244,32 @@ func BenchmarkCPU(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestBicubic checks that a bicubic spec (EfficientNet's, ViT SWAG's)
+// resizes with PIL's bicubic filter: the bytes of imageproc's
+// ResizeWith(Bicubic) and CenterCrop, not the bilinear ones.
+func TestBicubic(t *testing.T) {
+	b := readFile(t, "../../testdata/golden/image.png")
+	spec := ImageNet(64, 64)
+	spec.Interpolation = Bicubic
+	p, err := NewCPU(spec, CPUOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := imageproc.DecodeBytes(b, imageproc.MaxPixels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, h := imageproc.ResizedSize(m.W, m.H, spec.Resize)
+	want := m.ResizeWith(w, h, imageproc.Bicubic).CenterCrop(64, 64).CHW()
+	bilinear := m.Resize(w, h).CenterCrop(64, 64).CHW()
+	dst := make([]byte, 3*64*64)
+	if err := p.Preprocess(context.Background(), [][]byte{b}, tensor.Uint8, dst)[0]; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst, want) || bytes.Equal(dst, bilinear) {
+		t.Error("a bicubic spec is not resized with the bicubic filter")
 	}
 }

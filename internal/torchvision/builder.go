@@ -27,6 +27,10 @@ type ParamSpec struct {
 	// IntValues is the content of an integer buffer the architecture
 	// fixes (Swin's relative position index).
 	IntValues []int64
+	// Buffer marks a float buffer whose content the architecture fixes
+	// (Swin V2's relative coordinates, FloatValues): not a parameter.
+	Buffer      bool
+	FloatValues []float32
 }
 
 // builder emits an architecture's graph while checking each state-dict

@@ -80,6 +80,8 @@ func (b *builder) ignoredBasicConv(prefix string, in, out, k int) {
 // models: x*std/0.5 + (mean-0.5)/0.5 per channel, turning ImageNet
 // normalisation into normalisation to [-1, 1].
 func (b *builder) transformInput(x *ir.Value) *ir.Value {
+	// torchvision's literals in float64, as its transform computes them,
+	// not preprocess's float32 statistics.
 	mean, std := [3]float64{0.485, 0.456, 0.406}, [3]float64{0.229, 0.224, 0.225}
 	scale, shift := make([]float32, 3), make([]float32, 3)
 	for c := range scale {

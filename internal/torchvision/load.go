@@ -17,10 +17,21 @@ func Detect(sd *checkpoint.StateDict) (string, error) {
 	if sd == nil || sd.Len() == 0 {
 		return "", fmt.Errorf("torchvision: cannot detect the architecture of an empty state dict")
 	}
+	// Only architectures whose classifier key the state dict holds can
+	// fit; the others are compared only to name the closest one.
+	var candidates []string
+	for _, arch := range Archs() {
+		if _, ok := normalizeKeys(arch, sd).Get(archs[arch].classifier); ok {
+			candidates = append(candidates, arch)
+		}
+	}
+	if len(candidates) == 0 {
+		candidates = Archs()
+	}
 	var matches []string
 	best, bestScore := "", -1
 	var bestDiff []string
-	for _, arch := range Archs() {
+	for _, arch := range candidates {
 		nsd := normalizeKeys(arch, sd)
 		diff, score := compareSpecs(arch, nsd)
 		if len(diff) == 0 {
@@ -113,13 +124,13 @@ func Load(path, arch string, opts Options) (*ir.Graph, error) {
 	if named && opts.Weights == nil {
 		opts.Weights = &w
 	}
-	if opts.Weights == nil && opts.Preprocess == nil && opts.ImageSize == 0 {
+	if opts.Weights == nil && opts.Preprocess == nil {
 		// A checkpoint of unknown provenance gets its architecture's
-		// original weights' preprocessing: the best guess at how it was
-		// trained.
+		// original weights' preprocessing (scaled to the image size when
+		// one is asked for): the best guess at how it was trained.
 		if d, ok := DefaultWeights(arch); ok {
 			opts.Preprocess = &d.Preprocess
-			if impliedImageSize(arch, sd) == 0 {
+			if opts.ImageSize == 0 && impliedImageSize(arch, normalizeKeys(arch, sd)) == 0 {
 				opts.ImageSize = d.ImageSize()
 			}
 		}

@@ -192,6 +192,11 @@ func TestLoad(t *testing.T) {
 		if g.Meta["arch"] != "squeezenet1_1" {
 			t.Errorf("%s: arch %q", name, g.Meta["arch"])
 		}
+		// Without weights metadata the arch's original transform applies,
+		// scaled to the size asked for.
+		if d, _ := DefaultWeights("squeezenet1_1"); g.Preprocess == nil || *g.Preprocess != d.Preprocess.WithSize(48, 48) {
+			t.Errorf("%s: preprocess %v", name, g.Preprocess)
+		}
 		x := ir.NewArray(tensor.Float32, tensor.Shape{1, 3, 48, 48})
 		for i := range x.Data {
 			x.Data[i] = float64(i%7) / 7
@@ -263,6 +268,37 @@ func TestHalfPrecisionWeights(t *testing.T) {
 			if got[i] != want[i] {
 				t.Fatalf("%s weights: logits %v, want %v", dt, got, want)
 			}
+		}
+	}
+}
+
+// TestLoadDefaultPreprocess loads a checkpoint whose name says nothing: it
+// gets its architecture's original weights' transform (mnasnet0_75's
+// resizes to 232), at their size or scaled to the size asked for.
+func TestLoadDefaultPreprocess(t *testing.T) {
+	sd, err := RandomStateDict("mnasnet0_75", 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mine.safetensors")
+	if err := checkpoint.Save(path, sd); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := DefaultWeights("mnasnet0_75")
+	for _, size := range []int{0, 112} {
+		g, err := Load(path, "", Options{ImageSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := d.Preprocess
+		if size != 0 {
+			want = want.WithSize(size, size)
+		}
+		if g.Preprocess == nil || *g.Preprocess != want || want.Resize == 256 {
+			t.Errorf("size %d: preprocess %v, want %v", size, g.Preprocess, want)
+		}
+		if got := g.Inputs[0].Type.Shape[2]; got != want.Height {
+			t.Errorf("size %d: input %s", size, g.Inputs[0].Type)
 		}
 	}
 }

@@ -52,7 +52,11 @@ func RandomStateDictFor(cfg Config, size int, seed uint32) (*checkpoint.StateDic
 			continue
 		}
 		v := make([]float32, s.Shape.NumElements())
-		fillRandom(v, s.Key, s.Shape, seed)
+		if s.Buffer {
+			copy(v, s.FloatValues)
+		} else {
+			fillRandom(v, s.Key, s.Shape, seed)
+		}
 		t, err := tensor.FromFloat32(s.Shape, v)
 		if err != nil {
 			return nil, fmt.Errorf("torchvision: %s: %w", s.Key, err)

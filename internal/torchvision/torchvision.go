@@ -1,10 +1,11 @@
 // Package torchvision builds goinfer's general graph (internal/ir) for
-// torchvision's classification architectures from their state dicts: the
-// ResNet family, MobileNet V2/V3, EfficientNet, RegNet, ConvNeXt, ViT,
-// DenseNet, ShuffleNet V2, SqueezeNet and others. Each architecture is a
-// Config (torchvision's constructor arguments); Build picks torchvision's
-// named configuration, BuildWith takes any, which is how tests build
-// narrow models.
+// torchvision's classification architectures from their state dicts: all
+// 80 of torchvision 0.14 (ResNet and its variants, MobileNet V2/V3,
+// EfficientNet and V2, RegNet, ConvNeXt, ViT, Swin V1/V2, MaxViT,
+// DenseNet, ShuffleNet V2, SqueezeNet, MNASNet, GoogLeNet, Inception v3,
+// AlexNet, VGG). Each architecture is a Config (torchvision's constructor
+// arguments); Build picks torchvision's named configuration, BuildWith
+// takes any, which is how tests build narrow models.
 //
 // Every state-dict tensor is checked against the shape the architecture
 // needs, and a state dict that does not fit is refused with one error
@@ -274,7 +275,7 @@ func ParamCount(cfg Config, size int) (int64, error) {
 	}
 	var n int64
 	for _, s := range specs {
-		if !s.Int && !isBuffer(s.Key) {
+		if !s.Int && !s.Buffer && !isBuffer(s.Key) {
 			n += int64(s.Shape.NumElements())
 		}
 	}

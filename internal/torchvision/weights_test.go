@@ -50,6 +50,9 @@ func TestFromFileName(t *testing.T) {
 func TestWeightsTable(t *testing.T) {
 	files := map[string]bool{}
 	for _, w := range AllWeights() {
+		if !Known(w.Arch) {
+			t.Errorf("%s: weights of %s, which Build does not know", w.File, w.Arch)
+		}
 		if files[w.File] {
 			t.Errorf("file %s listed twice", w.File)
 		}

@@ -81,15 +81,16 @@ def randomize(m, seed):
                 mod.weight.copy_(torch.rand(mod.weight.shape, generator=g) + 0.5)
 
 
-def export(m, x, path, exporter):
+def export(m, x, path, exporter, opset):
     if exporter == "dynamo":
         batch = torch.export.Dim("batch", min=1, max=1024)
         prog = torch.onnx.export(m, (x,), dynamo=True, input_names=["image"], output_names=["logits"],
                                  dynamic_shapes=({0: batch},))
         prog.save(path)
     else:
-        torch.onnx.export(m, x, path, input_names=["image"], output_names=["logits"], opset_version=13,
-                          dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
+        kw = {"dynamo": False} if hasattr(torch.onnx, "ONNXProgram") else {}
+        torch.onnx.export(m, x, path, input_names=["image"], output_names=["logits"], opset_version=opset,
+                          dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}}, **kw)
 
 
 def main():
@@ -97,12 +98,14 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--exporter", default="torchscript", choices=["torchscript", "dynamo", "both"])
     ap.add_argument("--only", default="", help="comma-separated model names")
+    ap.add_argument("--opset", type=int, default=13, help="opset of the TorchScript exporter")
+    ap.add_argument("--dir", default="", help="subdirectory name (default: the exporter's)")
     a = ap.parse_args()
     exporters = ["torchscript", "dynamo"] if a.exporter == "both" else [a.exporter]
     print(f"torch {torch.__version__} torchvision {torchvision.__version__}")
     only = set(filter(None, a.only.split(",")))
     for ex in exporters:
-        d = os.path.join(a.out, ex)
+        d = os.path.join(a.out, a.dir or ex)
         os.makedirs(d, exist_ok=True)
         for i, (name, spec) in enumerate(sorted(models().items())):
             if spec is None or (only and name not in only):
@@ -117,7 +120,7 @@ def main():
             m = m.float()
             path = os.path.join(d, name + ".onnx")
             try:
-                export(m, x, path, ex)
+                export(m, x, path, ex, a.opset)
             except Exception as e:  # report and go on: one exporter bug must not hide the rest
                 print(f"{ex} {name}: export failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", file=sys.stderr)
                 continue

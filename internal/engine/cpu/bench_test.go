@@ -9,6 +9,7 @@ import (
 	"goinfer/internal/engine"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
+	"goinfer/internal/torchvision"
 )
 
 var resnet18 = sync.OnceValues(func() (*model.Graph, error) {
@@ -146,10 +147,50 @@ func benchModel(b *testing.B, m engine.Model, n int, macs int64) {
 		}
 	}
 	sec := b.Elapsed().Seconds()
-	flops := 2 * float64(macs) * float64(n*b.N)
 	b.ReportMetric(float64(n*b.N)/sec, "img/s")
-	b.ReportMetric(flops/sec/1e9, "GFLOP/s")
-	if cpu := (processCPU() - cpu0).Seconds(); cpu > 0 {
-		b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
+	cpu := (processCPU() - cpu0).Seconds()
+	if cpu > 0 {
+		// Images per CPU-second tell the code's efficiency apart from what
+		// other processes on a shared machine take.
+		b.ReportMetric(float64(n*b.N)/cpu, "img/cpu-s")
+	}
+	if macs > 0 {
+		flops := 2 * float64(macs) * float64(n*b.N)
+		b.ReportMetric(flops/sec/1e9, "GFLOP/s")
+		if cpu > 0 {
+			b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
+		}
+	}
+}
+
+// BenchmarkGraphArchs times full-size torchvision architectures the ResNet
+// engine cannot run (random weights) on LoadGraph: depthwise-heavy
+// MobileNetV2 and EfficientNet-B0, grouped RegNetY, and ViT-B/16's
+// attention and MLPs.
+// Run: go test -run XXX -bench GraphArchs ./internal/engine/cpu/
+func BenchmarkGraphArchs(b *testing.B) {
+	if testing.Short() {
+		b.Skip("full-size forwards take seconds; skipped in -short")
+	}
+	for _, arch := range []string{"mobilenet_v2", "efficientnet_b0", "regnet_y_400mf", "vit_b_16"} {
+		sd, err := torchvision.RandomStateDict(arch, 1000, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := torchvision.Build(arch, sd, torchvision.Options{ImageSize: 224})
+		sd.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/bs%d/compiled", arch, n), func(b *testing.B) {
+				m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{Compile: true, MaxBatch: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				benchModel(b, m, n, 0)
+			})
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/irexec"
+	"goinfer/internal/engine/cpu/parallel"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -176,8 +177,13 @@ func (m *graphModel) NewInstance(ctx context.Context) (engine.Instance, error) {
 	if m.closed {
 		return nil, errors.New("cpu: NewInstance on a closed model")
 	}
+	var arena int64
+	for _, p := range m.plans {
+		arena = max(arena, p.ArenaBytes())
+	}
 	m.instances++
-	return &graphInstance{m: m, execs: map[int]*irexec.Exec{}, out: map[int][][]byte{}}, nil
+	return &graphInstance{m: m, pool: parallel.New(m.opts.Threads), arena: irexec.NewArena(arena),
+		execs: map[int]*irexec.Exec{}, out: map[int][][]byte{}}, nil
 }
 
 // Close implements engine.Model.
@@ -194,10 +200,14 @@ func (m *graphModel) Close() error {
 	return nil
 }
 
-// graphInstance runs forwards with one Exec per batch size it has seen.
+// graphInstance runs forwards with one Exec per batch size it has seen,
+// all on one worker pool and one arena (they never run at once), so that
+// memory follows the largest batch, not the number of batch sizes.
 type graphInstance struct {
 	m      *graphModel
 	stream stream
+	pool   *parallel.Pool
+	arena  []byte
 	execs  map[int]*irexec.Exec
 	in     [1][]byte
 	// out holds the output buffers: Forward's, then, per batch size, the
@@ -211,9 +221,9 @@ func (in *graphInstance) Stream() engine.Stream { return &in.stream }
 
 // MemoryBytes implements engine.Instance.
 func (in *graphInstance) MemoryBytes() int64 {
-	var n int64
+	n := int64(len(in.arena))
 	for _, x := range in.execs {
-		n += x.MemoryBytes()
+		n += x.MemoryBytes() - x.Plan().ArenaBytes()
 	}
 	return n
 }
@@ -231,12 +241,27 @@ func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
 		return fmt.Errorf("cpu: Forward of %d images: batch must be in [1, MaxBatch=%d]", n, info.MaxBatch)
 	}
 	x, ok := in.execs[n]
+	var err error
 	if !ok {
-		p, err := in.m.plan(context.Background(), n)
+		var p *irexec.Plan
+		p, err = in.m.plan(context.Background(), n)
 		if err != nil {
 			return err
 		}
-		x = p.NewExec()
+		if p.ArenaBytes() > int64(len(in.arena)) {
+			// A batch size compiled after this instance was made needs a
+			// larger arena: move every Exec to a new one.
+			in.arena = irexec.NewArena(p.ArenaBytes())
+			for bn, old := range in.execs {
+				old.Close()
+				if in.execs[bn], err = old.Plan().NewExecShared(in.pool, in.arena); err != nil {
+					return err
+				}
+			}
+		}
+		if x, err = p.NewExecShared(in.pool, in.arena); err != nil {
+			return err
+		}
 		in.execs[n] = x
 		outs := make([][]byte, len(info.Outputs))
 		for i, o := range info.Outputs[1:] {
@@ -268,7 +293,8 @@ func (in *graphInstance) Close() error {
 	for _, x := range in.execs {
 		x.Close()
 	}
-	in.execs = nil
+	in.pool.Close()
+	in.execs, in.arena = nil, nil
 	in.m.mu.Lock()
 	in.m.instances--
 	in.m.mu.Unlock()

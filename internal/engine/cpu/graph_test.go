@@ -5,11 +5,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"goinfer/internal/checkpoint"
 	"goinfer/internal/engine"
 	"goinfer/internal/ir"
+	"goinfer/internal/leakcheck"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 	"goinfer/internal/torchvision"
@@ -173,5 +175,140 @@ func TestLoadGraphTorchvisionFixtures(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// smallGraph is a tiny classifier from the torchvision fixtures.
+func smallGraph(t *testing.T) *ir.Graph {
+	t.Helper()
+	fx := fixtureConfigs["mobilenet_v3"]
+	sd, err := checkpoint.Load(filepath.Join("../../../testdata/torchvision", fx.file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	g, err := torchvision.BuildWith(fx.cfg, sd, torchvision.Options{ImageSize: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestLoadGraphLifecycle(t *testing.T) {
+	leakcheck.Check(t)
+	ctx := context.Background()
+	const pkg = "goinfer/internal/engine/cpu/parallel."
+	before := leakcheck.Count(pkg)
+	m, err := Engine{}.LoadGraph(ctx, smallGraph(t), engine.Options{MaxBatch: 2, Threads: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := m.NewInstance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := m.Info()
+	src, _ := m.Device().Alloc(2 * info.InputBytes())
+	dst, _ := m.Device().Alloc(2 * info.OutputBytes())
+	for _, n := range []int{1, 2} { // batch 1 compiles on first use
+		if err := inst.Forward(src, dst, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := leakcheck.Count(pkg); got < before+2 {
+		t.Errorf("%d pool goroutines with an instance of 3 threads, %d before", got, before)
+	}
+	for _, n := range []int{0, 3} {
+		if err := inst.Forward(src, dst, n); err == nil || !strings.Contains(err.Error(), "MaxBatch") {
+			t.Errorf("Forward of %d: got %v, want a batch error", n, err)
+		}
+	}
+	small, _ := m.Device().Alloc(7)
+	if err := inst.Forward(small, dst, 1); err == nil {
+		t.Error("Forward from a 7-byte input succeeded")
+	}
+	if err := m.Close(); err == nil {
+		t.Error("Close with an open instance succeeded")
+	}
+	if err := inst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Forward(src, dst, 1); err == nil {
+		t.Error("Forward on a closed instance succeeded")
+	}
+	if got := leakcheck.Count(pkg); got > before {
+		t.Errorf("%d pool goroutines after Close, %d before", got, before)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.NewInstance(ctx); err == nil {
+		t.Error("NewInstance on a closed model succeeded")
+	}
+}
+
+// TestLoadGraphArenaGrows runs a batch size compiled after the instance
+// was made, whose arena is larger, between runs of a smaller one, and
+// checks every result against a model of its own.
+func TestLoadGraphArenaGrows(t *testing.T) {
+	ctx := context.Background()
+	g := smallGraph(t)
+	m, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 3, BatchSizes: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ref, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 3, BatchSizes: []int{1, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	in := randInput(3, 3*m.Info().Input().Elems())
+	for _, n := range []int{1, 3, 1, 3} {
+		x := in[:n*m.Info().Input().Elems()]
+		if d := relDiff(runModel(t, m, n, x), runModel(t, ref, n, x)); d != 0 {
+			t.Errorf("batch %d: differs from a fresh model by %g", n, d)
+		}
+	}
+	inst, err := m.NewInstance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	info := m.Info()
+	src, _ := m.Device().Alloc(3 * info.InputBytes())
+	dst, _ := m.Device().Alloc(3 * info.OutputBytes())
+	copy(src.(*Buffer).Bytes(), tensor.F32Bytes(in))
+	var outs [][]float32
+	for _, n := range []int{1, 3, 1} {
+		if err := inst.Forward(src, dst, n); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, append([]float32(nil), tensor.BytesF32(dst.(*Buffer).Bytes())[:n*info.OutputElems()]...))
+	}
+	if d := relDiff(outs[2], outs[0]); d != 0 {
+		t.Errorf("batch 1 after the arena grew differs by %g", d)
+	}
+}
+
+func TestLoadGraphRejects(t *testing.T) {
+	ctx := context.Background()
+	g := smallGraph(t)
+	for _, tc := range []struct {
+		opts engine.Options
+		want string
+	}{
+		{engine.Options{MaxBatch: 0}, "MaxBatch"},
+		{engine.Options{MaxBatch: 1, Precision: engine.FP16}, "fp32 only"},
+		{engine.Options{MaxBatch: 1, InputDType: tensor.Uint8}, "float32"},
+		{engine.Options{MaxBatch: 1, Height: 64, Width: 64}, "32x32"},
+		{engine.Options{MaxBatch: 2, BatchSizes: []int{3}}, "outside"},
+	} {
+		if _, err := (Engine{}).LoadGraph(ctx, g, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want an error containing %q", tc.opts, err, tc.want)
+		}
+	}
+	if _, err := (Engine{}).LoadGraph(ctx, nil, engine.Options{MaxBatch: 1}); err == nil {
+		t.Error("LoadGraph of nil succeeded")
 	}
 }

@@ -33,7 +33,7 @@ func (p *Plan) assignSlots(uses []stepUses) {
 	}
 	// Views of constants read the constant's bytes.
 	for i := range p.vals {
-		if r := p.root(i); p.vals[i].kind == kindAlias && p.vals[r].kind == kindConst {
+		if r := p.root(i); p.vals[i].kind == kindAlias && p.vals[r].kind == kindConst && p.vals[r].cnst != nil {
 			p.vals[i].cnst = p.vals[r].cnst[:p.vals[i].nbytes]
 		}
 	}

@@ -152,9 +152,6 @@ func buildConv(nc *nodeCtx) (step, error) {
 	if x.dtype != tensor.Float32 {
 		return nil, unsupportedf(x.dtype.String(), "Conv of %s", x.dtype)
 	}
-	if w.kind != kindConst {
-		return nil, unsupportedf("with runtime weights", "weights %q are computed at run time", w.name)
-	}
 	g, err := convGeometry(op, x, w, y)
 	if err != nil {
 		return nil, err
@@ -164,10 +161,7 @@ func buildConv(nc *nodeCtx) (step, error) {
 		return nil, unsupportedf(fmt.Sprint("activation ", op.Epilogue.Act), "epilogue activation %d", op.Epilogue.Act)
 	}
 	var bias []float32
-	if b := nc.inVal(2); b != nil {
-		if b.kind != kindConst {
-			return nil, unsupportedf("with runtime bias", "bias %q is computed at run time", b.name)
-		}
+	if b := nc.inVal(2); b != nil && b.kind == kindConst {
 		bias, _, err = nc.constFloats(2)
 		if err != nil {
 			return nil, err
@@ -183,12 +177,29 @@ func buildConv(nc *nodeCtx) (step, error) {
 		}
 		res = nc.in[3]
 	}
+	if b := nc.inVal(2); w.kind != kindConst || b != nil && b.kind != kindConst {
+		// Weights or bias computed at run time: nothing to pack ahead.
+		var wf []float32
+		if w.kind == kindConst {
+			if wf, _, err = nc.constFloats(1); err != nil {
+				return nil, err
+			}
+		}
+		s := newDirectConv(nc, g, wf, bias, res, ac)
+		if w.kind != kindConst {
+			s.wv = nc.in[1]
+		}
+		if b != nil && b.kind != kindConst {
+			s.bv = nc.in[2]
+		}
+		return s, nil
+	}
 	wf, _, err := nc.constFloats(1)
 	if err != nil {
 		return nil, err
 	}
 	if g.icg == 1 {
-		return newDepthwise(nc, g, wf, bias, res, ac), nil
+		return newDirectConv(nc, g, wf, bias, res, ac), nil
 	}
 	s := &convStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], bias: bias, act: ac}
 	kk := g.kh * g.kw
@@ -456,7 +467,7 @@ func (j *convJob) Run(w, t int) {
 					rows := min(mr, ie-ip*mr)
 					var ep gemm.Epilogue
 					if last {
-						ep.ReLU = s.act.relu
+						ep.ReLU = s.act.relu()
 						if bias != nil {
 							ep.Bias = bias[ip*mr:]
 						}
@@ -467,7 +478,7 @@ func (j *convJob) Run(w, t int) {
 							ep.Res, ep.LdRes = j.res[off:], npix
 						}
 						gemm.KernelEpilogue(kc, a.Panel(kb, ip), bpan, j.out[off:], npix, kb > 0, ep)
-						if last && s.act.f != nil {
+						if last && s.act.post() {
 							for i := 0; i < mr; i++ {
 								s.act.apply(j.out[off+i*npix : off+i*npix+nr])
 							}
@@ -488,7 +499,7 @@ func (j *convJob) Run(w, t int) {
 								ep.Res, ep.LdRes = j.res[off:], npix
 							}
 							gemm.ApplyEpilogue(j.out[off:], npix, rows, seg, ep)
-							if s.act.f != nil {
+							if s.act.post() {
 								for i := 0; i < rows; i++ {
 									s.act.apply(j.out[off+i*npix : off+i*npix+seg])
 								}

@@ -3,6 +3,7 @@ package irexec
 import (
 	"fmt"
 
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -138,6 +139,10 @@ func (s *convTStep) rng(x *Exec, _, lo, hi int) {
 							continue
 						}
 						x1 := min(s.iw, (s.ow-1-off)/s.sw+1)
+						if s.sw == 1 && x0 < x1 {
+							vec.Axpy(orow[x0+off:x1+off], irow[x0:x1], wv)
+							continue
+						}
 						for ix := x0; ix < x1; ix++ {
 							orow[ix*s.sw+off] += wv * irow[ix]
 						}

@@ -25,7 +25,8 @@ func bools(b []byte) []bool {
 type unaryStep struct {
 	src, dst int
 	f        func(float32) float32
-	relu     bool
+	// ac, when set, is a float32 activation loop run in place on dst.
+	ac *act
 	// lo, hi are Clip's bounds inputs (-1: none), read at run time.
 	lo, hi int
 }
@@ -38,8 +39,11 @@ func (s *unaryStep) run(x *Exec) error {
 func (s *unaryStep) rng(x *Exec, _, lo, hi int) {
 	src, dst := x.f32(s.src)[lo:hi], x.f32(s.dst)[lo:hi]
 	switch {
-	case s.relu:
+	case s.ac != nil && s.ac.kind == ir.ActRelu:
 		vec.ReLU(dst, src)
+	case s.ac != nil:
+		copy(dst, src)
+		s.ac.apply(dst)
 	case s.lo >= 0 || s.hi >= 0:
 		l, h := float32(math.Inf(-1)), float32(math.Inf(1))
 		if s.lo >= 0 {
@@ -79,6 +83,15 @@ func softplus64(x float64) float64 {
 		return x
 	}
 	return math.Log1p(math.Exp(x))
+}
+
+// unaryActs are the unary ops with float32 activation loops.
+var unaryActs = map[ir.UnaryKind]ir.Activation{
+	ir.OpRelu:      ir.ActRelu,
+	ir.OpSigmoid:   ir.ActSigmoid,
+	ir.OpTanh:      ir.ActTanh,
+	ir.OpHardSwish: ir.ActHardSwish,
+	ir.OpSiLU:      ir.ActSiLU,
 }
 
 // floatUnary are the float32 unary functions, computed in float64.
@@ -130,8 +143,8 @@ func buildUnary(nc *nodeCtx) (step, error) {
 	}
 	switch in.dtype {
 	case tensor.Float32:
-		if op.Fn == ir.OpRelu {
-			return &unaryStep{src: nc.in[0], dst: nc.out[0], relu: true, lo: -1, hi: -1}, nil
+		if k, ok := unaryActs[op.Fn]; ok {
+			return &unaryStep{src: nc.in[0], dst: nc.out[0], ac: &act{kind: k}, lo: -1, hi: -1}, nil
 		}
 		f, ok := floatUnary[op.Fn]
 		if !ok {
@@ -183,15 +196,11 @@ func buildParamUnary(nc *nodeCtx) (step, error) {
 		a := op.Alpha
 		s.f = f64fn(func(x float64) float64 { return math.Max(0, x) + math.Min(0, a*(math.Exp(x/a)-1)) })
 	case *ir.HardSigmoid:
-		a, b := op.Alpha, op.Beta
-		s.f = f64fn(func(x float64) float64 { return math.Max(0, math.Min(1, a*x+b)) })
+		s.ac = &act{kind: ir.ActHardSigmoid, a: float32(op.Alpha), b: float32(op.Beta)}
 	case *ir.Gelu:
+		s.ac = &act{kind: ir.ActGELU}
 		if op.Tanh {
-			s.f = f64fn(func(x float64) float64 {
-				return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
-			})
-		} else {
-			s.f = f64fn(func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) })
+			s.ac.kind = ir.ActGELUTanh
 		}
 	case *ir.ThresholdedRelu:
 		a := op.Alpha

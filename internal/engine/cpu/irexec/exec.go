@@ -9,13 +9,16 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// Exec is one worker's state for running a plan: its arena, per-worker
-// scratch and thread pool. It is not safe for concurrent use; Clone gives
-// another goroutine its own.
+// Exec is one worker's state for running a plan: its arena (activations
+// and convolution workspace), per-worker scratch and thread pool. It is not
+// safe for concurrent use; Clone gives another goroutine its own. Execs of
+// several plans that never run at once (one per batch size of a model)
+// can share one pool and one arena (NewExecShared).
 type Exec struct {
 	p       *Plan
 	pool    *parallel.Pool
-	slots   [][]byte
+	ownPool bool
+	arena   []byte
 	views   [][]byte    // per value, its bytes
 	scratch [][]float32 // per worker
 	shared  []float32
@@ -30,22 +33,72 @@ type Exec struct {
 	closed   bool
 }
 
-// NewExec allocates an Exec for p, with p's thread count.
-func (p *Plan) NewExec() *Exec {
-	x := &Exec{p: p, pool: parallel.New(p.threads)}
-	x.slots = make([][]byte, len(p.slotBytes))
+// arenaAlign keeps every slot of an arena on its own cache line.
+const arenaAlign = 64
+
+// arenaLayout returns each slot's offset in the arena, then the offsets of
+// the phase planes and the shared packing of B, and the arena's size.
+func (p *Plan) arenaLayout() (slots []int, phase, sharedB, size int) {
+	slots = make([]int, len(p.slotBytes))
 	for i, n := range p.slotBytes {
-		x.slots[i] = alignedBytes(n)
+		slots[i] = size
+		size += roundUp(n, arenaAlign)
 	}
+	phase = size
+	size += roundUp(4*p.phase, arenaAlign)
+	sharedB = size
+	size += roundUp(4*p.sharedB, arenaAlign)
+	return slots, phase, sharedB, size
+}
+
+// ArenaBytes is the memory one Exec's arena takes: activations and
+// convolution workspace.
+func (p *Plan) ArenaBytes() int64 {
+	_, _, _, size := p.arenaLayout()
+	return int64(size)
+}
+
+// NewExec allocates an Exec for p, with its own pool of p's thread count
+// and its own arena.
+func (p *Plan) NewExec() *Exec {
+	_, _, _, size := p.arenaLayout()
+	x := p.newExec(parallel.New(p.threads), alignedBytes(size))
+	x.ownPool = true
+	return x
+}
+
+// NewExecShared makes an Exec that runs on pool and keeps its activations
+// in arena (at least ArenaBytes, 8-byte aligned as alignedBytes makes it),
+// both owned by the caller, who must not run two Execs sharing them at
+// once. Close leaves them alone.
+func (p *Plan) NewExecShared(pool *parallel.Pool, arena []byte) (*Exec, error) {
+	if pool == nil {
+		return nil, errors.New("irexec: NewExecShared without a pool")
+	}
+	if int64(len(arena)) < p.ArenaBytes() {
+		return nil, fmt.Errorf("irexec: arena of %d bytes, the plan needs %d", len(arena), p.ArenaBytes())
+	}
+	return p.newExec(pool, arena), nil
+}
+
+// NewArena allocates an arena of n bytes suitable for NewExecShared.
+func NewArena(n int64) []byte { return alignedBytes(int(n)) }
+
+func (p *Plan) newExec(pool *parallel.Pool, arena []byte) *Exec {
+	x := &Exec{p: p, pool: pool, arena: arena}
+	slotOff, phaseOff, sharedOff, _ := p.arenaLayout()
 	x.views = make([][]byte, len(p.vals))
 	for i := range p.vals {
 		v := &p.vals[i]
 		r := &p.vals[p.root(i)]
 		switch {
-		case v.cnst != nil || r.kind == kindConst:
-			x.views[i] = r.cnst[:v.nbytes:v.nbytes]
+		case r.kind == kindConst:
+			if r.cnst != nil { // else only packed at compile time
+				x.views[i] = r.cnst[:v.nbytes:v.nbytes]
+			}
 		case r.slot >= 0:
-			x.views[i] = x.slots[r.slot][:v.nbytes:v.nbytes]
+			o := slotOff[r.slot]
+			x.views[i] = arena[o : o+v.nbytes : o+v.nbytes]
 		}
 	}
 	x.scratch = make([][]float32, x.pool.Size())
@@ -58,14 +111,15 @@ func (p *Plan) NewExec() *Exec {
 		for w := range x.conv.scratch {
 			x.conv.scratch[w] = newConvScratch(p.maxKK)
 		}
-		x.phaseBuf = make([]float32, p.phase)
-		x.sharedB = make([]float32, p.sharedB)
+		x.phaseBuf = f32(arena[phaseOff : phaseOff+4*p.phase])
+		x.sharedB = f32(arena[sharedOff : sharedOff+4*p.sharedB])
 	}
 	x.job.x, x.rjob.x = x, x
 	return x
 }
 
-// Clone returns a new Exec over the same plan and weights.
+// Clone returns a new Exec over the same plan and weights, with its own
+// pool and arena.
 func (x *Exec) Clone() *Exec { return x.p.NewExec() }
 
 // Plan returns the plan x runs.
@@ -73,7 +127,7 @@ func (x *Exec) Plan() *Plan { return x.p }
 
 // MemoryBytes is the memory x holds: arena and scratch.
 func (x *Exec) MemoryBytes() int64 {
-	n := x.p.ArenaBytes() + 4*int64(len(x.shared)+len(x.scratch)*x.p.scratch+len(x.phaseBuf)+len(x.sharedB))
+	n := x.p.ArenaBytes() + 4*int64(len(x.shared)+len(x.scratch)*x.p.scratch)
 	for i := range x.conv.scratch {
 		n += x.conv.scratch[i].bytes()
 	}
@@ -86,8 +140,10 @@ func (x *Exec) Close() error {
 		return errors.New("irexec: Exec closed twice")
 	}
 	x.closed = true
-	x.pool.Close()
-	x.slots, x.views, x.scratch, x.shared = nil, nil, nil, nil
+	if x.ownPool {
+		x.pool.Close()
+	}
+	x.arena, x.views, x.scratch, x.shared = nil, nil, nil, nil
 	x.conv.scratch, x.phaseBuf, x.sharedB = nil, nil, nil
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"goinfer/internal/engine/cpu/parallel"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -70,7 +71,15 @@ func TestArenaReuse(t *testing.T) {
 			sum += int64(v.nbytes)
 		}
 	}
-	if got := p.ArenaBytes(); got >= sum {
+	slots, _, _, _ := p.arenaLayout()
+	if got := int64(len(slots)); got >= int64(len(p.vals)) {
+		t.Errorf("%d slots for %d values", got, len(p.vals))
+	}
+	var slotBytes int64
+	for _, b := range p.slotBytes {
+		slotBytes += int64(b)
+	}
+	if got := slotBytes; got >= sum {
 		t.Errorf("arena holds %d bytes, as much as all %d bytes of activations: nothing is shared", got, sum)
 	}
 	// Values sharing a slot must not be live at once: rerun with every
@@ -83,10 +92,8 @@ func TestArenaReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range x.slots {
-		for i := range s {
-			s[i] = 0xff
-		}
+	for i := range x.arena {
+		x.arena[i] = 0xff
 	}
 	b, err := x.RunTensors(context.Background(), []*tensor.Tensor{in})
 	if err != nil {
@@ -241,8 +248,8 @@ func TestCompileUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Compile(context.Background(), b, Options{})
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("got %v, want ErrUnsupported", err)
+	if !errors.Is(err, ErrUnsupported) || !errors.Is(err, ir.ErrUnsupported) {
+		t.Fatalf("got %v, want ErrUnsupported and ir.ErrUnsupported", err)
 	}
 	msg := err.Error()
 	for _, want := range []string{"MaxPool with indices", `Sin int64 (first at node "sin"`} {
@@ -252,5 +259,90 @@ func TestCompileUnsupported(t *testing.T) {
 	}
 	if strings.Contains(msg, "again") {
 		t.Errorf("error %q names a second node of a kind already listed", msg)
+	}
+}
+
+// TestPackedWeightsNotCopied checks that constants only packed at compile
+// time (convolution and linear weights) leave no second copy in the cache,
+// while constants read at run time are kept.
+func TestPackedWeightsNotCopied(t *testing.T) {
+	p := compileChain(t, 1, 1)
+	for _, v := range p.vals {
+		if v.kind != kindConst {
+			continue
+		}
+		runtime := v.name == "none" // the chain reads no constant at run time
+		if (v.cnst != nil) != runtime {
+			t.Errorf("constant %q: copied %v", v.name, v.cnst != nil)
+		}
+	}
+	g := oneNode(&ir.Binary{Fn: ir.OpAdd}, 1, f32in(3), f32c([]int{3}, 1, 2, 3))
+	b, err := ir.Bind(g, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Compile(context.Background(), b, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range q.vals {
+		if v.kind == kindConst && v.cnst == nil {
+			t.Errorf("constant %q read by Add was not kept", v.name)
+		}
+	}
+}
+
+// TestExecShared runs Execs of two batch sizes on one pool and one arena,
+// alternately, and checks them against Execs of their own.
+func TestExecShared(t *testing.T) {
+	p1, p3 := compileChain(t, 1, 2), compileChain(t, 3, 2)
+	pool := parallel.New(2)
+	defer pool.Close()
+	arena := NewArena(max(p1.ArenaBytes(), p3.ArenaBytes()))
+	if _, err := p3.NewExecShared(pool, arena[:10]); err == nil {
+		t.Error("NewExecShared with a short arena succeeded")
+	}
+	s1, err := p1.NewExecShared(pool, arena)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := p3.NewExecShared(pool, arena)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o1, o3 := p1.NewExec(), p3.NewExec()
+	defer o1.Close()
+	defer o3.Close()
+	r := rand.New(rand.NewPCG(5, 5))
+	for it := 0; it < 3; it++ {
+		for _, c := range []struct {
+			shared, own *Exec
+			n           int
+		}{{s1, o1, 1}, {s3, o3, 3}} {
+			in := []*tensor.Tensor{randTensor(r, ir.Type{DType: tensor.Float32, Shape: tensor.Shape{c.n, 3, 16, 16}})}
+			a, err := c.shared.RunTensors(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := c.own.RunTensors(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if string(a[i].Data) != string(b[i].Data) {
+					t.Fatalf("batch %d output %d: the shared Exec differs", c.n, i)
+				}
+			}
+		}
+	}
+	s1.Close()
+	s3.Close()
+	// The pool still runs after the Execs that borrowed it are closed.
+	s, err := p1.NewExecShared(pool, arena)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunTensors(context.Background(), []*tensor.Tensor{randTensor(r, ir.Type{DType: tensor.Float32, Shape: tensor.Shape{1, 3, 16, 16}})}); err != nil {
+		t.Fatal(err)
 	}
 }

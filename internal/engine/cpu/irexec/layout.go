@@ -114,6 +114,7 @@ func buildRuns(nc *nodeCtx) (step, error) {
 			return nil, err
 		}
 		args[i] = a
+		nc.consumed(i)
 	}
 	res, err := n.Op.Eval(args)
 	if err != nil {

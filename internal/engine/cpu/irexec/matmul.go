@@ -9,23 +9,24 @@ import (
 )
 
 // mmStep is a batch of matrix products Out = L * R with an epilogue, the
-// kernel of Gemm and MatMul. L (rows x k) is either packed once at
-// compile time (a constant operand, with alpha folded in) or packed per
-// task from a strided operand; R (k x cols) is read through strides, so
-// transposes cost nothing but a strided packing. Out element (i, j) is at
-// cOff + i*ors + j*ocs, which lets a product with constant weights on the
-// right run as Out^T = W^T X^T: the weights become the packed L and the
-// samples R's columns.
+// kernel of Gemm and MatMul. L (rows x k) is packed per task from a
+// strided operand, so transposes cost nothing but a strided packing; R
+// (k x cols) too, or, when it is a constant (the weights of a linear
+// layer), once at compile time with alpha folded in. Out element (i, j)
+// is at oOff + i*ors + j*ocs.
 type mmStep struct {
 	batch, rows, cols, k int
-	l, r, dst            int // value indices; l is -1 when pl is set
-	pl                   *gemm.PackedA
-	lrs, lcs             int // L's strides (when not packed)
-	rrs, rcs             int // R's strides
-	ors, ocs             int // Out's strides
-	lOff, rOff, oOff     []int
-	alpha                float32 // applied to the product when L is not packed
-	rowBias              []float32
+	l, r, dst            int // value indices; r is -1 when pr is set
+	// pr is the constant R packed as the tasks pack theirs: per K-block,
+	// NR-wide panels over all columns (prCols of them, rounded up).
+	pr               []float32
+	prCols           int
+	lrs, lcs         int // L's strides
+	rrs, rcs         int // R's strides (when not packed)
+	ors, ocs         int // Out's strides
+	lOff, rOff, oOff []int
+	alpha            float32 // applied to the product when R is not packed
+	colBias          []float32
 	// add is a broadcast addend (Gemm's C scaled by beta, or a residual):
 	// value index and its strides in (row, col) coordinates.
 	adds []mmAdd
@@ -46,19 +47,17 @@ type mmAdd struct {
 
 // mmScratch is the floats a worker needs to pack one task's operands.
 func (s *mmStep) scratchElems() int {
-	n := roundUp(s.cw, gemm.NR) * s.k
-	if s.pl == nil {
-		n += roundUp(s.rw, gemm.MR) * s.k
+	n := roundUp(s.rw, gemm.MR) * s.k
+	if s.pr == nil {
+		n += roundUp(s.cw, gemm.NR) * s.k
 	}
-	return n + gemm.MR*gemm.NR
+	// The task's block of the product, accumulated over the K-blocks.
+	return n + roundUp(s.rw, gemm.MR)*roundUp(s.cw, gemm.NR)
 }
 
 // block picks task sizes: panels of at most 1M floats per operand.
 func (s *mmStep) block(threads int) {
-	s.kc = gemm.BlockDepth(s.k)
-	if s.pl != nil {
-		s.kc = s.pl.KC
-	}
+	s.kc = gemm.BlockDepth(s.k) // as packR packs constants
 	lim := max(gemm.NR, (1<<20)/max(s.k, 1)/gemm.NR*gemm.NR)
 	s.cw = min(roundUp(s.cols, gemm.NR), 256, lim)
 	s.rw = min(roundUp(s.rows, gemm.MR), 192, max(gemm.MR, lim/gemm.NR*gemm.MR))
@@ -87,87 +86,96 @@ func (s *mmStep) task(x *Exec, w, t int) {
 	b, rest := t/(s.rt*s.ct), t%(s.rt*s.ct)
 	i0, j0 := (rest/s.ct)*s.rw, (rest%s.ct)*s.cw
 	i1, j1 := min(s.rows, i0+s.rw), min(s.cols, j0+s.cw)
-	nw := roundUp(j1-j0, nr)
 	sc := x.scratch[w]
-	rp := sc[:nw*s.k]
-	tile := sc[len(sc)-mr*nr:]
-	// Pack R's columns [j0, j1): per K-block, NR-wide panels of kc rows.
-	rv := x.f32(s.r)[s.rOff[b]:]
+	// Pack L's rows [i0, i1) as gemm.PackA lays them out.
+	rows := i1 - i0
+	panels := (rows + mr - 1) / mr
+	pa := gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: sc[:panels*mr*s.k]}
+	lv := x.f32(s.l)[s.lOff[b]:]
 	for k0 := 0; k0 < s.k; k0 += s.kc {
 		kc := min(s.kc, s.k-k0)
-		blk := rp[k0*nw : (k0+kc)*nw]
-		for p := 0; p*nr < nw; p++ {
-			d := blk[p*nr*kc : (p+1)*nr*kc]
-			for kk := 0; kk < kc; kk++ {
-				row := d[kk*nr : (kk+1)*nr]
-				base := (k0+kk)*s.rrs + (j0+p*nr)*s.rcs
-				cw := min(nr, j1-j0-p*nr)
-				for l := 0; l < cw; l++ {
-					row[l] = rv[base+l*s.rcs]
+		for ip := 0; ip < panels; ip++ {
+			d := pa.Panel(k0/s.kc, ip)
+			for i := 0; i < mr; i++ {
+				r := ip*mr + i
+				if r >= rows {
+					for kk := 0; kk < kc; kk++ {
+						d[kk*mr+i] = 0
+					}
+					continue
 				}
-				clear(row[cw:])
+				base := (i0+r)*s.lrs + k0*s.lcs
+				if s.lcs == 1 {
+					for kk, v := range lv[base : base+kc] {
+						d[kk*mr+i] = v
+					}
+					continue
+				}
+				for kk := 0; kk < kc; kk++ {
+					d[kk*mr+i] = lv[base+kk*s.lcs]
+				}
 			}
 		}
 	}
-	pa, ipOff := s.pl, 0 // ip - ipOff is the panel's index in pa
-	var local gemm.PackedA
-	if pa == nil {
-		// Pack L's rows [i0, i1) as gemm.PackA lays them out.
-		rows := i1 - i0
-		panels := (rows + mr - 1) / mr
-		local = gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: sc[nw*s.k : nw*s.k+panels*mr*s.k]}
-		lv := x.f32(s.l)[s.lOff[b]:]
+	// R's columns [j0, j1): the constant's packing, or packed here, per
+	// K-block NR-wide panels of kc rows.
+	rp, nw, p0 := s.pr, s.prCols, j0/nr
+	if rp == nil {
+		nw, p0 = roundUp(j1-j0, nr), 0
+		rp = sc[panels*mr*s.k : panels*mr*s.k+nw*s.k]
+		rv := x.f32(s.r)[s.rOff[b]:]
 		for k0 := 0; k0 < s.k; k0 += s.kc {
 			kc := min(s.kc, s.k-k0)
-			for ip := 0; ip < panels; ip++ {
-				d := local.Panel(k0/s.kc, ip)
-				for i := 0; i < mr; i++ {
-					r := ip*mr + i
-					if r >= rows {
-						for kk := 0; kk < kc; kk++ {
-							d[kk*mr+i] = 0
+			blk := rp[k0*nw : (k0+kc)*nw]
+			for p := 0; p*nr < nw; p++ {
+				d := blk[p*nr*kc : (p+1)*nr*kc]
+				cw := min(nr, j1-j0-p*nr)
+				for kk := 0; kk < kc; kk++ {
+					row := d[kk*nr : (kk+1)*nr]
+					base := (k0+kk)*s.rrs + (j0+p*nr)*s.rcs
+					if s.rcs == 1 {
+						copy(row[:cw], rv[base:base+cw])
+					} else {
+						for l := 0; l < cw; l++ {
+							row[l] = rv[base+l*s.rcs]
 						}
-						continue
 					}
-					base := (i0+r)*s.lrs + k0*s.lcs
-					for kk := 0; kk < kc; kk++ {
-						d[kk*mr+i] = lv[base+kk*s.lcs]
-					}
+					clear(row[cw:])
 				}
 			}
 		}
-		pa, ipOff = &local, i0/mr
 	}
-	out := x.f32(s.dst)
+	// K-blocks outermost, so that one block of L's panels stays in cache
+	// while every column panel passes under it; the block of the product
+	// accumulates in scratch and is stored once, with the epilogue.
+	ld := roundUp(s.cw, nr)
+	acc := sc[len(sc)-roundUp(s.rw, mr)*ld:]
 	nkb := (s.k + s.kc - 1) / s.kc
-	for jp := 0; jp*nr < j1-j0; jp++ {
-		cols := min(nr, j1-j0-jp*nr)
-		for ip := i0 / mr; ip*mr < i1; ip++ {
-			rows := min(mr, i1-ip*mr)
-			for kb := 0; kb < nkb; kb++ {
-				k0, kc := kb*s.kc, min(s.kc, s.k-kb*s.kc)
-				bp := rp[k0*nw+jp*nr*kc : k0*nw+(jp+1)*nr*kc]
-				gemm.Kernel(kc, pa.Panel(kb, ip-ipOff), bp, tile, nr, kb > 0)
+	for kb := 0; kb < nkb; kb++ {
+		k0, kc := kb*s.kc, min(s.kc, s.k-kb*s.kc)
+		for jp := 0; jp*nr < j1-j0; jp++ {
+			bp := rp[k0*nw+(p0+jp)*nr*kc : k0*nw+(p0+jp+1)*nr*kc]
+			for ip := 0; ip < panels; ip++ {
+				gemm.Kernel(kc, pa.Panel(kb, ip), bp, acc[ip*mr*ld+jp*nr:], ld, kb > 0)
 			}
-			s.store(x, out, tile, b, ip*mr, j0+jp*nr, rows, cols)
 		}
 	}
+	s.store(x, x.f32(s.dst), acc, ld, b, i0, j0, rows, j1-j0)
 }
 
-// store writes a finished tile with the epilogue.
-func (s *mmStep) store(x *Exec, out, tile []float32, b, i0, j0, rows, cols int) {
+// store writes a finished block (row stride ld) with the epilogue.
+func (s *mmStep) store(x *Exec, out, tile []float32, ld, b, i0, j0, rows, cols int) {
 	base := s.oOff[b]
 	for i := 0; i < rows; i++ {
-		t := tile[i*gemm.NR : i*gemm.NR+cols]
-		if s.pl == nil && s.alpha != 1 {
+		t := tile[i*ld : i*ld+cols]
+		if s.pr == nil && s.alpha != 1 {
 			for j := range t {
 				t[j] *= s.alpha
 			}
 		}
-		if s.rowBias != nil {
-			bv := s.rowBias[i0+i]
-			for j := range t {
-				t[j] += bv
+		if s.colBias != nil {
+			for j, v := range s.colBias[j0 : j0+len(t)] {
+				t[j] += v
 			}
 		}
 		for _, a := range s.adds {
@@ -192,28 +200,40 @@ func (s *mmStep) store(x *Exec, out, tile []float32, b, i0, j0, rows, cols int) 
 	}
 }
 
-// packedWeights packs the constant w (as rows x k through strides rs, cs,
-// times alpha) once per cache.
-func packedWeights(nc *nodeCtx, input int, rows, k, rs, cs int, alpha float32) (*gemm.PackedA, error) {
+// packR packs the constant input (as k x n through strides rs, cs, times
+// alpha) as the tasks pack R: per K-block of gemm.BlockDepth(k), NR-wide
+// panels of all columns, zero past the last. Plans share it through the
+// weight cache.
+func packR(nc *nodeCtx, input int, k, n, rs, cs int, alpha float32) ([]float32, error) {
+	const nr = gemm.NR
 	t := nc.n.Input(input).Const
+	nc.consumed(input)
 	wf, err := nc.c.p.weights.floats(t)
 	if err != nil {
 		return nil, err
 	}
-	form := fmt.Sprintf("gemmL %d %d %d %d %g", rows, k, rs, cs, alpha)
-	v, err := nc.c.p.weights.derived(t, form, func(v any) int64 { return 4 * int64(len(v.(*gemm.PackedA).Data)) }, func() (any, error) {
-		m := make([]float32, rows*k)
-		for i := 0; i < rows; i++ {
-			for j := 0; j < k; j++ {
-				m[i*k+j] = alpha * wf[i*rs+j*cs]
+	form := fmt.Sprintf("gemmR %d %d %d %d %g", k, n, rs, cs, alpha)
+	v, err := nc.c.p.weights.derived(t, form, func(v any) int64 { return 4 * int64(len(v.([]float32))) }, func() (any, error) {
+		cols := roundUp(n, nr)
+		kcb := gemm.BlockDepth(k)
+		d := make([]float32, k*cols)
+		for k0 := 0; k0 < k; k0 += kcb {
+			kc := min(kcb, k-k0)
+			for p := 0; p*nr < cols; p++ {
+				panel := d[k0*cols+p*nr*kc : k0*cols+(p+1)*nr*kc]
+				for kk := 0; kk < kc; kk++ {
+					for l := 0; l < nr && p*nr+l < n; l++ {
+						panel[kk*nr+l] = alpha * wf[(k0+kk)*rs+(p*nr+l)*cs]
+					}
+				}
 			}
 		}
-		return gemm.PackA(m, rows, k, k, gemm.BlockDepth(k))
+		return d, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return v.(*gemm.PackedA), nil
+	return v.([]float32), nil
 }
 
 func buildGemm(nc *nodeCtx) (step, error) {
@@ -252,22 +272,16 @@ func buildGemm(nc *nodeCtx) (step, error) {
 		}
 		addends = append(addends, addend{3, 1})
 	}
-	transposed := b.kind == kindConst
-	if transposed {
-		// Out^T (n x m) = B'^T (n x k, packed) * A'^T (k x m).
-		pl, err := packedWeights(nc, 1, n, k, bcs, brs, float32(op.Alpha))
+	s.l, s.r = nc.in[0], nc.in[1]
+	s.rows, s.cols = m, n
+	s.lrs, s.lcs, s.rrs, s.rcs = ars, acs, brs, bcs
+	s.ors, s.ocs = n, 1
+	if b.kind == kindConst {
+		pr, err := packR(nc, 1, k, n, brs, bcs, float32(op.Alpha))
 		if err != nil {
 			return nil, err
 		}
-		s.pl, s.l, s.r = pl, -1, nc.in[0]
-		s.rows, s.cols = n, m
-		s.rrs, s.rcs = acs, ars
-		s.ors, s.ocs = 1, n
-	} else {
-		s.l, s.r = nc.in[0], nc.in[1]
-		s.rows, s.cols = m, n
-		s.lrs, s.lcs, s.rrs, s.rcs = ars, acs, brs, bcs
-		s.ors, s.ocs = n, 1
+		s.pr, s.prCols, s.r = pr, roundUp(n, gemm.NR), -1
 	}
 	for _, ad := range addends {
 		v := nc.inVal(ad.in)
@@ -276,18 +290,15 @@ func buildGemm(nc *nodeCtx) (step, error) {
 		}
 		str := broadcastStrides(v.shape, out) // (m, n) strides
 		rs, cs := str[0], str[1]
-		if transposed {
-			rs, cs = cs, rs
-		}
-		if v.kind == kindConst && cs == 0 && ad.in == 2 && s.rowBias == nil {
-			// A constant bias along the rows: add it with the tile.
+		if v.kind == kindConst && rs == 0 && ad.in == 2 && s.colBias == nil {
+			// A constant bias per column: folded, added with the block.
 			c, _, err := nc.constFloats(ad.in)
 			if err != nil {
 				return nil, err
 			}
-			s.rowBias = make([]float32, s.rows)
-			for i := range s.rowBias {
-				s.rowBias[i] = float32(ad.scale) * c[i*rs]
+			s.colBias = make([]float32, s.cols)
+			for j := range s.colBias {
+				s.colBias[j] = float32(ad.scale) * c[j*cs]
 			}
 			continue
 		}
@@ -307,7 +318,6 @@ func (s *mmStep) matMulEpilogue(nc *nodeCtx, e ir.Epilogue, y *value) error {
 		return unsupportedf(fmt.Sprint("activation ", e.Act), "epilogue activation %d", e.Act)
 	}
 	s.act = ac
-	transposed := s.pl != nil
 	for in := 2; in <= 3; in++ {
 		v := nc.inVal(in)
 		if v == nil || in == 3 && !e.Residual {
@@ -324,22 +334,20 @@ func (s *mmStep) matMulEpilogue(nc *nodeCtx, e ir.Epilogue, y *value) error {
 		}
 		a := mmAdd{v: nc.in[in], scale: 1}
 		switch {
-		case vector && transposed && v.kind == kindConst && in == 2:
+		case vector && v.kind == kindConst && in == 2:
 			c, _, err := nc.constFloats(in)
 			if err != nil {
 				return err
 			}
-			s.rowBias = make([]float32, n)
-			for i := range s.rowBias {
-				s.rowBias[i] = c[i*str[len(str)-1]]
+			s.colBias = make([]float32, n)
+			for j := range s.colBias {
+				s.colBias[j] = c[j*str[len(str)-1]]
 			}
 			continue
-		case vector && transposed:
-			a.rs, a.cs = str[len(str)-1], 0
 		case vector:
 			a.rs, a.cs = 0, str[len(str)-1]
-		case v.shape.Equal(y.shape) && transposed:
-			a.rs, a.cs = 1, n
+		case v.shape.Equal(y.shape) && s.batch == 1:
+			a.rs, a.cs = n, 1
 		case v.shape.Equal(y.shape):
 			a.rs, a.cs, a.batched = n, 1, true
 		default:
@@ -374,16 +382,16 @@ func buildMatMul(nc *nodeCtx) (step, error) {
 	s := &mmStep{k: k, alpha: 1, dst: nc.out[0]}
 	bBatch := bs[:len(bs)-2].NumElements()
 	if b.kind == kindConst && bBatch == 1 {
-		// Constant weights: Out^T = W^T (n x k, packed) * A^T, every batch
-		// row of A one column.
-		pl, err := packedWeights(nc, 1, n, k, 1, n, 1)
+		// Constant weights, packed once; every batch row of A is a row of
+		// one product.
+		pr, err := packR(nc, 1, k, n, n, 1, 1)
 		if err != nil {
 			return nil, err
 		}
-		s.pl, s.l, s.r = pl, -1, nc.in[0]
-		s.batch, s.rows, s.cols = 1, n, batch*m
-		s.rrs, s.rcs = 1, k
-		s.ors, s.ocs = 1, n
+		s.pr, s.prCols, s.l, s.r = pr, roundUp(n, gemm.NR), nc.in[0], -1
+		s.batch, s.rows, s.cols = 1, batch*m, n
+		s.lrs, s.lcs = k, 1
+		s.ors, s.ocs = n, 1
 		s.lOff, s.rOff, s.oOff = []int{0}, []int{0}, []int{0}
 	} else {
 		s.l, s.r = nc.in[0], nc.in[1]

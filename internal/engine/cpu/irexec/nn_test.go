@@ -28,6 +28,8 @@ func TestConv(t *testing.T) {
 		{"depthwise 5x5 s2", 1, 6, 11, 13, 6, 5, 5, []int{2, 2}, nil, []int{2, 2, 2, 2}, 6, "", false},
 		{"depthwise multiplier 2", 1, 6, 8, 8, 12, 3, 3, []int{2, 1}, nil, []int{1, 1, 0, 1}, 6, "", true},
 		{"depthwise dilated", 2, 8, 8, 8, 8, 3, 3, nil, []int{2, 2}, []int{2, 2, 2, 2}, 8, "", true},
+		{"depthwise strided dilated", 2, 8, 9, 15, 8, 3, 3, []int{2, 3}, []int{1, 2}, []int{1, 2, 0, 1}, 8, "", true},
+		{"depthwise 3x3 s2 wide", 1, 4, 7, 37, 4, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}, 4, "", true},
 		{"grouped 4", 1, 32, 7, 7, 64, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}, 4, "", true},
 		{"wide batch", 3, 64, 14, 14, 64, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
 		{"same upper", 1, 5, 10, 7, 7, 4, 3, []int{2, 2}, nil, nil, 1, "SAME_UPPER", true},
@@ -53,6 +55,13 @@ func TestConv(t *testing.T) {
 		for _, g := range []int{1, 8} {
 			op := &ir.Conv{Pads: []int{1, 1, 1, 1}, Group: g, Epilogue: ir.Epilogue{Act: ir.ActRelu, Residual: true}}
 			check(t, oneNode(op, 1, f32in(2, 8, 6, 5), randConst(r, 8, 8/g, 3, 3), randConst(r, 8), f32in(2, 8, 6, 5)), 1e-5)
+		}
+	})
+	t.Run("runtime weights", func(t *testing.T) {
+		for _, g := range []int{1, 2} {
+			op := &ir.Conv{Strides: []int{2, 1}, Pads: []int{1, 0, 1, 2}, Group: g}
+			check(t, oneNode(op, 1, f32in(2, 4, 7, 6), f32in(6, 4/g, 3, 2), f32in(6)), 1e-5)
+			check(t, oneNode(op, 1, f32in(2, 4, 7, 6), randConst(r, 6, 4/g, 3, 2), f32in(6)), 1e-5)
 		}
 	})
 	t.Run("1-D", func(t *testing.T) {
@@ -161,6 +170,9 @@ func TestSoftmax(t *testing.T) {
 	for _, op := range []*ir.Softmax{{Axis: -1}, {Axis: 1}, {Axis: 0, Log: true}, {Axis: 1, Hard: true}, {Axis: 1, Coerce2D: true}, {Axis: 2, Log: true, Coerce2D: true}} {
 		t.Run(fmt.Sprintf("%+v", *op), func(t *testing.T) { check(t, oneNode(op, 1, f32in(2, 3, 5)), 1e-6) })
 	}
+	// Rows longer than a vector and than a chunk of the vectorized path.
+	check(t, oneNode(&ir.Softmax{Axis: -1}, 1, f32in(3, 197)), 1e-6)
+	check(t, oneNode(&ir.Softmax{Axis: 1, Log: true}, 1, f32in(2, 70, 3)), 1e-6)
 }
 
 func TestReduce(t *testing.T) {

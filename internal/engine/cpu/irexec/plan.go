@@ -90,9 +90,10 @@ type value struct {
 	shape  tensor.Shape
 	elems  int
 	kind   valueKind
-	slot   int    // kindArena
-	cnst   []byte // kindConst, aligned for its dtype
-	alias  int    // kindAlias: the value whose bytes these are
+	slot   int            // kindArena
+	cnst   []byte         // kindConst, aligned for its dtype, when read at run time
+	ct     *tensor.Tensor // kindConst: the constant
+	alias  int            // kindAlias: the value whose bytes these are
 	isOut  bool
 	isIn   bool
 	nbytes int
@@ -122,7 +123,9 @@ func (e *unsupportedError) Error() string {
 // dtypes the executor lacks.
 var ErrUnsupported = fmt.Errorf("unsupported by the cpu executor")
 
-func (e *unsupportedError) Unwrap() error { return ErrUnsupported }
+// Unwrap makes the error both ErrUnsupported and ir.ErrUnsupported, which
+// callers above the engines test for "valid, but not runnable here".
+func (e *unsupportedError) Unwrap() []error { return []error{ErrUnsupported, ir.ErrUnsupported} }
 
 // Compile builds a plan for g, which must be bound (ir.Bind): every shape
 // static. It fails with one error naming every unsupported op kind and the
@@ -175,6 +178,9 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		c.p.vals[i].isOut = true
 		c.p.outputs = append(c.p.outputs, i)
 	}
+	if err := c.materialize(); err != nil {
+		return nil, err
+	}
 	c.p.assignSlots(c.uses)
 	return c.p, nil
 }
@@ -190,6 +196,37 @@ type compiler struct {
 
 // stepUses are the values a step reads and defines.
 type stepUses struct{ reads, defs []int }
+
+// materialize gives the constants that steps read at run time (or that
+// are graph outputs) aligned bytes from the weight cache; constants only
+// packed at compile time keep no second copy.
+func (c *compiler) materialize() error {
+	need := func(v int) error {
+		r := &c.p.vals[c.p.root(v)]
+		if r.kind != kindConst || r.cnst != nil {
+			return nil
+		}
+		b, err := c.p.weights.bytes(r.ct)
+		if err != nil {
+			return fmt.Errorf("irexec: constant %q: %w", r.name, err)
+		}
+		r.cnst = b
+		return nil
+	}
+	for _, u := range c.uses {
+		for _, v := range u.reads {
+			if err := need(v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, v := range c.p.outputs {
+		if err := need(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // value returns v's index in the plan, adding it on first sight.
 func (c *compiler) value(v *ir.Value) (int, error) {
@@ -213,14 +250,13 @@ func (c *compiler) value(v *ir.Value) (int, error) {
 	}
 	val.nbytes = val.elems * val.dtype.Size()
 	if v.Const != nil {
-		b, err := c.p.weights.bytes(v.Const)
-		if err != nil {
+		if err := v.Const.Validate(); err != nil {
 			return 0, fmt.Errorf("irexec: constant %q: %w", v.Name, err)
 		}
 		if v.Const.DType != v.Type.DType || !v.Const.Shape.Equal(v.Type.Shape) {
 			return 0, fmt.Errorf("irexec: constant %q holds %s%v but its value is typed %s", v.Name, v.Const.DType, v.Const.Shape, v.Type)
 		}
-		val.kind, val.cnst = kindConst, b
+		val.kind, val.ct = kindConst, v.Const
 	}
 	c.p.vals = append(c.p.vals, val)
 	i := len(c.p.vals) - 1
@@ -273,7 +309,12 @@ func (c *compiler) node(n *ir.Node) error {
 	if s == nil {
 		return nil // a view: the output is the input's bytes
 	}
-	reads := slices.DeleteFunc(slices.Clone(in), func(i int) bool { return i < 0 })
+	var reads []int
+	for i, v := range in {
+		if v >= 0 && !nc.compileTime[i] {
+			reads = append(reads, v)
+		}
+	}
 	defs := slices.DeleteFunc(slices.Clone(out), func(i int) bool { return i < 0 })
 	empty := true
 	for _, d := range defs {
@@ -292,6 +333,18 @@ type nodeCtx struct {
 	c       *compiler
 	n       *ir.Node
 	in, out []int
+	// compileTime marks the constant inputs the step consumed while it was
+	// built (packed weights, folded statistics), which it does not read
+	// at run time.
+	compileTime map[int]bool
+}
+
+// consumed marks constant input i as used at compile time only.
+func (nc *nodeCtx) consumed(i int) {
+	if nc.compileTime == nil {
+		nc.compileTime = map[int]bool{}
+	}
+	nc.compileTime[i] = true
 }
 
 // inVal returns input i's plan record, nil when absent.
@@ -320,6 +373,7 @@ func (nc *nodeCtx) constFloats(i int) ([]float32, bool, error) {
 	if v == nil || v.Const == nil {
 		return nil, false, nil
 	}
+	nc.consumed(i)
 	f, err := nc.c.p.weights.floats(v.Const)
 	return f, true, err
 }
@@ -354,15 +408,6 @@ func (p *Plan) signature(idx []int) []ir.NamedType {
 		out[i] = ir.NamedType{Name: v.name, Type: ir.Type{DType: v.dtype, Shape: v.shape.Clone()}}
 	}
 	return out
-}
-
-// ArenaBytes is the memory one Exec's arena takes.
-func (p *Plan) ArenaBytes() int64 {
-	var n int64
-	for _, b := range p.slotBytes {
-		n += int64(b)
-	}
-	return n
 }
 
 // Weights returns the plan's weight cache.

@@ -33,6 +33,7 @@ func reduceAxes(nc *nodeCtx, op *ir.Reduce, rank int) ([]bool, error) {
 			return nil, err
 		}
 		axes = a.Ints()
+		nc.consumed(1)
 	}
 	red := make([]bool, rank)
 	if len(axes) == 0 {

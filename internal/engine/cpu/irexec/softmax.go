@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -70,9 +71,15 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 			}
 			continue
 		}
+		if s.inner == 1 && !s.log {
+			// A contiguous row: the exponentials vectorized into dst,
+			// then scaled.
+			s.contiguous(src[base:base+s.d], dst[base:base+s.d], float32(m))
+			continue
+		}
 		var sum float64
 		for k := 0; k < s.d; k++ {
-			sum += math.Exp(float64(src[base+k*s.inner]) - m)
+			sum += float64(expf(src[base+k*s.inner] - float32(m)))
 		}
 		if s.log {
 			ls := math.Log(sum)
@@ -83,7 +90,28 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 		}
 		inv := 1 / sum
 		for k := 0; k < s.d; k++ {
-			dst[base+k*s.inner] = float32(math.Exp(float64(src[base+k*s.inner])-m) * inv)
+			dst[base+k*s.inner] = float32(float64(expf(src[base+k*s.inner]-float32(m))) * inv)
 		}
+	}
+}
+
+// contiguous is softmax of one contiguous row with maximum m.
+func (s *softmaxStep) contiguous(src, dst []float32, m float32) {
+	var shifted [64]float32
+	var sum float64
+	for o := 0; o < len(src); o += len(shifted) {
+		c := src[o:min(o+len(shifted), len(src))]
+		for i, v := range c {
+			shifted[i] = v - m
+		}
+		d := dst[o : o+len(c)]
+		vec.Exp(d, shifted[:len(c)])
+		for _, e := range d {
+			sum += float64(e)
+		}
+	}
+	inv := float32(1 / sum)
+	for i := range dst {
+		dst[i] *= inv
 	}
 }

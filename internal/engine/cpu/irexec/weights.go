@@ -63,15 +63,21 @@ func (w *WeightCache) bytes(t *tensor.Tensor) ([]byte, error) {
 	return b, nil
 }
 
-// floats returns a float32 constant's values.
+// floats returns a float32 constant's values for a kernel to pack or keep:
+// the tensor's own memory when it is aligned, else an aligned copy that the
+// cache does not keep.
 func (w *WeightCache) floats(t *tensor.Tensor) ([]float32, error) {
 	if t.DType != tensor.Float32 {
 		return nil, fmt.Errorf("constant is %s, want float32", t.DType)
 	}
-	b, err := w.bytes(t)
-	if err != nil {
+	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	if len(t.Data) == 0 || uintptr(unsafe.Pointer(&t.Data[0]))%4 == 0 {
+		return f32(t.Data), nil
+	}
+	b := alignedBytes(len(t.Data))
+	copy(b, t.Data)
 	return f32(b), nil
 }
 

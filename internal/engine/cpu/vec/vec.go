@@ -5,6 +5,8 @@
 // an operand is shorter: callers size them.
 package vec
 
+import "math"
+
 // ScaleShift sets dst[i] = src[i]*scale + shift.
 func ScaleShift(dst, src []float32, scale, shift float32) {
 	src = src[:len(dst)]
@@ -29,12 +31,31 @@ func Max(dst, src []float32) {
 	maxInto(dst, src)
 }
 
+// Axpy sets dst[i] += a*src[i] (fused multiply-add where the CPU has it).
+func Axpy(dst, src []float32, a float32) {
+	src = src[:len(dst)]
+	axpy(dst, src, a)
+}
+
+// Exp sets dst[i] = e^src[i] to about one ulp. dst and src must not
+// overlap.
+func Exp(dst, src []float32) {
+	src = src[:len(dst)]
+	exp(dst, src)
+}
+
 // Sum returns the sum of v (in an order of its choosing).
 func Sum(v []float32) float32 { return sum(v) }
 
 func scaleShiftGo(dst, src []float32, scale, shift float32) {
 	for i, v := range src {
 		dst[i] = v*scale + shift
+	}
+}
+
+func axpyGo(dst, src []float32, a float32) {
+	for i, v := range src {
+		dst[i] += a * v
 	}
 }
 
@@ -71,4 +92,29 @@ func sumGo(v []float32) float32 {
 		s0 += v[i]
 	}
 	return (s0 + s1) + (s2 + s3)
+}
+
+func expGo(dst, src []float32) {
+	for i, x := range src {
+		dst[i] = expGo1(x)
+	}
+}
+
+// expGo1 is e^x: x = n*ln2 + r with |r| <= ln2/2, e^r from a degree-6
+// polynomial, 2^n put in the exponent bits; results outside float32's
+// normal range come from math.Exp.
+func expGo1(x float32) float32 {
+	if !(x > -87 && x < 88) { // NaN included
+		return float32(math.Exp(float64(x)))
+	}
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+	)
+	fn := float32(math.RoundToEven(float64(x * log2e)))
+	r := x - fn*ln2hi - fn*ln2lo
+	p := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
+	e := p*r*r + r + 1
+	return e * math.Float32frombits(uint32(int32(fn)+127)<<23)
 }

@@ -71,3 +71,51 @@ func sum(v []float32) float32 {
 	}
 	return sumAVX2(&v[0], n) + sumGo(v[n:])
 }
+
+//go:noescape
+func axpyAVX2(dst, src *float32, n int, a float32)
+
+func axpy(dst, src []float32, a float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		axpyAVX2(&dst[0], &src[0], n, a)
+	} else {
+		n = 0
+	}
+	axpyGo(dst[n:], src[n:], a)
+}
+
+// expConst are expAVX2's constants: log2e, ln2 in two parts, the
+// polynomial's coefficients from the highest, 1, and the exponent bias
+// (as int32 bits).
+var expConst = [11]uint32{
+	0x3fb8aa3b, // log2e
+	0x3f318000, // 0.693359375
+	0xb95e8083, // -2.12194440e-4
+	0x39506967, // 1.9875691500e-4
+	0x3ab743ce, // 1.3981999507e-3
+	0x3c088908, // 8.3334519073e-3
+	0x3d2aa9c1, // 4.1665795894e-2
+	0x3e2aaaaa, // 1.6666665459e-1
+	0x3f000000, // 5.0000001201e-1
+	0x3f800000, // 1
+	127,
+}
+
+//go:noescape
+func expAVX2(dst, src *float32, n int)
+
+func exp(dst, src []float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		expAVX2(&dst[0], &src[0], n)
+		for i, x := range src[:n] {
+			if !(x > -87 && x < 88) {
+				dst[i] = expGo1(x)
+			}
+		}
+	} else {
+		n = 0
+	}
+	expGo(dst[n:], src[n:])
+}

@@ -100,3 +100,70 @@ loop:
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET
+
+// func axpyAVX2(dst, src *float32, n int, a float32)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS a+24(FP), Y2
+	SHRQ $3, CX
+loop:
+	VMOVUPS (DI), Y0
+	VFMADD231PS (SI), Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
+// func expAVX2(dst, src *float32, n int)
+// e^x as expf in package irexec computes it, eight lanes at a time: n =
+// round(x*log2e), r = x - n*ln2 (in two parts), e^r from a degree-6
+// polynomial, 2^n added to the exponent bits. Only inputs in [-87, 88]
+// are meant to reach it; Exp redoes the others.
+TEXT ·expAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS ·expConst+0(SB), Y8
+	VBROADCASTSS ·expConst+4(SB), Y9
+	VBROADCASTSS ·expConst+8(SB), Y10
+	VBROADCASTSS ·expConst+12(SB), Y11
+	VBROADCASTSS ·expConst+16(SB), Y12
+	VBROADCASTSS ·expConst+20(SB), Y13
+	VBROADCASTSS ·expConst+24(SB), Y14
+	VBROADCASTSS ·expConst+28(SB), Y15
+	VBROADCASTSS ·expConst+32(SB), Y6
+	VBROADCASTSS ·expConst+36(SB), Y7
+	SHRQ $3, CX
+loop:
+	VMOVUPS (SI), Y0
+	VMULPS Y8, Y0, Y1
+	VROUNDPS $0, Y1, Y1
+	VMOVAPS Y0, Y2
+	VFNMADD231PS Y9, Y1, Y2
+	VFNMADD231PS Y10, Y1, Y2
+	VMOVAPS Y11, Y3
+	VFMADD213PS Y12, Y2, Y3
+	VFMADD213PS Y13, Y2, Y3
+	VFMADD213PS Y14, Y2, Y3
+	VFMADD213PS Y15, Y2, Y3
+	VFMADD213PS Y6, Y2, Y3
+	VMULPS Y2, Y2, Y4
+	VADDPS Y7, Y2, Y5
+	VFMADD213PS Y5, Y4, Y3
+	VCVTPS2DQ Y1, Y1
+	VPBROADCASTD ·expConst+40(SB), Y5
+	VPADDD Y5, Y1, Y1
+	VPSLLD $23, Y1, Y1
+	VMULPS Y1, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET

@@ -9,3 +9,5 @@ func relu(dst, src []float32)                             { reluGo(dst, src) }
 func add(dst, a, b []float32)                             { addGo(dst, a, b) }
 func maxInto(dst, src []float32)                          { maxGo(dst, src) }
 func sum(v []float32) float32                             { return sumGo(v) }
+func axpy(dst, src []float32, a float32)                  { axpyGo(dst, src, a) }
+func exp(dst, src []float32)                              { expGo(dst, src) }

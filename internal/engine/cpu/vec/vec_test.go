@@ -44,6 +44,16 @@ func TestMatchesGo(t *testing.T) {
 			}
 		}
 		check("ScaleShift", got, want)
+		copy(got, b)
+		copy(want, b)
+		Axpy(got, a, 0.75)
+		axpyGo(want, a, 0.75)
+		for i := range want { // FMA rounds once; allow that
+			if math.Abs(float64(got[i]-want[i])) <= 1e-6*(math.Abs(float64(a[i]*0.75))+math.Abs(float64(b[i]))) {
+				got[i] = want[i]
+			}
+		}
+		check("Axpy", got, want)
 		ReLU(got, a)
 		reluGo(want, a)
 		check("ReLU", got, want)
@@ -74,5 +84,37 @@ func TestNaN(t *testing.T) {
 	Max(dst, []float32{5, nan, 0, 0, 0, 0, 0, 0, nan})
 	if dst[0] == dst[0] || dst[1] == dst[1] || dst[2] != 1 || dst[8] == dst[8] {
 		t.Errorf("Max: %v", dst)
+	}
+}
+
+// TestExp checks Exp (the assembly on amd64) against math.Exp over the
+// float32 range, with NaN, infinities and lengths around the 8-wide steps.
+func TestExp(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	src := []float32{0, 1, -1, 87.9, 88, 88.8, -86.9, -87, -88, -104, -120,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-8, -1e-8}
+	for i := 0; i < 20000; i++ {
+		src = append(src, float32(r.Float64()*200-100))
+	}
+	for _, n := range []int{len(src), 7, 8, 9, 17} {
+		x := src[:n]
+		got := make([]float32, n)
+		Exp(got, x)
+		for i, v := range x {
+			want := math.Exp(float64(v))
+			g := float64(got[i])
+			switch w32 := float32(want); {
+			case v != v:
+				if g == g {
+					t.Fatalf("Exp(NaN) = %g", g)
+				}
+			case math.IsInf(float64(w32), 0) || w32 < math.SmallestNonzeroFloat32*(1<<23):
+				if float64(w32) != g {
+					t.Fatalf("Exp(%g) = %g, want %g", v, g, w32)
+				}
+			case math.Abs(g-want)/want > 3e-7:
+				t.Fatalf("Exp(%g) = %g, want %g", v, g, want)
+			}
+		}
 	}
 }
