@@ -254,7 +254,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	eng, prec, err := o.mf.selectEngine(stderr)
+	eng, prec, err := o.mf.selectEngine(stderr, src)
 	if err != nil {
 		return err
 	}

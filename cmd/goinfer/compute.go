@@ -110,11 +110,15 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if cfg.iters < 1 || cfg.warmup < 0 {
 		return fmt.Errorf("--iters must be at least 1 and --warmup not negative")
 	}
-	e, note, err := engine.Select(cfg.engine)
+	mf.modelDir = "."
+	if cfg.src, err = mf.resolve(ctx, stderr); err != nil {
+		return err
+	}
+	mf.engine = cfg.engine
+	e, _, err := mf.selectEngine(stderr, cfg.src)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stderr, note)
 	cfg.engine = e.Name()
 	p := *precs
 	if p == "" {
@@ -129,10 +133,6 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return fmt.Errorf("--precisions: %w", err)
 		}
 		cfg.precisions = append(cfg.precisions, pr)
-	}
-	mf.modelDir = "."
-	if cfg.src, err = mf.resolve(ctx, stderr); err != nil {
-		return err
 	}
 	rows, err := runCompute(ctx, e, cfg, stderr)
 	if len(rows) == 0 && err != nil {

@@ -59,7 +59,7 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.files, err = readImageDir(*dir); err != nil {
 		return err
 	}
-	e, prec, err := mf.selectEngine(stderr)
+	e, prec, err := mf.selectEngine(stderr, source{})
 	if err != nil {
 		return err
 	}

@@ -61,10 +61,17 @@ func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
 }
 
 // selectEngine resolves --engine and --precision, printing auto's choice.
-func (m *modelFlags) selectEngine(stderr io.Writer) (engine.Engine, engine.Precision, error) {
+// For a model known to be a general graph (src), auto picks an engine that
+// runs general graphs.
+func (m *modelFlags) selectEngine(stderr io.Writer, src source) (engine.Engine, engine.Precision, error) {
 	e, note, err := engine.Select(m.engine)
 	if err != nil {
 		return nil, 0, err
+	}
+	if _, ok := e.(engine.GraphLoader); !ok && src.general() && (m.engine == "auto" || m.engine == "") {
+		if cpu, cerr := engine.Get("cpu"); cerr == nil {
+			e, note = cpu, fmt.Sprintf("engine: cpu (auto: the %s engine runs the ResNet graphs only so far)", e.Name())
+		}
 	}
 	fmt.Fprintln(stderr, note)
 	p := engine.FP32

@@ -83,11 +83,11 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 
-	e, prec, err := mf.selectEngine(stderr)
+	src, err := mf.resolve(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	src, err := mf.resolve(ctx, stderr)
+	e, prec, err := mf.selectEngine(stderr, src)
 	if err != nil {
 		return err
 	}

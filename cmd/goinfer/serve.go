@@ -356,7 +356,7 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	eng, prec, err := o.mf.selectEngine(stderr)
+	eng, prec, err := o.mf.selectEngine(stderr, src)
 	if err != nil {
 		return err
 	}
