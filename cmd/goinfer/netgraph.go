@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"goinfer/internal/checkpoint"
@@ -59,6 +60,9 @@ func readNetGraph(ctx context.Context, src source, size int) (netGraph, error) {
 // when size is 0) there.
 func loadONNX(path string, size int) (*ir.Graph, error) {
 	g, err := onnx.Load(path)
+	if err == nil {
+		return batchable(g), nil
+	}
 	var se *onnx.SymbolicShapeError
 	if !errors.As(err, &se) {
 		return g, err
@@ -75,7 +79,42 @@ func loadONNX(path string, size int) (*ir.Graph, error) {
 			s[i] = size
 		}
 	}
-	return onnx.Load(path, onnx.WithInputShapes(map[string][]int{se.Input: s}))
+	g, err = onnx.Load(path, onnx.WithInputShapes(map[string][]int{se.Input: s}))
+	if err != nil {
+		return nil, err
+	}
+	return batchable(g), nil
+}
+
+// batchable makes the leading dimension of a graph exported with a fixed
+// batch of 1 (no dynamic axes, as torch.onnx.export does by default) the
+// batch dimension, when the graph computes every sample on its own at batch
+// 2: every shape binds and every output follows the batch. A graph that
+// hard-codes its batch (a Reshape to [1, -1] before a Gemm, say) fails that
+// check and keeps its fixed batch of 1.
+func batchable(g *ir.Graph) *ir.Graph {
+	if len(g.Inputs) != 1 {
+		return g
+	}
+	in := g.Inputs[0].Type.Shape
+	if len(in) < 2 || in[0] != 1 || slices.Contains(in, ir.Dynamic) {
+		return g
+	}
+	in[0] = ir.Dynamic
+	_, outs, err := ir.Signature(g)
+	ok := err == nil && len(outs) > 0
+	for _, o := range outs {
+		ok = ok && len(o.Type.Shape) > 0 && o.Type.Shape[0] == ir.Dynamic
+	}
+	if ok {
+		if _, err := ir.Bind(g, 3); err != nil {
+			ok = false
+		}
+	}
+	if !ok {
+		in[0] = 1
+	}
+	return g
 }
 
 // readTorchVision builds a torchvision architecture from a checkpoint, or

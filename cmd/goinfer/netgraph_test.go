@@ -54,7 +54,7 @@ func TestONNXFixturesOnCPU(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, err := forwardAll(context.Background(), m, x.Float32s(), n, per, maxBatch)
+					got, err := forwardAll(context.Background(), m, x.Float32s(), n, per, min(maxBatch, m.Info().MaxBatch))
 					if cerr := m.Close(); err == nil {
 						err = cerr
 					}
@@ -109,5 +109,37 @@ func TestPredictUsesTheModelsPreprocessing(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "(32x32)") || !strings.Contains(stdout, "astronaut.jpg") {
 		t.Errorf("want one 32x32 image classified; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
+
+// TestFixedBatchExports checks how exports with the batch fixed at 1 are
+// run: batched where the graph computes each sample on its own, one image
+// at a time where it hard-codes the batch.
+func TestFixedBatchExports(t *testing.T) {
+	for _, c := range []struct {
+		model    string
+		maxBatch int
+	}{
+		{"regnet_y", 4},
+		{"convnext", 4},
+		{"shufflenet_v2", 1}, // the channel shuffle reshapes to [1, 2, C/2, H, W]
+		{"vit", 1},           // the class token is expanded to a constant [1, 1, D]
+	} {
+		path := "../../testdata/onnx/static/" + c.model + ".onnx"
+		g, err := readNetGraph(context.Background(), source{Path: path}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, w := g.inputSize(0, 0)
+		m, err := g.load(context.Background(), cpu.Engine{}, engine.Options{MaxBatch: 4, Height: h, Width: w, InputDType: tensor.Float32, Threads: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", c.model, err)
+		}
+		if got := m.Info().MaxBatch; got != c.maxBatch {
+			t.Errorf("%s: MaxBatch %d, want %d", c.model, got, c.maxBatch)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -138,7 +138,7 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	start := time.Now()
-	logits, err := forwardAll(ctx, m, x.Float32s(), n, c*h*w, opts.MaxBatch)
+	logits, err := forwardAll(ctx, m, x.Float32s(), n, c*h*w, min(opts.MaxBatch, info.MaxBatch))
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,9 @@ func TestPassesOnExportedModels(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, path := range models {
+		if filepath.Base(filepath.Dir(path)) == "static" {
+			continue // batch fixed at 1: TestTorchvisionFixtures evaluates them a sample at a time
+		}
 		base := strings.TrimSuffix(path, ".onnx")
 		t.Run(filepath.Base(filepath.Dir(path))+"/"+filepath.Base(base), func(t *testing.T) {
 			g, err := Load(path)

@@ -9,7 +9,9 @@ so that a model is a few hundred KB and runs in a test.
     python3 tools/onnx/export_fixtures.py OUT [--exporter torchscript|dynamo|both]
 
 writes OUT/<exporter>/<name>.onnx, <name>.input.npy (float32 [2,3,S,S]) and
-<name>.logits.npy (float64 [2,classes], the model run in float64). The
+<name>.logits.npy (float64 [2,classes], the model run in float64). --static
+exports with the batch fixed at 1 (torch.onnx.export's default without
+dynamic axes); the input and logits still hold two images. The
 torch.export-based exporter (dynamo) needs torch >= 2.5 and onnxscript; the
 TorchScript one runs with Debian's torch 1.13 too.
 """
@@ -81,7 +83,7 @@ def randomize(m, seed):
                 mod.weight.copy_(torch.rand(mod.weight.shape, generator=g) + 0.5)
 
 
-def export(m, x, path, exporter, opset):
+def export(m, x, path, exporter, opset, static=False):
     if exporter == "dynamo":
         batch = torch.export.Dim("batch", min=1, max=1024)
         prog = torch.onnx.export(m, (x,), dynamo=True, input_names=["image"], output_names=["logits"],
@@ -89,8 +91,11 @@ def export(m, x, path, exporter, opset):
         prog.save(path)
     else:
         kw = {"dynamo": False} if hasattr(torch.onnx, "ONNXProgram") else {}
-        torch.onnx.export(m, x, path, input_names=["image"], output_names=["logits"], opset_version=opset,
-                          dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}}, **kw)
+        if static:  # torch.onnx.export's default: the traced batch of 1 fixed in the graph
+            torch.onnx.export(m, x[:1], path, input_names=["image"], output_names=["logits"], opset_version=opset, **kw)
+        else:
+            torch.onnx.export(m, x, path, input_names=["image"], output_names=["logits"], opset_version=opset,
+                              dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}}, **kw)
 
 
 def main():
@@ -100,6 +105,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--opset", type=int, default=13, help="opset of the TorchScript exporter")
     ap.add_argument("--dir", default="", help="subdirectory name (default: the exporter's)")
+    ap.add_argument("--static", action="store_true", help="TorchScript export with the batch fixed at 1 (no dynamic axes)")
     a = ap.parse_args()
     exporters = ["torchscript", "dynamo"] if a.exporter == "both" else [a.exporter]
     print(f"torch {torch.__version__} torchvision {torchvision.__version__}")
@@ -120,7 +126,7 @@ def main():
             m = m.float()
             path = os.path.join(d, name + ".onnx")
             try:
-                export(m, x, path, ex, a.opset)
+                export(m, x, path, ex, a.opset, a.static)
             except Exception as e:  # report and go on: one exporter bug must not hide the rest
                 print(f"{ex} {name}: export failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", file=sys.stderr)
                 continue

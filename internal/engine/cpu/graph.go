@@ -31,7 +31,9 @@ func LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (engine.Mo
 // graph is bound and compiled for each batch size as it is first used
 // (opts.BatchSizes, or MaxBatch, at load); all batch sizes share one copy
 // of the packed weights. With opts.Compile the graph is optimized first
-// (ir.Optimize: batch norms folded, epilogues fused).
+// (ir.Optimize: batch norms folded, epilogues fused). A graph whose inputs
+// and outputs all have a fixed leading 1 and no dynamic dimension runs one
+// sample per forward (Info.MaxBatch 1, whatever opts.MaxBatch asks).
 func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (engine.Model, error) {
 	if g == nil {
 		return nil, errors.New("cpu: LoadGraph of a nil graph")
@@ -44,11 +46,22 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	if len(ins) != 1 || len(outs) < 1 {
 		return nil, fmt.Errorf("cpu: graph %q has %d inputs and %d outputs; the engine's Forward takes one input and writes the first output", g.Name, len(ins), len(outs))
 	}
+	// A graph exported with a fixed batch of 1 (no dynamic axes) runs one
+	// sample at a time: its leading 1 is the batch, and MaxBatch is 1.
+	fixed1 := true
+	for _, nt := range append(slices.Clone(ins), outs...) {
+		sh := nt.Type.Shape
+		fixed1 = fixed1 && len(sh) > 0 && sh[0] == 1 && !slices.Contains(sh, ir.Dynamic)
+	}
+	if fixed1 {
+		opts.MaxBatch = min(opts.MaxBatch, 1)
+		opts.BatchSizes = nil
+	}
 	specs := func(nts []ir.NamedType) ([]engine.TensorSpec, error) {
 		var out []engine.TensorSpec
 		for _, nt := range nts {
 			sh := nt.Type.Shape
-			if len(sh) < 1 || sh[0] != ir.Dynamic {
+			if len(sh) < 1 || (sh[0] != ir.Dynamic && !fixed1) {
 				return nil, fmt.Errorf("cpu: graph %q: %s %s is not batched along its first dimension", g.Name, nt.Name, nt.Type)
 			}
 			for _, d := range sh[1:] {
