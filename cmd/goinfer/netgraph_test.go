@@ -143,3 +143,33 @@ func TestFixedBatchExports(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictDynamicImageSize runs an export whose height and width are
+// symbolic at the size of the tensor given (40x40), not at a default.
+func TestPredictDynamicImageSize(t *testing.T) {
+	const base = "../../testdata/onnx_dynamic_hw/regnet_y"
+	out := filepath.Join(t.TempDir(), "logits.npy")
+	code, _, stderr := goinfer(t, "predict", "--engine", "cpu", "--checkpoint", base+".onnx", "--output", out, "--topk", "0", base+".input.npy")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got, err := tensor.LoadNPY(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := tensor.LoadNPY(base + ".logits.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.ToFloat32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w64 := make([]float64, len(want))
+	for i, v := range want {
+		w64[i] = float64(v)
+	}
+	if e := relErr(got.Float32s(), w64); e > 1e-4 {
+		t.Errorf("max|got-ref|/max|ref| = %.2e", e)
+	}
+}

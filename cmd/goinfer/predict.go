@@ -91,13 +91,27 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	g, err := readNetGraph(ctx, src, 0)
-	if err != nil {
-		return err
-	}
-	x, names, err := readInputs(ctx, inputs, g.preprocessing())
-	if err != nil {
-		return err
+	// Tensors fix the image size a model of any size is bound to; images
+	// are decoded to the size and with the preprocessing the model says.
+	var (
+		g     netGraph
+		x     *tensor.Tensor
+		names []string
+	)
+	if allNPY(inputs) {
+		if x, names, err = readInputs(ctx, inputs, preprocess.Spec{}); err != nil {
+			return err
+		}
+		if g, err = readNetGraph(ctx, src, x.Shape[2]); err != nil {
+			return err
+		}
+	} else {
+		if g, err = readNetGraph(ctx, src, 0); err != nil {
+			return err
+		}
+		if x, names, err = readInputs(ctx, inputs, g.preprocessing()); err != nil {
+			return err
+		}
 	}
 	n, c, h, w := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
 	opts := engine.Options{
@@ -327,4 +341,14 @@ func printTopK(w io.Writer, names []string, logits []float32, classes, k int, la
 			fmt.Fprintf(w, "  %6.2f%%  class %4d  logit %8.4f%s\n", 100*prob[j]/sum, j, row[j], label)
 		}
 	}
+}
+
+// allNPY reports whether every input is a tensor file (no image to decode).
+func allNPY(paths []string) bool {
+	for _, p := range paths {
+		if !strings.EqualFold(filepath.Ext(p), ".npy") {
+			return false
+		}
+	}
+	return true
 }
