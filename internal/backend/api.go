@@ -82,7 +82,9 @@ type Request struct {
 	// logits.
 	Parts [][]byte
 	// Encoded, if not empty, holds one encoded image (JPEG, PNG) per
-	// image of Input's shape, and Input.Data is not read: the pipeline's
+	// image of Input's shape, or fewer for a batch padded up to a compiled
+	// size (the padding slots hold whatever the device buffer held), and
+	// Input.Data is not read: the pipeline's
 	// Decoder (Config.NewDecoder) decodes and preprocesses them into the
 	// device input in place of the H2D copy, so that decoding one request
 	// overlaps the forward of another. Images that fail to decode are

@@ -77,11 +77,23 @@ func TestEncodedRequests(t *testing.T) {
 					t.Fatalf("the good image beside a bad one: logit %d is %v, want %v", i, r.Logits[i], want[i])
 				}
 			}
-			wrong := [][]byte{photos[0]}
-			if err := b.Submit(Request{ID: 3, Input: in, Encoded: wrong, SentAt: time.Now(), Reply: reply}); err != nil {
+			// One image in a batch of 3: padded up to a compiled size.
+			if err := b.Submit(Request{ID: 3, Input: in, Encoded: photos[:1], SentAt: time.Now(), Reply: reply}); err != nil {
 				t.Fatal(err)
 			}
-			if r = <-reply; r.Err == nil || !strings.Contains(r.Err.Error(), "1 encoded images for a batch of 3") {
+			if r = <-reply; r.Err != nil {
+				t.Fatalf("a padded batch: %v", r.Err)
+			}
+			for i := range 10 {
+				if d := r.Logits[i] - want[i]; d > 1e-5 || d < -1e-5 {
+					t.Fatalf("a padded batch: logit %d is %v, want %v", i, r.Logits[i], want[i])
+				}
+			}
+			wrong := append(append([][]byte(nil), photos...), photos[0])
+			if err := b.Submit(Request{ID: 4, Input: in, Encoded: wrong, SentAt: time.Now(), Reply: reply}); err != nil {
+				t.Fatal(err)
+			}
+			if r = <-reply; r.Err == nil || !strings.Contains(r.Err.Error(), "4 encoded images for a batch of 3") {
 				t.Errorf("a count mismatch: %v", r.Err)
 			}
 			closeBackend(t, b)

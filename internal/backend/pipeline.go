@@ -338,7 +338,8 @@ func (p *pipeline) admit(it item) (int, error) {
 		switch {
 		case len(p.rings) == 0 || p.rings[0].dec == nil:
 			return 0, fmt.Errorf("%w: request %d carries encoded images, and the pipeline has no image decoder", ErrInvalidInput, it.req.ID)
-		case len(enc) != n:
+		case len(enc) > n:
+			// Fewer is a batch padded up to a compiled size.
 			return 0, fmt.Errorf("%w: %d encoded images for a batch of %d", ErrInvalidInput, len(enc), n)
 		}
 		return n, nil

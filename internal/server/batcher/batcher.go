@@ -134,8 +134,9 @@ type Input struct {
 	Data  []byte
 	// Encoded, if not empty, holds N encoded images (JPEG, PNG) that the
 	// backend decodes (Config.Encoded); DType and Data are then unused.
-	// Batches hold either encoded images or tensors, never both, and are
-	// not padded.
+	// Batches hold either encoded images or tensors, never both; an
+	// encoded batch is padded like a tensor one (the padding slots hold
+	// whatever the device input held), so that it runs a compiled size.
 	Encoded [][]byte
 	// Pinned says that Data lies in memory the backend copies to the
 	// device directly (page-locked on a GPU; see Config.AllocHost). Batches
@@ -631,7 +632,7 @@ func (b *Batcher) form(bt *batch, now time.Time) {
 	bt.images = take
 	bt.padded = take
 	bt.encoded = encoded
-	if i, ok := slices.BinarySearch(b.preferred, take); !ok && i < len(b.preferred) && !encoded {
+	if i, ok := slices.BinarySearch(b.preferred, take); !ok && i < len(b.preferred) {
 		bt.padded = b.preferred[i]
 	}
 }
