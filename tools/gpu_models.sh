@@ -25,17 +25,19 @@
 # goal is against PyTorch's CUDA graph).
 #
 # Environment (defaults in brackets): GOINFER [.bin/goinfer], PYTHON
-# [python3], MODELS [the seven], BATCHES [256,1: throughput, then
-# latency], IMAGE [224], ENGINE [cuda], PRECISION [fp16], INPUT_DTYPE
-# [fp16: the bytes PyTorch's input has], ITERS [100], WARMUP [10],
-# PROFILE_BATCHES [256: goinfer's per-layer profile at these batch sizes],
-# OUT [results/models], PYARGS (more tools/pytorch_compute.py flags).
+# [/opt/torch/.venv/bin/python3 where it exists, else python3], MODELS
+# [the seven], BATCHES [256,1: throughput, then latency], IMAGE
+# [224], ENGINE [cuda], PRECISION [fp16], INPUT_DTYPE [fp16: the bytes
+# PyTorch's input has], ITERS [100], WARMUP [10], PROFILE_BATCHES [256:
+# goinfer's per-layer profile at these batch sizes], OUT [results/models],
+# PYARGS (more tools/pytorch_compute.py flags).
 # To try it on a machine without a GPU (tiny and wrong, but every step runs):
 #   ENGINE=cpu PRECISION=fp32 INPUT_DTYPE=fp32 IMAGE=64 BATCHES=2,1 MODELS=resnet18,mobilenet_v3_large \
 #     ITERS=3 WARMUP=1 PYARGS="--device cpu --dtype fp32" PYTHON=/usr/bin/python3 OUT=/tmp/models tools/gpu_models.sh
 set -uo pipefail
 B=${GOINFER:-.bin/goinfer}
 PY=${PYTHON:-python3}
+[ -z "${PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3  # the GPU machine's PyTorch
 MODELS=${MODELS:-resnet50,mobilenet_v3_large,efficientnet_b0,regnet_y_800mf,convnext_tiny,vit_b_16,densenet121}
 BATCHES=${BATCHES:-256,1}
 IMAGE=${IMAGE:-224}

@@ -159,10 +159,13 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 class CompileTimeout(Exception):
-    pass
+    # fired stays set once the alarm went off: torch.compile may wrap the
+    # exception in its own.
+    fired = False
 
 
 def _alarm(signum, frame):
+    CompileTimeout.fired = True
     raise CompileTimeout()
 
 
@@ -208,12 +211,16 @@ def model_cell(name, net, mode, bs, args, compile_limit):
             fn = g.replay
         elif mode == "compile":
             torch._dynamo.reset()
+            # Tells CUDA graph trees that each call starts a new iteration,
+            # as their documentation asks of a loop that replays the graph.
+            step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", lambda: None)
             t0 = time.perf_counter()
             old = signal.signal(signal.SIGALRM, _alarm)
             signal.setitimer(signal.ITIMER_REAL, max(compile_limit, 1))
             try:
                 cnet = torch.compile(net, mode="reduce-overhead", dynamic=False)
                 for _ in range(3):  # compile, warm-up run, CUDA graph recording
+                    step()
                     cnet(x)
                 if dev == "cuda":
                     torch.cuda.synchronize()
@@ -221,7 +228,10 @@ def model_cell(name, net, mode, bs, args, compile_limit):
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, old)
             compile_s = time.perf_counter() - t0
-            fn = lambda: cnet(x)
+
+            def fn():
+                step()
+                return cnet(x)
         mean, per = timer(fn, args.iters, args.warmup)
     med = quantile(per, 0.5)
     return dict(model=name, batch=bs, mode=mode, dtype=args.dtype, image=args.image_size, ips=bs * 1000.0 / med,
@@ -276,8 +286,14 @@ def model_worker(args):
                 emit(error_row(name, bs, mode, args, "skipped: time budget spent"))
                 continue
             limit = min(args.compile_limit, left)
+            CompileTimeout.fired = False
             try:
-                emit(model_cell(name, net, mode, bs, args, limit))
+                try:
+                    emit(model_cell(name, net, mode, bs, args, limit))
+                except Exception as e:
+                    if CompileTimeout.fired:
+                        raise CompileTimeout() from e
+                    raise
             except CompileTimeout:
                 torch._dynamo.reset()
                 why = "--compile_limit" if limit == args.compile_limit else "time budget"
