@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Correctness of goinfer against PyTorch float64 on torchvision models
 (issue 13's check): for each model, seeded random weights saved as a
-PyTorch state dict (.pth, which `goinfer predict --arch NAME --checkpoint
-FILE` reads), float32 inputs of batch 1 and of an odd batch (.npy, NCHW), and
+PyTorch state dict (.pth, or .safetensors with --format: `goinfer predict
+--arch NAME --checkpoint FILE` reads both), float32 inputs of batch 1 and of an odd batch (.npy, NCHW), and
 the logits PyTorch computes in float64 from those same float32 weights and
 inputs; then `goinfer predict` for every engine, precision and mode (eager
 --compile=false, compiled --compile) and batch, each compared with the
@@ -39,9 +39,11 @@ Locally, on the CPU engine (smaller images, fewer models):
 import argparse
 import concurrent.futures
 import datetime
+import json
 import os
 import shlex
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -90,8 +92,28 @@ def calibrate(net, size, gen, batches, batch, device):
     net.eval()
 
 
+def save_safetensors(path, sd):
+    """Writes a state dict as safetensors (the format's header and raw
+    little-endian tensors; no package needed)."""
+    dtypes = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64", torch.int64: "I64"}
+    header, blobs, off = {}, [], 0
+    for k, t in sd.items():
+        t = t.detach().cpu().contiguous()
+        b = t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[k] = {"dtype": dtypes[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
 def prepare(name, args, work):
-    """Writes NAME.pth, NAME.b{B}.input.npy and NAME.b{B}.ref.npy (float64)
+    """Writes NAME.pth (or NAME.safetensors), NAME.b{B}.input.npy and NAME.b{B}.ref.npy (float64)
     and returns the references by batch size."""
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
@@ -101,7 +123,10 @@ def prepare(name, args, work):
     net = net.to(dev)
     calibrate(net, args.image_size, gen, args.calib_batches, args.calib_batch, dev)
     net = net.cpu()
-    torch.save(net.state_dict(), os.path.join(work, name + ".pth"))
+    if args.format == "pth":
+        torch.save(net.state_dict(), checkpoint_path(name, args, work))
+    else:
+        save_safetensors(checkpoint_path(name, args, work), net.state_dict())
     net64 = net.double().to(dev)
     refs = {}
     for b in args.batch_list:
@@ -115,6 +140,10 @@ def prepare(name, args, work):
     if dev == "cuda":
         torch.cuda.empty_cache()
     return refs
+
+
+def checkpoint_path(name, args, work):
+    return os.path.join(work, "%s.%s" % (name, args.format))
 
 
 def compare(got, ref, precision):
@@ -145,7 +174,7 @@ def run_one(job, args, work, deadline):
     left = deadline - time.time() if deadline else args.call_timeout
     if left <= 0:
         return job, None, "skipped: --budget spent", 0.0
-    cmd = [args.goinfer, "predict", "--arch", name, "--checkpoint", os.path.join(work, name + ".pth"),
+    cmd = [args.goinfer, "predict", "--arch", name, "--checkpoint", checkpoint_path(name, args, work),
            "--engine", engine, "--precision", precision, "--compile=%s" % ("true" if compiled else "false"),
            "--input", os.path.join(work, stem + ".input.npy"), "--output", out, "--topk", "0", "--batch_size", str(b)]
     t0 = time.time()
@@ -177,6 +206,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calib_batches", type=int, default=2, help="random batches that set the batch-norm statistics")
     ap.add_argument("--calib_batch", type=int, default=8)
+    ap.add_argument("--format", default="pth", choices=["pth", "safetensors"], help="how the state dict is saved")
     ap.add_argument("--goinfer", default=".bin/goinfer")
     ap.add_argument("--work_dir", default="/tmp/goinfer-parity", help="state dicts, inputs, references and outputs")
     ap.add_argument("--log", default="", help="log file (default results/models/parity-<engines>-<device>-<date>.log)")
@@ -217,8 +247,8 @@ def main():
     say()
     say("- date: %s" % date.strftime("%Y-%m-%d %H:%M UTC"))
     say("- command: `%s`" % shlex.join(sys.argv))
-    say("- PyTorch %s, torchvision %s; reference in float64 on %s; image %dx%d; seed %d" % (
-        torch.__version__, torchvision.__version__, args.ref_device, args.image_size, args.image_size, args.seed))
+    say("- PyTorch %s, torchvision %s; reference in float64 on %s; image %dx%d; seed %d; weights saved as .%s" % (
+        torch.__version__, torchvision.__version__, args.ref_device, args.image_size, args.image_size, args.seed, args.format))
     say("- rel = max|got-ref|/max|ref|; tolerances %s; fp32 also needs every top-1 to agree" %
         ", ".join("%s %g" % kv for kv in TOLERANCE.items()))
     say()
