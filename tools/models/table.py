@@ -68,7 +68,7 @@ def read_goinfer(raw, model, batch):
             err = cells[-1].split(": ", 2)[-1]
         elif lines:
             err = lines[-1]
-    if status and status != "0":
+    if status and status != "0" and not err.startswith("skipped"):
         err = "exit status %s: %s" % (status, err)
     return None, None, err, ""
 
