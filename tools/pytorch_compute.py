@@ -39,11 +39,11 @@ other compile cells are skipped; a child that passes --model_limit is
 killed; with --budget, cells that would start after the budget are skipped.
 Every skip is said in its cell.
 
-    python3 tools/pytorch_compute.py --models resnet50,mobilenet_v3_large,efficientnet_b0,regnet_y_800mf,convnext_tiny,vit_b_16,densenet121 \
-        --batches 256,1 --modes eager,cudagraph,compile --compile_batches 256 --budget 360 \
+    python3 tools/pytorch_compute.py --models resnet50,mobilenet_v3_large,efficientnet_b0,regnet_y_800mf,convnext_tiny,vit_b_16,densenet121 \\
+        --batches 256,1 --modes eager,cudagraph,compile --compile_batches 256 --budget 360 \\
         --csv /tmp/pytorch-models.csv --output /tmp/pytorch-models.md
     # on a CPU, to try the script (fp16 convolutions and CUDA graphs need a GPU):
-    python3 tools/pytorch_compute.py --device cpu --dtype fp32 --models resnet18,mobilenet_v3_small \
+    python3 tools/pytorch_compute.py --device cpu --dtype fp32 --models resnet18,mobilenet_v3_small \\
         --batches 2,1 --image_size 64 --iters 3 --warmup 1
 """
 import argparse
