@@ -129,8 +129,9 @@ func (i *graphInstance) init(ctx context.Context) error {
 		return err
 	}
 	t0 := time.Now()
+	// Largest first: its arena serves the smaller sizes.
 	sizes := append([]int(nil), m.opts.BatchSizes...)
-	sort.Ints(sizes)
+	sort.Sort(sort.Reverse(sort.IntSlice(sizes)))
 	for _, n := range sizes {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -233,7 +234,9 @@ func gridFor(n int64) (grid, block int) { return launchDims(n) }
 // rowGrid is one block per row, capped: the row kernels stride over rows.
 func rowGrid(rows int) int { return min(max(rows, 1), 65535) }
 
-func f32arg(a *cu.KernelArgs, f float32) *cu.KernelArgs { return a.Int(int(int32(math.Float32bits(f)))) }
+func f32arg(a *cu.KernelArgs, f float32) *cu.KernelArgs {
+	return a.Int(int(int32(math.Float32bits(f))))
+}
 
 func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 	p, m, kern := dp.p, i.m, i.m.kern

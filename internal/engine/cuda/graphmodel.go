@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,11 +17,34 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// graphPTX is tools/kernels/graph.cu compiled to PTX by clang
-// (tools/kernels/build.sh): the general-graph executor's kernels.
-//
-//go:embed kernels/graph.ptx
-var graphPTX []byte
+// graphFatbin and graphPTX are tools/kernels/graph.cu, the general-graph
+// executor's kernels, compiled by tools/kernels/build.sh: nvcc's machine
+// code (no JIT compile at load) and clang's PTX. graphSums records the
+// source each was built from; the fatbin is loaded only when it was built
+// from the same source as the PTX (a kernel edited where only clang is
+// installed leaves the fatbin behind until nvcc rebuilds it).
+var (
+	//go:embed kernels/graph.fatbin
+	graphFatbin []byte
+	//go:embed kernels/graph.ptx
+	graphPTX []byte
+	//go:embed kernels/graph.sha256
+	graphSums string
+)
+
+// graphImage picks the kernels to load: the fatbin when it is current.
+func graphImage() []byte {
+	sums := map[string]string{}
+	for _, line := range strings.Split(graphSums, "\n") {
+		if sum, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			sums[name] = sum
+		}
+	}
+	if f := sums["graph.fatbin"]; f != "" && f == sums["graph.ptx"] && len(graphFatbin) > 0 {
+		return graphFatbin
+	}
+	return graphPTX
+}
 
 var _ engine.GraphLoader = Engine{}
 
@@ -32,9 +56,12 @@ type graphKernels struct {
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
-	mod, err := d.ModuleLoad(graphPTX)
+	mod, err := d.ModuleLoad(graphImage())
 	if err != nil {
-		return nil, fmt.Errorf("cuda engine: loading the graph kernels: %w", err)
+		var perr error
+		if mod, perr = d.ModuleLoad(graphPTX); perr != nil {
+			return nil, fmt.Errorf("cuda engine: loading the graph kernels: %w (and their PTX: %w)", err, perr)
+		}
 	}
 	k := &graphKernels{mod: mod}
 	for _, f := range []struct {

@@ -42,14 +42,14 @@ type gvalue struct {
 type stepKind uint8
 
 const (
-	stConv    stepKind = iota + 1 // cuDNN convolution
-	stGemm                        // cuBLAS (strided batched) product
-	stEW                          // strided elementwise / copy kernel
-	stAffine                      // per-channel scale, shift, residual, activation
-	stPool                        // 2-d max or average pooling
-	stReduce                      // reductions over trailing contiguous elements
-	stSoftmax                     // softmax over rows
-	stLayerNorm                   // layer normalization over rows
+	stConv      stepKind = iota + 1 // cuDNN convolution
+	stGemm                          // cuBLAS (strided batched) product
+	stEW                            // strided elementwise / copy kernel
+	stAffine                        // per-channel scale, shift, residual, activation
+	stPool                          // 2-d max or average pooling
+	stReduce                        // reductions over trailing contiguous elements
+	stSoftmax                       // softmax over rows
+	stLayerNorm                     // layer normalization over rows
 )
 
 func (k stepKind) String() string {

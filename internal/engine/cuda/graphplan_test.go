@@ -76,10 +76,10 @@ func TestGraphPlanTinyModels(t *testing.T) {
 // folded, and epilogues (bias, residual, activation) take one kernel each.
 func TestGraphPlanFusion(t *testing.T) {
 	for _, tc := range []struct {
-		arch              string
-		size              int
-		convs, gemms      int
-		maxAffine, maxEW  int
+		arch             string
+		size             int
+		convs, gemms     int
+		maxAffine, maxEW int
 	}{
 		{"resnet50", 64, 53, 1, 54, 0},
 		{"mobilenet_v3_large", 64, 62, 2, 64, 9},
