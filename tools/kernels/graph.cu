@@ -235,18 +235,33 @@ __device__ __forceinline__ void affine(T* y, const T* x, const float* scale, con
   }
 }
 
-// pool: 2-d max or average pooling of NCHW planes (nc of them), one output
-// element per thread. Average pooling divides by the window's elements
-// inside the padded input (countPad) or inside the input only.
+// pool: 2-d max or average pooling of nc planes, one output element per
+// thread: NCHW when C is 0, else channels-last with C channels (nc = N*C).
+// Average pooling divides by the window's elements inside the padded input
+// (countPad) or inside the input only.
 template <typename T>
 __device__ __forceinline__ void pool(T* y, const T* x, int nc, int H, int W, int OH, int OW, int kh, int kw, int sh, int sw,
-                     int ph, int pw, int dh, int dw, int isMax, int countPad, int padEndH, int padEndW) {
+                     int ph, int pw, int dh, int dw, int isMax, int countPad, int padEndH, int padEndW, int C) {
   i64 n = (i64)nc * OH * OW;
   GRID_LOOP(i, n) {
-    int ox = (int)(i % OW);
-    int oy = (int)((i / OW) % OH);
-    i64 p = i / ((i64)OW * OH);
-    const T* src = x + p * H * W;
+    int ox, oy;
+    i64 p;
+    const T* src;
+    i64 cs = 1;  // element stride between pixels
+    if (C > 0) {
+      int c = (int)(i % C);
+      i64 q = i / C;
+      ox = (int)(q % OW);
+      oy = (int)((q / OW) % OH);
+      i64 b = q / ((i64)OW * OH);
+      src = x + b * H * W * C + c;
+      cs = C;
+    } else {
+      ox = (int)(i % OW);
+      oy = (int)((i / OW) % OH);
+      p = i / ((i64)OW * OH);
+      src = x + p * H * W;
+    }
     int y0 = oy * sh - ph, x0 = ox * sw - pw;
     float acc = isMax ? -3.4028234663852886e38f : 0.f;
     int cnt = 0;
@@ -256,7 +271,7 @@ __device__ __forceinline__ void pool(T* y, const T* x, int nc, int H, int W, int
       for (int kx = 0; kx < kw; kx++) {
         int ix = x0 + kx * dw;
         if (ix < 0 || ix >= W) continue;
-        float v = load(src + (i64)iy * W + ix);
+        float v = load(src + ((i64)iy * W + ix) * cs);
         if (isMax) acc = fmax_(acc, v);
         else acc += v;
         cnt++;
@@ -394,6 +409,25 @@ __device__ __forceinline__ void layernorm_strided(T* y, const T* x, const float*
   }
 }
 
+// reduce_cl: y[b*C + c] = mean, max or sum (op 0, 1, 2) over the hw pixels
+// of channels-last x, one thread per (b, c): neighbouring threads read
+// neighbouring channels.
+template <typename T>
+__device__ __forceinline__ void reduce_cl(T* y, const T* x, int nb, int C, int hw, int op) {
+  i64 n = (i64)nb * C;
+  GRID_LOOP(i, n) {
+    i64 b = i / C;
+    int c = (int)(i - b * C);
+    const T* src = x + b * hw * C + c;
+    float acc = op == 1 ? -3.4028234663852886e38f : 0.f;
+    for (int p = 0; p < hw; p++) {
+      float v = load(src + (i64)p * C);
+      acc = op == 1 ? fmax_(acc, v) : acc + v;
+    }
+    store(y + i, op == 0 ? acc / hw : acc);
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -414,8 +448,11 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   }                                                                                                              \
   extern "C" __global__ void g_pool_##S(T* y, const T* x, int nc, int H, int W, int OH, int OW, int kh, int kw,   \
                                         int sh, int sw, int ph, int pw, int dh, int dw, int isMax, int countPad, \
-                                        int peh, int pew) {                                                      \
-    pool<T>(y, x, nc, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, isMax, countPad, peh, pew);                 \
+                                        int peh, int pew, int C) {                                               \
+    pool<T>(y, x, nc, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, isMax, countPad, peh, pew, C);              \
+  }                                                                                                              \
+  extern "C" __global__ void g_reduce_cl_##S(T* y, const T* x, int nb, int C, int hw, int op) {                  \
+    reduce_cl<T>(y, x, nb, C, hw, op);                                                                           \
   }                                                                                                              \
   extern "C" __global__ void g_reduce_##S(T* y, const T* x, int rows, int len, int op) {                         \
     rows_reduce<T>(y, x, rows, len, op);                                                                         \

@@ -194,3 +194,96 @@ func top1Same(got, ref []float32, per int) bool {
 	}
 	return true
 }
+
+// TestGraphGPUSpeed measures compiled forwards of the GPU models (fp16
+// unless GOINFER_GRAPH_PRECISIONS says otherwise) at batch 256 and 1 and,
+// with GOINFER_GRAPH_PROFILE set, prints each model's slowest steps. It
+// runs only when GOINFER_GRAPH_SPEED is set: it takes minutes.
+func TestGraphGPUSpeed(t *testing.T) {
+	needGPU(t)
+	if os.Getenv("GOINFER_GRAPH_SPEED") == "" {
+		t.Skip("set GOINFER_GRAPH_SPEED=1 to measure the general-graph models")
+	}
+	models := gpuModels
+	if s := os.Getenv("GOINFER_GRAPH_MODELS"); s != "" {
+		models = strings.Split(s, ",")
+	}
+	p := engine.FP16
+	if s := os.Getenv("GOINFER_GRAPH_PRECISIONS"); s != "" {
+		var err error
+		if p, err = engine.ParsePrecision(strings.Split(s, ",")[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const big = 256
+	for _, arch := range models {
+		g, err := buildModel(modelCase{arch: arch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{Precision: p, Compile: true, MaxBatch: big, BatchSizes: []int{1, big}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst, err := m.NewInstance(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		load := time.Since(t0)
+		dev := m.Device()
+		in, err := dev.Alloc(big * m.Info().InputBytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := dev.Alloc(big * m.Info().OutputBytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		timeIt := func(n, iters int) time.Duration {
+			for k := 0; k < 3; k++ {
+				if err := inst.Forward(in, out, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := inst.Stream().Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			for k := 0; k < iters; k++ {
+				if err := inst.Forward(in, out, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := inst.Stream().Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			return time.Since(t0) / time.Duration(iters)
+		}
+		d256 := timeIt(big, 20)
+		d1 := timeIt(1, 200)
+		t.Logf("SPEED %s %s batch %d: %.0f img/s (%.2f ms); batch 1: %.3f ms; load+compile %v",
+			arch, p, big, float64(big)/d256.Seconds(), float64(d256.Microseconds())/1000, float64(d1.Microseconds())/1000, load.Round(time.Millisecond))
+		if os.Getenv("GOINFER_GRAPH_PROFILE") != "" {
+			lts, err := inst.(Profiler).ProfileLayers(big, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byKind := map[string]time.Duration{}
+			var total time.Duration
+			for _, lt := range lts {
+				byKind[lt.Kind] += lt.Time
+				total += lt.Time
+			}
+			slices.SortFunc(lts, func(a, b LayerTime) int { return int(b.Time - a.Time) })
+			t.Logf("PROFILE %s batch %d: %d steps, sum %v, by kind %v", arch, big, len(lts), total.Round(time.Microsecond), byKind)
+			for _, lt := range lts[:min(8, len(lts))] {
+				t.Logf("PROFILE   %-40s %-12s %-22s %v", lt.Name, lt.Kind, lt.Algo, lt.Time.Round(time.Microsecond))
+			}
+		}
+		in.Free()
+		out.Free()
+		inst.Close()
+		m.Close()
+	}
+}

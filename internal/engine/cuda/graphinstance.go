@@ -220,7 +220,7 @@ func (i *graphInstance) ptr(p *gplan, v int) cu.DevPtr {
 	case gConst:
 		i.m.mu.Lock()
 		defer i.m.mu.Unlock()
-		return i.m.consts[val.cnst]
+		return i.m.consts[constKey{t: val.cnst}]
 	case gArena:
 		offs, _ := p.arenaLayout()
 		return i.arena + cu.DevPtr(offs[val.slot])
@@ -265,10 +265,14 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.fn = kern.pool
 		rs.grid, rs.block = gridFor(s.n)
 		rs.args.Ptr(out).Ptr(a).Int(g.nc).Int(g.h).Int(g.w).Int(g.oh).Int(g.ow).Int(g.kh).Int(g.kw).Int(g.sh).Int(g.sw).
-			Int(g.ph).Int(g.pw).Int(g.dh).Int(g.dw).Int(b2i(g.max)).Int(b2i(g.countPad)).Int(g.peh).Int(g.pew)
+			Int(g.ph).Int(g.pw).Int(g.dh).Int(g.dw).Int(b2i(g.max)).Int(b2i(g.countPad)).Int(g.peh).Int(g.pew).Int(g.c)
 	case stReduce:
 		rs.fn, rs.grid, rs.block = kern.reduce, rowGrid(s.rows), 256
 		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.rowLen).Int(s.redOp)
+	case stReduceCL:
+		rs.fn = kern.reduceCL
+		rs.grid, rs.block = gridFor(s.n)
+		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.channels).Int(s.rowLen).Int(s.redOp)
 	case stSoftmax:
 		rs.fn, rs.grid, rs.block = kern.softmax, rowGrid(s.rows), 256
 		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.rowLen).Int(s.redOp)
@@ -301,19 +305,25 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPtr) error {
 	m, dnn, g := i.m, i.m.libs.DNN, s.conv
 	var err error
-	if rs.xd, err = dnn.NewTensor4d(cu.TensorNCHW, m.prec.dnnType, g.n, g.c, g.h, g.w); err != nil {
+	format := cu.TensorNCHW
+	if g.nhwc {
+		format = cu.TensorNHWC
+	}
+	if rs.xd, err = dnn.NewTensor4d(format, m.prec.dnnType, g.n, g.c, g.h, g.w); err != nil {
 		return err
 	}
-	if rs.yd, err = dnn.NewTensor4d(cu.TensorNCHW, m.prec.dnnType, g.n, g.k, g.oh, g.ow); err != nil {
+	if rs.yd, err = dnn.NewTensor4d(format, m.prec.dnnType, g.n, g.k, g.oh, g.ow); err != nil {
 		return err
 	}
-	if rs.wd, err = dnn.NewFilter4d(m.prec.dnnType, cu.TensorNCHW, g.k, g.c/g.groups, g.kh, g.kw); err != nil {
+	if rs.wd, err = dnn.NewFilter4d(m.prec.dnnType, format, g.k, g.c/g.groups, g.kh, g.kw); err != nil {
 		return err
 	}
 	if rs.cd, err = dnn.NewConv2dGeneral(g.padH, g.padW, g.strH, g.strW, g.dilH, g.dilW, g.groups, cu.DataFloat, m.prec.mathType); err != nil {
 		return err
 	}
-	rs.x, rs.y, rs.w = x, y, i.ptr(p, g.weight)
+	m.mu.Lock()
+	rs.x, rs.y, rs.w = x, y, m.consts[constKey{t: p.vals[g.weight].cnst, krsc: g.nhwc}]
+	m.mu.Unlock()
 	key := fmt.Sprintf("%+v/%d", *g, m.opts.Precision)
 	m.mu.Lock()
 	algo, ok := m.algos[key]

@@ -52,7 +52,7 @@ var _ engine.GraphLoader = Engine{}
 type graphKernels struct {
 	mod                                             cu.Module
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
-	castIn, castOut                                 cu.Function
+	castIn, castOut, reduceCL                       cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -70,7 +70,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 	}{
 		{&k.ew, "g_ew_"}, {&k.ewFlat, "g_ew_flat_"}, {&k.affine, "g_affine_"}, {&k.pool, "g_pool_"},
 		{&k.reduce, "g_reduce_"}, {&k.softmax, "g_softmax_"}, {&k.norm, "g_layernorm_"},
-		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"},
+		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
@@ -179,7 +179,7 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	}
 	start := time.Now()
 	m := &graphModel{g: g, dev: dev, libs: libs, opts: opts, prec: prec, plans: map[int]*devPlan{},
-		consts: map[*tensor.Tensor]cu.DevPtr{}, algos: map[string]int{}}
+		consts: map[constKey]cu.DevPtr{}, algos: map[string]int{}}
 	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix); err != nil {
 		return nil, err
 	}
@@ -202,6 +202,13 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 		m.info.CompileTime = time.Since(start)
 	}
 	return m, ctx.Err()
+}
+
+// constKey is one uploaded constant: a tensor as stored, row-major or (a
+// channels-last convolution's filter) KRSC.
+type constKey struct {
+	t    *tensor.Tensor
+	krsc bool
 }
 
 // devPlan is a plan with its device-side constants: the strided kernel's
@@ -227,7 +234,7 @@ type graphModel struct {
 
 	mu          sync.Mutex
 	plans       map[int]*devPlan
-	consts      map[*tensor.Tensor]cu.DevPtr // weights in the storage dtype
+	consts      map[constKey]cu.DevPtr // weights in the storage dtype
 	weightBytes int64
 	algos       map[string]int // convolution algorithm per problem (compiled: measured)
 	instances   int
@@ -249,7 +256,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	p, err := planGraph(b, n, m.prec.elem)
+	p, err := planGraph(b, n, m.prec.elem, m.prec.nhwc)
 	if err != nil {
 		return nil, err
 	}
@@ -313,45 +320,79 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	}
 	for i := range p.vals {
 		v := &p.vals[i]
-		if _, done := m.consts[v.cnst]; v.kind != gConst || done || !constReadAtRunTime(p, i) {
+		if v.kind != gConst {
 			continue
 		}
-		f, err := v.cnst.ToFloat32()
-		if err != nil {
-			dp.free(rt)
-			return nil, fmt.Errorf("cuda engine: constant %q: %w", v.name, err)
+		plain, krsc := constUses(p, i)
+		for _, k := range []constKey{{v.cnst, false}, {v.cnst, true}} {
+			if _, done := m.consts[k]; done || (k.krsc && !krsc) || (!k.krsc && !plain) {
+				continue
+			}
+			f, err := v.cnst.ToFloat32()
+			if err != nil {
+				dp.free(rt)
+				return nil, fmt.Errorf("cuda engine: constant %q: %w", v.name, err)
+			}
+			if k.krsc {
+				f = toKRSC(f, v.shape)
+			}
+			b := encode(f, m.prec.tensorDType)
+			ptr, err := m.dev.alloc(int64(max(len(b), 1)), "weights")
+			if err != nil {
+				dp.free(rt)
+				return nil, err
+			}
+			if err := rt.MemcpyHtoD(ptr, b); err != nil {
+				rt.Free(ptr)
+				dp.free(rt)
+				return nil, fmt.Errorf("cuda engine: uploading %q: %w", v.name, err)
+			}
+			m.consts[k] = ptr
+			m.weightBytes += int64(len(b))
 		}
-		b := encode(f, m.prec.tensorDType)
-		ptr, err := m.dev.alloc(int64(max(len(b), 1)), "weights")
-		if err != nil {
-			dp.free(rt)
-			return nil, err
-		}
-		if err := rt.MemcpyHtoD(ptr, b); err != nil {
-			rt.Free(ptr)
-			dp.free(rt)
-			return nil, fmt.Errorf("cuda engine: uploading %q: %w", v.name, err)
-		}
-		m.consts[v.cnst] = ptr
-		m.weightBytes += int64(len(b))
 	}
 	m.plans[n] = dp
 	return dp, nil
 }
 
-// constReadAtRunTime reports whether a step reads constant value i.
-func constReadAtRunTime(p *gplan, i int) bool {
+// constUses reports whether a step reads constant value i as stored
+// (plain) and whether a channels-last convolution reads it as its filter.
+func constUses(p *gplan, i int) (plain, krsc bool) {
 	for _, s := range p.steps {
-		if s.a == i || s.b == i || s.res == i || (s.conv != nil && s.conv.weight == i) {
-			return true
-		}
 		for _, v := range []int{s.a, s.b, s.res} {
 			if v >= 0 && p.root(v) == i {
-				return true
+				plain = true
+			}
+		}
+		if s.conv != nil && s.conv.weight == i {
+			if s.conv.nhwc {
+				krsc = true
+			} else {
+				plain = true
 			}
 		}
 	}
-	return false
+	return plain, krsc
+}
+
+// toKRSC reorders a [K, C, R, S] filter as [K, R, S, C], the layout of
+// cuDNN's channels-last filters.
+func toKRSC(f []float32, s []int) []float32 {
+	if len(s) != 4 {
+		return f
+	}
+	k, c, r, q := s[0], s[1], s[2], s[3]
+	out := make([]float32, len(f))
+	for o := 0; o < k; o++ {
+		for ch := 0; ch < c; ch++ {
+			for y := 0; y < r; y++ {
+				for x := 0; x < q; x++ {
+					out[((o*r+y)*q+x)*c+ch] = f[((o*c+ch)*r+y)*q+x]
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (dp *devPlan) free(rt *cu.Runtime) {

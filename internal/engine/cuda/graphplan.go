@@ -33,6 +33,9 @@ type gvalue struct {
 	shape tensor.Shape
 	elems int64
 	kind  gkind
+	// nhwc: a 4-d value stored channels-last (its logical [N,C,H,W]
+	// dimensions at strides HWC, 1, WC, C); else row-major.
+	nhwc  bool
 	slot  int
 	alias int
 	cnst  *tensor.Tensor
@@ -49,7 +52,8 @@ const (
 	stPool                          // 2-d max or average pooling
 	stReduce                        // reductions over trailing contiguous elements
 	stSoftmax                       // softmax over rows
-	stLayerNorm                     // layer normalization over rows
+	stLayerNorm                   // layer normalization over rows
+	stReduceCL                    // global pooling of a channels-last value
 )
 
 func (k stepKind) String() string {
@@ -70,6 +74,8 @@ func (k stepKind) String() string {
 		return "softmax"
 	case stLayerNorm:
 		return "layernorm"
+	case stReduceCL:
+		return "globalpool"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -133,6 +139,7 @@ type convGeom struct {
 	act            int
 	p0, p1         float32
 	hasBias, hasRs bool
+	nhwc           bool // x, y and the filter channels-last
 }
 
 // gemmGeom is a row-major Y[b][M,N] = alpha * opA(A[b]) opB(B[b]).
@@ -179,6 +186,7 @@ type poolGeom struct {
 	ph, pw, peh, pew int
 	dh, dw           int
 	max, countPad    bool
+	c                int // channels when the planes are channels-last, else 0
 }
 
 // gstep is one planned GPU call.
@@ -211,7 +219,8 @@ type gplan struct {
 	input     int
 	outputs   []int
 	slotBytes []int64
-	elem      int // bytes per element of the storage dtype
+	elem      int  // bytes per element of the storage dtype
+	cl        bool // 4-d activations channels-last (fp16, bf16)
 }
 
 // planError lists every node kind the engine cannot run.
@@ -255,12 +264,13 @@ type planner struct {
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
-// whose values are elem bytes each.
-func planGraph(g *ir.Graph, batch, elem int) (*gplan, error) {
+// whose values are elem bytes each; with channelsLast, convolutions and
+// the 4-d values around them are stored NHWC.
+func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) {
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
-	pl := &planner{p: &gplan{batch: batch, elem: elem}, index: map[*ir.Value]int{}, bad: map[string]string{}}
+	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{}}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
@@ -282,6 +292,12 @@ func planGraph(g *ir.Graph, batch, elem int) (*gplan, error) {
 		if pl.p.vals[pl.p.root(o)].kind != gArena {
 			return nil, fmt.Errorf("cuda engine: graph %q: output %q is a constant; the engine computes outputs only", g.Name, v.Name)
 		}
+		// Outputs leave row-major.
+		nc := &nodeCtx{pl: pl, n: &ir.Node{Name: "output " + v.Name, Op: &ir.Unary{Fn: ir.OpIdentity}}}
+		if o, err = nc.contig(o); err != nil {
+			return nil, err
+		}
+		pl.commit(nc)
 		pl.p.outputs = append(pl.p.outputs, o)
 	}
 	pl.p.assignSlots()
@@ -406,6 +422,12 @@ func (pl *planner) node(n *ir.Node) error {
 		}
 		return fmt.Errorf("cuda engine: %s: %w", n, err)
 	}
+	pl.commit(nc)
+	return nil
+}
+
+// commit appends a node's steps with the values each reads and defines.
+func (pl *planner) commit(nc *nodeCtx) {
 	for _, s := range nc.steps {
 		var reads []int
 		for _, v := range []int{s.a, s.b, s.res} {
@@ -413,14 +435,74 @@ func (pl *planner) node(n *ir.Node) error {
 				reads = append(reads, v)
 			}
 		}
-		if s.conv != nil && s.kind == stConv {
-			// the filter is a constant: nothing to track
-		}
 		s.reads = reads
 		s.defs = []int{s.out}
 		pl.p.steps = append(pl.p.steps, s)
 	}
-	return nil
+	nc.steps = nil
+}
+
+// st returns value v's physical element strides.
+func (p *gplan) st(v int) []int64 {
+	val := &p.vals[v]
+	if val.nhwc {
+		s := val.shape
+		c, h, w := int64(s[1]), int64(s[2]), int64(s[3])
+		return []int64{h * w * c, 1, w * c, c}
+	}
+	return contiguous(val.shape)
+}
+
+func (nc *nodeCtx) st(v int) []int64 { return nc.pl.p.st(v) }
+
+// sameLayout reports whether strides a and b address a tensor of shape
+// identically (dimensions of size 1 have no stride that matters).
+func sameLayout(shape tensor.Shape, a, b []int64) bool {
+	for d := range shape {
+		if shape[d] != 1 && a[d] != b[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// isContig reports whether v is laid out row-major.
+func (nc *nodeCtx) isContig(v int) bool {
+	s := nc.val(v).shape
+	return sameLayout(s, nc.st(v), contiguous(s))
+}
+
+// contig returns v, or a row-major copy of it.
+func (nc *nodeCtx) contig(v int) (int, error) {
+	if nc.isContig(v) {
+		return v, nil
+	}
+	s := nc.val(v).shape
+	t := nc.temp(s)
+	return t, nc.copyStep(ewCopy, t, 0, contiguous(s), v, 0, nc.st(v), s)
+}
+
+// asNHWC returns v, or a channels-last copy of it.
+func (nc *nodeCtx) asNHWC(v int) (int, error) {
+	if nc.val(v).nhwc {
+		return v, nil
+	}
+	s := nc.val(v).shape
+	t := nc.temp(s)
+	nc.val(t).nhwc = true
+	if sameLayout(s, nc.st(v), nc.st(t)) {
+		// The same memory either way ([N, C, 1, 1]): no copy.
+		nc.pl.p.vals = nc.pl.p.vals[:len(nc.pl.p.vals)-1]
+		return v, nil
+	}
+	return t, nc.copyStep(ewCopy, t, 0, nc.st(t), v, 0, nc.st(v), s)
+}
+
+// outCL stores output value o channels-last when the plan is and o is 4-d.
+func (nc *nodeCtx) outCL(o int) {
+	if o >= 0 && nc.pl.p.cl && len(nc.val(o).shape) == 4 {
+		nc.val(o).nhwc = true
+	}
 }
 
 // layoutOnlyInput marks inputs that are read at plan time (shapes, axes,
@@ -451,13 +533,24 @@ func (nc *nodeCtx) temp(shape tensor.Shape) int {
 	return len(p.vals) - 1
 }
 
-// alias makes output 0 a view of input 0.
+// alias makes output 0 a view of input 0: of the same layout when the
+// shapes agree, else of a row-major input (copied to one when it is not).
 func (nc *nodeCtx) alias() error {
+	in := nc.in[0]
 	o := nc.val(nc.out[0])
-	if o.elems != nc.val(nc.in[0]).elems {
-		return fmt.Errorf("a view of %d elements as %d", nc.val(nc.in[0]).elems, o.elems)
+	if o.elems != nc.val(in).elems {
+		return fmt.Errorf("a view of %d elements as %d", nc.val(in).elems, o.elems)
 	}
-	o.kind, o.alias = gAlias, nc.in[0]
+	if o.shape.Equal(nc.val(in).shape) {
+		o.kind, o.alias, o.nhwc = gAlias, in, nc.val(in).nhwc
+		return nil
+	}
+	in, err := nc.contig(in)
+	if err != nil {
+		return err
+	}
+	o = nc.val(nc.out[0])
+	o.kind, o.alias = gAlias, in
 	return nil
 }
 
@@ -511,6 +604,7 @@ func lowerNode(nc *nodeCtx) error {
 		if !ok {
 			return refuse("binary %s", op.Fn)
 		}
+		nc.outCL(nc.out[0])
 		return nc.binary(code, nc.in[0], nc.in[1], nc.out[0], 0)
 	case *ir.BatchNorm:
 		return nc.batchNorm(op)
@@ -531,7 +625,15 @@ func lowerNode(nc *nodeCtx) error {
 		if op.Max {
 			red = 1
 		}
-		nc.add(&gstep{kind: stReduce, out: nc.out[0], a: nc.in[0], b: -1, res: -1, rows: s[0] * s[1], rowLen: tensor.Shape(s[2:]).NumElements(), redOp: red})
+		if nc.val(nc.in[0]).nhwc {
+			nc.add(&gstep{kind: stReduceCL, out: nc.out[0], a: nc.in[0], b: -1, res: -1, rows: s[0], channels: s[1], rowLen: s[2] * s[3], redOp: red, n: int64(s[0] * s[1])})
+			return nil
+		}
+		in, err := nc.contig(nc.in[0])
+		if err != nil {
+			return err
+		}
+		nc.add(&gstep{kind: stReduce, out: nc.out[0], a: in, b: -1, res: -1, rows: s[0] * s[1], rowLen: tensor.Shape(s[2:]).NumElements(), redOp: red})
 		return nil
 	case *ir.Reduce:
 		return nc.reduce(op)
@@ -610,13 +712,12 @@ func contiguous(s tensor.Shape) []int64 {
 	return st
 }
 
-// broadcastStrides returns the strides that read a tensor of shape s
-// broadcast to shape to (right-aligned, NumPy's rules).
-func broadcastStrides(s, to tensor.Shape) ([]int64, error) {
+// broadcastStrides returns the strides that read a tensor of shape s at
+// strides cs broadcast to shape to (right-aligned, NumPy's rules).
+func broadcastStrides(s tensor.Shape, cs []int64, to tensor.Shape) ([]int64, error) {
 	if len(s) > len(to) {
 		return nil, fmt.Errorf("%v does not broadcast to %v", s, to)
 	}
-	cs := contiguous(s)
 	out := make([]int64, len(to))
 	off := len(to) - len(s)
 	for d := range s {
@@ -637,7 +738,7 @@ func broadcastStrides(s, to tensor.Shape) ([]int64, error) {
 // allows and spotting the flat case.
 func strided(shape tensor.Shape, os, as, bs []int64) (ewMeta, bool, bool, error) {
 	type dim struct{ n, o, a, b int64 }
-	var dims []dim
+	var all []dim
 	for d := range shape {
 		if shape[d] == 1 {
 			continue
@@ -646,6 +747,14 @@ func strided(shape tensor.Shape, os, as, bs []int64) (ewMeta, bool, bool, error)
 		if bs != nil {
 			x.b = bs[d]
 		}
+		all = append(all, x)
+	}
+	// Iterate in the output's memory order (an elementwise op may visit
+	// elements in any order), so that channels-last writes are coalesced
+	// and dimensions merge.
+	sort.SliceStable(all, func(i, j int) bool { return all[i].o > all[j].o })
+	var dims []dim
+	for _, x := range all {
 		if k := len(dims) - 1; k >= 0 {
 			p := dims[k]
 			if p.o == x.o*x.n && p.a == x.a*x.n && p.b == x.b*x.n {
@@ -700,13 +809,13 @@ func (nc *nodeCtx) copyStep(op int, out int, outOff int64, os []int64, a int, aO
 
 // elementwise is a unary op of input 0 into output 0.
 func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
+	nc.outCL(nc.out[0])
 	s := nc.val(nc.out[0]).shape
-	cs := contiguous(s)
-	as, err := broadcastStrides(nc.inShape(0), s)
+	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), s)
 	if err != nil {
 		return err
 	}
-	if err := nc.copyStep(code, nc.out[0], 0, cs, nc.in[0], 0, as, s); err != nil {
+	if err := nc.copyStep(code, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], 0, as, s); err != nil {
 		return err
 	}
 	last := nc.steps[len(nc.steps)-1]
@@ -717,15 +826,15 @@ func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
 // binary is out = a op b with broadcasting.
 func (nc *nodeCtx) binary(code, a, b, out int, _ int) error {
 	s := nc.val(out).shape
-	as, err := broadcastStrides(nc.val(a).shape, s)
+	as, err := broadcastStrides(nc.val(a).shape, nc.st(a), s)
 	if err != nil {
 		return err
 	}
-	bs, err := broadcastStrides(nc.val(b).shape, s)
+	bs, err := broadcastStrides(nc.val(b).shape, nc.st(b), s)
 	if err != nil {
 		return err
 	}
-	m, flat, bScalar, err := strided(s, contiguous(s), as, bs)
+	m, flat, bScalar, err := strided(s, nc.st(out), as, bs)
 	if err != nil {
 		return err
 	}
@@ -735,6 +844,9 @@ func (nc *nodeCtx) binary(code, a, b, out int, _ int) error {
 
 // affineStep is y = act(x*scale[c] + shift[c] + res) with c = (i/inner)%C.
 func (nc *nodeCtx) affineStep(y, x int, scale, shift []float32, res int, channels, inner int, act int, p0, p1 float32) {
+	if nc.val(y).nhwc {
+		inner = 1 // the channel is the innermost dimension
+	}
 	nc.add(&gstep{kind: stAffine, out: y, a: x, b: -1, res: res, n: nc.val(y).elems, scale: scale, shift: shift,
 		channels: max(channels, 1), inner: max(inner, 1), op: act, p0: p0, p1: p1})
 }
@@ -759,6 +871,7 @@ func (nc *nodeCtx) batchNorm(op *ir.BatchNorm) error {
 		scale[i] = float32(sc)
 		shift[i] = float32(float64(ps[1][i]) - float64(ps[2][i])*sc)
 	}
+	nc.val(nc.out[0]).nhwc = nc.val(nc.in[0]).nhwc
 	nc.affineStep(nc.out[0], nc.in[0], scale, shift, -1, c, tensor.Shape(s[2:]).NumElements(), ewCopy, 0, 0)
 	return nil
 }
@@ -772,7 +885,7 @@ func (nc *nodeCtx) epilogue(y int, bias []float32, channels, inner int, res int,
 	if err != nil {
 		return err
 	}
-	if res >= 0 && !nc.val(res).shape.Equal(nc.val(y).shape) {
+	if res >= 0 && (!nc.val(res).shape.Equal(nc.val(y).shape) || !sameLayout(nc.val(y).shape, nc.st(res), nc.st(y))) {
 		if bias != nil {
 			nc.affineStep(y, y, nil, bias, -1, channels, inner, ewCopy, 0, 0)
 		}
@@ -828,7 +941,16 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	if op.Epilogue.Residual {
 		res = nc.in[len(nc.in)-1]
 	}
-	nc.add(&gstep{kind: stConv, out: nc.out[0], a: nc.in[0], b: -1, res: -1, conv: g})
+	x := nc.in[0]
+	if nc.pl.p.cl {
+		var err error
+		if x, err = nc.asNHWC(x); err != nil {
+			return err
+		}
+		g.nhwc = true
+		nc.outCL(nc.out[0])
+	}
+	nc.add(&gstep{kind: stConv, out: nc.out[0], a: x, b: -1, res: -1, conv: g})
 	return nc.epilogue(nc.out[0], bias, g.k, g.oh*g.ow, res, op.Epilogue)
 }
 
@@ -869,7 +991,15 @@ func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
 	if op.TransB {
 		n = bs[0]
 	}
-	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: nc.in[0], b: nc.in[1], res: -1,
+	a, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	b, err := nc.contig(nc.in[1])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1,
 		gemm: &gemmGeom{m: m, n: n, k: k, transA: op.TransA, transB: op.TransB, batch: 1, alpha: float32(op.Alpha)}})
 	var bias []float32
 	if nc.has(2) && op.Beta != 0 {
@@ -920,7 +1050,15 @@ func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 	default:
 		return refuse("MatMul broadcasting batch dimensions %v against %v", ab, bb)
 	}
-	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: nc.in[0], b: nc.in[1], res: -1, gemm: g})
+	a, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	b, err := nc.contig(nc.in[1])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
 	next := 2
 	var bias []float32
 	e := op.Epilogue
@@ -967,6 +1105,10 @@ func (nc *nodeCtx) poolOp(op *ir.Pool) error {
 	}
 	if len(op.Pads) == 4 {
 		g.ph, g.pw, g.peh, g.pew = op.Pads[0], op.Pads[1], op.Pads[2], op.Pads[3]
+	}
+	if nc.val(nc.in[0]).nhwc {
+		g.c = xs[1]
+		nc.val(nc.out[0]).nhwc = true
 	}
 	nc.add(&gstep{kind: stPool, out: nc.out[0], a: nc.in[0], b: -1, res: -1, pool: g, n: nc.val(nc.out[0]).elems})
 	return nil
@@ -1029,7 +1171,11 @@ func (nc *nodeCtx) reduce(op *ir.Reduce) error {
 		return refuse("%s", op.Fn)
 	}
 	l := tensor.Shape(s[r-len(axes):]).NumElements()
-	nc.add(&gstep{kind: stReduce, out: nc.out[0], a: nc.in[0], b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l, redOp: red})
+	in, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stReduce, out: nc.out[0], a: in, b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l, redOp: red})
 	return nil
 }
 
@@ -1058,7 +1204,7 @@ func (nc *nodeCtx) softmax(op *ir.Softmax) error {
 			ts[d] = s[p]
 		}
 		t1, t2 := nc.temp(ts), nc.temp(ts)
-		is := contiguous(s)
+		is := nc.st(nc.in[0])
 		as := make([]int64, r)
 		for d, p := range perm {
 			as[d] = is[p]
@@ -1073,10 +1219,14 @@ func (nc *nodeCtx) softmax(op *ir.Softmax) error {
 		for d, p := range perm {
 			bs[p] = ts2[d]
 		}
-		return nc.copyStep(ewCopy, nc.out[0], 0, is, t2, 0, bs, s)
+		return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), t2, 0, bs, s)
 	}
 	l := tensor.Shape(s[ax:]).NumElements()
-	nc.add(&gstep{kind: stSoftmax, out: nc.out[0], a: nc.in[0], b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l, redOp: red})
+	in, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stSoftmax, out: nc.out[0], a: in, b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l, redOp: red})
 	return nil
 }
 
@@ -1114,7 +1264,11 @@ func (nc *nodeCtx) layerNorm(op *ir.LayerNorm) error {
 	if len(nc.out) > 1 && slices.ContainsFunc(nc.out[1:], func(o int) bool { return o >= 0 }) {
 		return refuse("LayerNorm's mean and inverse deviation outputs")
 	}
-	nc.add(&gstep{kind: stLayerNorm, out: nc.out[0], a: nc.in[0], b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l,
+	in, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stLayerNorm, out: nc.out[0], a: in, b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l,
 		scale: g, shift: b, eps: float32(op.Epsilon)})
 	return nil
 }
@@ -1127,11 +1281,25 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 			perm = append(perm, d)
 		}
 	}
-	is := contiguous(s)
+	is := nc.st(nc.in[0])
 	ys := nc.val(nc.out[0]).shape
 	as := make([]int64, len(perm))
 	for d, p := range perm {
 		as[d] = is[p]
+	}
+	// A transpose that only relabels channels-last memory is a view.
+	o := nc.val(nc.out[0])
+	if sameLayout(ys, as, contiguous(ys)) {
+		o.kind, o.alias = gAlias, nc.in[0]
+		return nil
+	}
+	if len(ys) == 4 {
+		o.nhwc = true
+		if sameLayout(ys, as, nc.st(nc.out[0])) {
+			o.kind, o.alias = gAlias, nc.in[0]
+			return nil
+		}
+		o.nhwc = false
 	}
 	return nc.copyStep(ewCopy, nc.out[0], 0, contiguous(ys), nc.in[0], 0, as, ys)
 }
@@ -1139,11 +1307,12 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 func (nc *nodeCtx) concat(op *ir.Concat) error {
 	ys := nc.val(nc.out[0]).shape
 	ax := normAxis(op.Axis, len(ys))
-	os := contiguous(ys)
+	nc.outCL(nc.out[0])
+	os := nc.st(nc.out[0])
 	off := 0
 	for k := range nc.in {
 		s := nc.inShape(k)
-		if err := nc.copyStep(ewCopy, nc.out[0], int64(off)*os[ax], os, nc.in[k], 0, contiguous(s), s); err != nil {
+		if err := nc.copyStep(ewCopy, nc.out[0], int64(off)*os[ax], os, nc.in[k], 0, nc.st(nc.in[k]), s); err != nil {
 			return err
 		}
 		off += s[ax]
@@ -1154,14 +1323,15 @@ func (nc *nodeCtx) concat(op *ir.Concat) error {
 func (nc *nodeCtx) split(op *ir.Split) error {
 	s := nc.inShape(0)
 	ax := normAxis(op.Axis, len(s))
-	is := contiguous(s)
+	is := nc.st(nc.in[0])
 	off := 0
 	for _, o := range nc.out {
 		if o < 0 {
 			continue
 		}
+		nc.outCL(o)
 		ys := nc.val(o).shape
-		if err := nc.copyStep(ewCopy, o, 0, contiguous(ys), nc.in[0], int64(off)*is[ax], is, ys); err != nil {
+		if err := nc.copyStep(ewCopy, o, 0, nc.st(o), nc.in[0], int64(off)*is[ax], is, ys); err != nil {
 			return err
 		}
 		off += ys[ax]
@@ -1194,7 +1364,7 @@ func (nc *nodeCtx) slice() error {
 			steps = append(steps, 1)
 		}
 	}
-	is := contiguous(s)
+	is := nc.st(nc.in[0])
 	as := slices.Clone(is)
 	var off int64
 	for k, a := range axes {
@@ -1215,7 +1385,8 @@ func (nc *nodeCtx) slice() error {
 	if ys.NumElements() == 0 {
 		return nil
 	}
-	return nc.copyStep(ewCopy, nc.out[0], 0, contiguous(ys), nc.in[0], off, as, ys)
+	nc.outCL(nc.out[0])
+	return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], off, as, ys)
 }
 
 func (nc *nodeCtx) gather(op *ir.Gather) error {
@@ -1225,13 +1396,13 @@ func (nc *nodeCtx) gather(op *ir.Gather) error {
 	if err != nil {
 		return err
 	}
-	is := contiguous(s)
+	is := nc.st(nc.in[0])
 	ishape := nc.inShape(1)
 	if len(idx) > 64 {
 		return refuse("Gather of %d indices (the engine gathers up to 64 as copies)", len(idx))
 	}
-	ys := nc.val(nc.out[0]).shape
-	yst := contiguous(ys)
+	nc.outCL(nc.out[0])
+	yst := nc.st(nc.out[0])
 	// One copy per index: data with the axis fixed, into the output with
 	// the index dimensions fixed.
 	rest := append(slices.Clone(s[:ax]), s[ax+1:]...)
@@ -1260,12 +1431,13 @@ func (nc *nodeCtx) gather(op *ir.Gather) error {
 }
 
 func (nc *nodeCtx) expand() error {
+	nc.outCL(nc.out[0])
 	ys := nc.val(nc.out[0]).shape
-	as, err := broadcastStrides(nc.inShape(0), ys)
+	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), ys)
 	if err != nil {
 		return err
 	}
-	return nc.copyStep(ewCopy, nc.out[0], 0, contiguous(ys), nc.in[0], 0, as, ys)
+	return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], 0, as, ys)
 }
 
 func (nc *nodeCtx) pad(op *ir.Pad) error {
@@ -1304,8 +1476,9 @@ func (nc *nodeCtx) pad(op *ir.Pad) error {
 			return refuse("negative padding")
 		}
 	}
+	nc.outCL(nc.out[0])
 	ys := nc.val(nc.out[0]).shape
-	yst := contiguous(ys)
+	yst := nc.st(nc.out[0])
 	if err := nc.copyStep(ewFill, nc.out[0], 0, yst, nc.in[0], 0, make([]int64, r), ys); err != nil {
 		return err
 	}
@@ -1314,7 +1487,7 @@ func (nc *nodeCtx) pad(op *ir.Pad) error {
 	for d := range begin {
 		off += int64(begin[d]) * yst[d]
 	}
-	return nc.copyStep(ewCopy, nc.out[0], off, yst, nc.in[0], 0, contiguous(s), s)
+	return nc.copyStep(ewCopy, nc.out[0], off, yst, nc.in[0], 0, nc.st(nc.in[0]), s)
 }
 
 // assignSlots gives every arena value a slot: lifetimes run from the step

@@ -120,6 +120,14 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				ox := int(i % int64(g.ow))
 				oy := int((i / int64(g.ow)) % int64(g.oh))
 				pl := i / int64(g.ow*g.oh)
+				base, cs := ab+pl*int64(g.h*g.w), int64(1)
+				if g.c > 0 {
+					ch := i % int64(g.c)
+					q := i / int64(g.c)
+					ox = int(q % int64(g.ow))
+					oy = int((q / int64(g.ow)) % int64(g.oh))
+					base, cs = ab+(q/int64(g.ow*g.oh))*int64(g.h*g.w*g.c)+ch, int64(g.c)
+				}
 				y0, x0 := oy*g.sh-g.ph, ox*g.sw-g.pw
 				acc, cnt := 0.0, 0
 				if g.max {
@@ -135,7 +143,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 						if ix < 0 || ix >= g.w {
 							continue
 						}
-						v := a[ab+pl*int64(g.h*g.w)+int64(iy*g.w+ix)]
+						v := a[base+int64(iy*g.w+ix)*cs]
 						if g.max {
 							acc = math.Max(acc, v)
 						} else {
@@ -210,6 +218,26 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 					}
 				}
 			}
+		case stReduceCL:
+			for i := int64(0); i < s.n; i++ {
+				bt, ch := i/int64(s.channels), i%int64(s.channels)
+				acc := 0.0
+				if s.redOp == 1 {
+					acc = math.Inf(-1)
+				}
+				for q := 0; q < s.rowLen; q++ {
+					v := a[ab+(bt*int64(s.rowLen)+int64(q))*int64(s.channels)+ch]
+					if s.redOp == 1 {
+						acc = math.Max(acc, v)
+					} else {
+						acc += v
+					}
+				}
+				if s.redOp == 0 {
+					acc /= float64(s.rowLen)
+				}
+				out[ob+i] = acc
+			}
 		case stGemm:
 			g := s.gemm
 			c := gemmCallOf(g)
@@ -242,6 +270,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 			g := s.conv
 			w, wb := view(g.weight)
 			cpg, kpg := g.c/g.groups, g.k/g.groups
+			xs, ys := p.st(s.a), p.st(s.out)
 			for n := 0; n < g.n; n++ {
 				for k := 0; k < g.k; k++ {
 					grp := k / kpg
@@ -260,11 +289,11 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 										if ix < 0 || ix >= g.w {
 											continue
 										}
-										sum += a[ab+int64(((n*g.c+ic)*g.h+iy)*g.w+ix)] * w[wb+int64(((k*cpg+c)*g.kh+ky)*g.kw+kx)]
+										sum += a[ab+int64(n)*xs[0]+int64(ic)*xs[1]+int64(iy)*xs[2]+int64(ix)*xs[3]] * w[wb+int64(((k*cpg+c)*g.kh+ky)*g.kw+kx)]
 									}
 								}
 							}
-							out[ob+int64(((n*g.k+k)*g.oh+oy)*g.ow+ox)] = sum
+							out[ob+int64(n)*ys[0]+int64(k)*ys[1]+int64(oy)*ys[2]+int64(ox)*ys[3]] = sum
 						}
 					}
 				}
