@@ -52,8 +52,8 @@ const (
 	stPool                          // 2-d max or average pooling
 	stReduce                        // reductions over trailing contiguous elements
 	stSoftmax                       // softmax over rows
-	stLayerNorm                   // layer normalization over rows
-	stReduceCL                    // global pooling of a channels-last value
+	stLayerNorm                     // layer normalization over rows
+	stReduceCL                      // global pooling of a channels-last value
 )
 
 func (k stepKind) String() string {
