@@ -169,8 +169,10 @@ __device__ __forceinline__ float binary(int op, float a, float b) {
   return a;
 }
 
+// Indices are 32-bit (the engine refuses values of 2^31 elements or more):
+// 64-bit division costs several times more on the GPU.
 #define GRID_LOOP(i, n) \
-  for (i64 i = (i64)CTAID_X * NTID_X + TID_X; i < (n); i += (i64)NCTAID_X * NTID_X)
+  for (int i = CTAID_X * NTID_X + TID_X; i < (int)(n); i += NCTAID_X * NTID_X)
 
 #define MAXD 6
 
@@ -191,15 +193,16 @@ __device__ __forceinline__ void ew(T* out, const T* a, const T* b, const int* me
     bs[d] = meta[3 * MAXD + d];
   }
   GRID_LOOP(i, n) {
-    i64 r = i, oi = 0, ai = 0, bi = 0;
+    int r = i, oi = 0, ai = 0, bi = 0;
 #pragma unroll
     for (int d = MAXD - 1; d >= 0; d--) {
-      i64 q = r / shape[d];
-      int c = (int)(r - q * shape[d]);
+      if (shape[d] == 1) continue;
+      int q = r / shape[d];
+      int c = r - q * shape[d];
       r = q;
-      oi += (i64)c * os[d];
-      ai += (i64)c * as[d];
-      bi += (i64)c * bs[d];
+      oi += c * os[d];
+      ai += c * as[d];
+      bi += c * bs[d];
     }
     float x = op == OP_FILL ? 0.f : load(a + ai);
     float y = op >= OP_ADD ? binary(op, x, load(b + bi)) : unary(op, x, p0, p1);
@@ -226,7 +229,7 @@ template <typename T>
 __device__ __forceinline__ void affine(T* y, const T* x, const float* scale, const float* shift, const T* res, i64 n, int C,
                        int inner, int act, float p0, float p1) {
   GRID_LOOP(i, n) {
-    int c = (int)((i / inner) % C);
+    int c = (inner == 1 ? i : i / inner) % C;
     float v = load(x + i);
     if (scale) v *= scale[c];
     if (shift) v += shift[c];
@@ -245,21 +248,20 @@ __device__ __forceinline__ void pool(T* y, const T* x, int nc, int H, int W, int
   i64 n = (i64)nc * OH * OW;
   GRID_LOOP(i, n) {
     int ox, oy;
-    i64 p;
     const T* src;
-    i64 cs = 1;  // element stride between pixels
+    int cs = 1;  // element stride between pixels
     if (C > 0) {
-      int c = (int)(i % C);
-      i64 q = i / C;
-      ox = (int)(q % OW);
-      oy = (int)((q / OW) % OH);
-      i64 b = q / ((i64)OW * OH);
+      int c = i % C;
+      int q = i / C;
+      ox = q % OW;
+      oy = (q / OW) % OH;
+      int b = q / (OW * OH);
       src = x + b * H * W * C + c;
       cs = C;
     } else {
-      ox = (int)(i % OW);
-      oy = (int)((i / OW) % OH);
-      p = i / ((i64)OW * OH);
+      ox = i % OW;
+      oy = (i / OW) % OH;
+      int p = i / (OW * OH);
       src = x + p * H * W;
     }
     int y0 = oy * sh - ph, x0 = ox * sw - pw;
@@ -271,7 +273,7 @@ __device__ __forceinline__ void pool(T* y, const T* x, int nc, int H, int W, int
       for (int kx = 0; kx < kw; kx++) {
         int ix = x0 + kx * dw;
         if (ix < 0 || ix >= W) continue;
-        float v = load(src + ((i64)iy * W + ix) * cs);
+        float v = load(src + (iy * W + ix) * cs);
         if (isMax) acc = fmax_(acc, v);
         else acc += v;
         cnt++;
@@ -416,15 +418,125 @@ template <typename T>
 __device__ __forceinline__ void reduce_cl(T* y, const T* x, int nb, int C, int hw, int op) {
   i64 n = (i64)nb * C;
   GRID_LOOP(i, n) {
-    i64 b = i / C;
-    int c = (int)(i - b * C);
+    int b = i / C;
+    int c = i - b * C;
     const T* src = x + b * hw * C + c;
     float acc = op == 1 ? -3.4028234663852886e38f : 0.f;
     for (int p = 0; p < hw; p++) {
-      float v = load(src + (i64)p * C);
+      float v = load(src + p * C);
       acc = op == 1 ? fmax_(acc, v) : acc + v;
     }
     store(y + i, op == 0 ? acc / hw : acc);
+  }
+}
+
+__device__ __forceinline__ float shfl_xor(float v, int lane) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 31, -1;" : "=f"(r) : "f"(v), "r"(lane));
+  return r;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += shfl_xor(v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmax_(v, shfl_xor(v, o));
+  return v;
+}
+
+// softmax_warp: one warp per row of len <= 256 (attention rows), the row
+// held in registers: one read and one write per element.
+template <typename T>
+__device__ __forceinline__ void softmax_warp(T* y, const T* x, int rows, int len, int logsm) {
+  int lane = TID_X & 31;
+  int warps = NTID_X >> 5;
+  for (int r = CTAID_X * warps + (TID_X >> 5); r < rows; r += NCTAID_X * warps) {
+    const T* src = x + (i64)r * len;
+    T* dst = y + (i64)r * len;
+    float v[8];
+    float m = -3.4028234663852886e38f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int j = lane + 32 * k;
+      v[k] = j < len ? load(src + j) : -3.4028234663852886e38f;
+      m = fmax_(m, v[k]);
+    }
+    m = warp_max(m);
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int j = lane + 32 * k;
+      v[k] = j < len ? fexp(v[k] - m) : 0.f;
+      s += v[k];
+    }
+    s = warp_sum(s);
+    float inv = 1.f / s, ls = flog(s);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int j = lane + 32 * k;
+      if (j < len) store(dst + j, logsm ? flog(v[k]) : v[k] * inv);
+    }
+  }
+}
+
+// layernorm_warp: one warp per row, two passes for the statistics.
+template <typename T>
+__device__ __forceinline__ void layernorm_warp(T* y, const T* x, const float* g, const float* b, int rows, int len, float eps) {
+  int lane = TID_X & 31;
+  int warps = NTID_X >> 5;
+  for (int r = CTAID_X * warps + (TID_X >> 5); r < rows; r += NCTAID_X * warps) {
+    const T* src = x + (i64)r * len;
+    T* dst = y + (i64)r * len;
+    float s = 0.f;
+    for (int j = lane; j < len; j += 32) s += load(src + j);
+    float mean = warp_sum(s) / len;
+    float q = 0.f;
+    for (int j = lane; j < len; j += 32) {
+      float d = load(src + j) - mean;
+      q += d * d;
+    }
+    float inv = 1.f / fsqrt(warp_sum(q) / len + eps);
+    for (int j = lane; j < len; j += 32) {
+      float v = (load(src + j) - mean) * inv * g[j];
+      if (b) v += b[j];
+      store(dst + j, v);
+    }
+  }
+}
+
+// dwconv: depthwise convolution of channels-last x (one filter per
+// channel), one output element per thread (neighbouring threads:
+// neighbouring channels), with the epilogue fused: bias, residual (same
+// layout as y) and activation. w is float32 [C][kh][kw]; meta holds N, C,
+// H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw.
+template <typename T>
+__device__ __forceinline__ void dwconv(T* y, const T* x, const float* w, const float* bias, const T* res, const int* meta, int n,
+                                       int act, float p0, float p1) {
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5], kh = meta[6], kw = meta[7];
+  int sh = meta[8], sw = meta[9], ph = meta[10], pw = meta[11], dh = meta[12], dw = meta[13];
+  GRID_LOOP(i, n) {
+    int c = i % C;
+    int q = i / C;
+    int ox = q % OW;
+    int oy = (q / OW) % OH;
+    int b = q / (OW * OH);
+    const T* src = x + b * H * W * C + c;
+    const float* wc = w + c * kh * kw;
+    float acc = bias ? bias[c] : 0.f;
+    int y0 = oy * sh - ph, x0 = ox * sw - pw;
+    for (int ky = 0; ky < kh; ky++) {
+      int iy = y0 + ky * dh;
+      if (iy < 0 || iy >= H) continue;
+      for (int kx = 0; kx < kw; kx++) {
+        int ix = x0 + kx * dw;
+        if (ix < 0 || ix >= W) continue;
+        acc += load(src + (iy * W + ix) * C) * wc[ky * kw + kx];
+      }
+    }
+    if (res) acc += load(res + i);
+    store(y + i, unary(act, acc, p0, p1));
   }
 }
 
@@ -467,6 +579,17 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   extern "C" __global__ void g_layernorm_strided_##S(T* y, const T* x, const float* g, const float* b,           \
                                                      int outer, int C, int inner, float eps) {                   \
     layernorm_strided<T>(y, x, g, b, outer, C, inner, eps);                                                      \
+  }                                                                                                              \
+  extern "C" __global__ void g_softmax_warp_##S(T* y, const T* x, int rows, int len, int logsm) {                \
+    softmax_warp<T>(y, x, rows, len, logsm);                                                                     \
+  }                                                                                                              \
+  extern "C" __global__ void g_layernorm_warp_##S(T* y, const T* x, const float* g, const float* b, int rows,    \
+                                                  int len, float eps) {                                          \
+    layernorm_warp<T>(y, x, g, b, rows, len, eps);                                                               \
+  }                                                                                                              \
+  extern "C" __global__ void g_dwconv_##S(T* y, const T* x, const float* w, const float* bias, const T* res,     \
+                                          const int* meta, int n, int act, float p0, float p1) {                 \
+    dwconv<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                         \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }

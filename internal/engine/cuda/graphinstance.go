@@ -275,10 +275,22 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.channels).Int(s.rowLen).Int(s.redOp)
 	case stSoftmax:
 		rs.fn, rs.grid, rs.block = kern.softmax, rowGrid(s.rows), 256
+		if s.rowLen <= 256 {
+			// A warp per row, eight rows per block.
+			rs.fn, rs.grid = kern.softmaxWarp, rowGrid((s.rows+7)/8)
+		}
 		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.rowLen).Int(s.redOp)
 	case stLayerNorm:
 		rs.fn, rs.grid, rs.block = kern.norm, rowGrid(s.rows), 256
+		if s.rowLen <= 4096 {
+			rs.fn, rs.grid = kern.normWarp, rowGrid((s.rows+7)/8)
+		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(s.rows).Int(s.rowLen), s.eps)
+	case stDW:
+		rs.fn = kern.dw
+		rs.grid, rs.block = gridFor(s.n)
+		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
+			Int(int(s.n)).Int(s.op), s.p0), s.p1)
 	case stGemm:
 		c := gemmCallOf(s.gemm)
 		rs.a, rs.b, rs.c = b, a, out
@@ -309,20 +321,24 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 	if g.nhwc {
 		format = cu.TensorNHWC
 	}
-	if rs.xd, err = dnn.NewTensor4d(format, m.prec.dnnType, g.n, g.c, g.h, g.w); err != nil {
+	c := g.c
+	if g.cpad > 0 {
+		c = g.cpad
+	}
+	if rs.xd, err = dnn.NewTensor4d(format, m.prec.dnnType, g.n, c, g.h, g.w); err != nil {
 		return err
 	}
 	if rs.yd, err = dnn.NewTensor4d(format, m.prec.dnnType, g.n, g.k, g.oh, g.ow); err != nil {
 		return err
 	}
-	if rs.wd, err = dnn.NewFilter4d(m.prec.dnnType, format, g.k, g.c/g.groups, g.kh, g.kw); err != nil {
+	if rs.wd, err = dnn.NewFilter4d(m.prec.dnnType, format, g.k, c/g.groups, g.kh, g.kw); err != nil {
 		return err
 	}
 	if rs.cd, err = dnn.NewConv2dGeneral(g.padH, g.padW, g.strH, g.strW, g.dilH, g.dilW, g.groups, cu.DataFloat, m.prec.mathType); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	rs.x, rs.y, rs.w = x, y, m.consts[constKey{t: p.vals[g.weight].cnst, krsc: g.nhwc}]
+	rs.x, rs.y, rs.w = x, y, m.consts[constKey{t: p.vals[g.weight].cnst, krsc: g.nhwc, cpad: g.cpad}]
 	m.mu.Unlock()
 	key := fmt.Sprintf("%+v/%d", *g, m.opts.Precision)
 	m.mu.Lock()

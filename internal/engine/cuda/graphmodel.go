@@ -53,6 +53,7 @@ type graphKernels struct {
 	mod                                             cu.Module
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
+	softmaxWarp, normWarp, dw                       cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -71,6 +72,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.ew, "g_ew_"}, {&k.ewFlat, "g_ew_flat_"}, {&k.affine, "g_affine_"}, {&k.pool, "g_pool_"},
 		{&k.reduce, "g_reduce_"}, {&k.softmax, "g_softmax_"}, {&k.norm, "g_layernorm_"},
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
+		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
@@ -209,6 +211,7 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 type constKey struct {
 	t    *tensor.Tensor
 	krsc bool
+	cpad int // KRSC with C padded to cpad with zeros
 }
 
 // devPlan is a plan with its device-side constants: the strided kernel's
@@ -293,7 +296,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		host = append(host, b...)
 	}
 	for k, s := range p.steps {
-		if s.kind == stEW && !s.flat {
+		if (s.kind == stEW && !s.flat) || s.kind == stDW {
 			b := make([]byte, 4*len(s.meta))
 			for i, v := range s.meta {
 				u := uint32(v)
@@ -323,9 +326,8 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		if v.kind != gConst {
 			continue
 		}
-		plain, krsc := constUses(p, i)
-		for _, k := range []constKey{{v.cnst, false}, {v.cnst, true}} {
-			if _, done := m.consts[k]; done || (k.krsc && !krsc) || (!k.krsc && !plain) {
+		for _, k := range constUses(p, i) {
+			if _, done := m.consts[k]; done {
 				continue
 			}
 			f, err := v.cnst.ToFloat32()
@@ -334,7 +336,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 				return nil, fmt.Errorf("cuda engine: constant %q: %w", v.name, err)
 			}
 			if k.krsc {
-				f = toKRSC(f, v.shape)
+				f = toKRSC(f, v.shape, k.cpad)
 			}
 			b := encode(f, m.prec.tensorDType)
 			ptr, err := m.dev.alloc(int64(max(len(b), 1)), "weights")
@@ -355,39 +357,45 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	return dp, nil
 }
 
-// constUses reports whether a step reads constant value i as stored
-// (plain) and whether a channels-last convolution reads it as its filter.
-func constUses(p *gplan, i int) (plain, krsc bool) {
+// constUses lists how steps read constant value i: as stored, or as a
+// channels-last convolution's filter (KRSC, maybe channel-padded).
+func constUses(p *gplan, i int) []constKey {
+	seen := map[constKey]bool{}
+	var keys []constKey
+	use := func(k constKey) {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	t := p.vals[i].cnst
 	for _, s := range p.steps {
 		for _, v := range []int{s.a, s.b, s.res} {
 			if v >= 0 && p.root(v) == i {
-				plain = true
+				use(constKey{t: t})
 			}
 		}
-		if s.conv != nil && s.conv.weight == i {
-			if s.conv.nhwc {
-				krsc = true
-			} else {
-				plain = true
-			}
+		if s.kind == stConv && s.conv.weight == i {
+			use(constKey{t: t, krsc: s.conv.nhwc, cpad: s.conv.cpad})
 		}
 	}
-	return plain, krsc
+	return keys
 }
 
-// toKRSC reorders a [K, C, R, S] filter as [K, R, S, C], the layout of
-// cuDNN's channels-last filters.
-func toKRSC(f []float32, s []int) []float32 {
+// toKRSC reorders a [K, C, R, S] filter as [K, R, S, C'], the layout of
+// cuDNN's channels-last filters, with C' = cpad (> C: zeros) or C.
+func toKRSC(f []float32, s []int, cpad int) []float32 {
 	if len(s) != 4 {
 		return f
 	}
 	k, c, r, q := s[0], s[1], s[2], s[3]
-	out := make([]float32, len(f))
+	cp := max(cpad, c)
+	out := make([]float32, k*r*q*cp)
 	for o := 0; o < k; o++ {
 		for ch := 0; ch < c; ch++ {
 			for y := 0; y < r; y++ {
 				for x := 0; x < q; x++ {
-					out[((o*r+y)*q+x)*c+ch] = f[((o*c+ch)*r+y)*q+x]
+					out[((o*r+y)*q+x)*cp+ch] = f[((o*c+ch)*r+y)*q+x]
 				}
 			}
 		}

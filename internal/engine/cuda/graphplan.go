@@ -54,6 +54,7 @@ const (
 	stSoftmax                       // softmax over rows
 	stLayerNorm                     // layer normalization over rows
 	stReduceCL                      // global pooling of a channels-last value
+	stDW                            // channels-last depthwise convolution, epilogue fused
 )
 
 func (k stepKind) String() string {
@@ -76,6 +77,8 @@ func (k stepKind) String() string {
 		return "layernorm"
 	case stReduceCL:
 		return "globalpool"
+	case stDW:
+		return "dwconv"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -140,6 +143,7 @@ type convGeom struct {
 	p0, p1         float32
 	hasBias, hasRs bool
 	nhwc           bool // x, y and the filter channels-last
+	cpad           int  // input channels padded with zeros to cpad (0: none)
 }
 
 // gemmGeom is a row-major Y[b][M,N] = alpha * opA(A[b]) opB(B[b]).
@@ -942,16 +946,63 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		res = nc.in[len(nc.in)-1]
 	}
 	x := nc.in[0]
-	if nc.pl.p.cl {
-		var err error
+	var err error
+	if !nc.pl.p.cl {
+		if x, err = nc.contig(x); err != nil {
+			return err
+		}
+		nc.add(&gstep{kind: stConv, out: nc.out[0], a: x, b: -1, res: -1, conv: g})
+		return nc.epilogue(nc.out[0], bias, g.k, g.oh*g.ow, res, op.Epilogue)
+	}
+	g.nhwc = true
+	nc.outCL(nc.out[0])
+	y := nc.out[0]
+	if g.groups == g.c && g.k == g.c && g.groups > 1 {
+		// Depthwise: graph.cu's kernel, its epilogue fused (cuDNN's
+		// channels-last depthwise convolutions are slow).
 		if x, err = nc.asNHWC(x); err != nil {
 			return err
 		}
-		g.nhwc = true
-		nc.outCL(nc.out[0])
+		w, err := nc.constFloats(1)
+		if err != nil {
+			return err
+		}
+		act, p0, p1, err := actCode(op.Epilogue)
+		if err != nil {
+			return err
+		}
+		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
+		s := &gstep{kind: stDW, out: y, a: x, b: -1, res: -1, conv: g, scale: w, shift: bias, n: nc.val(y).elems, op: act, p0: p0, p1: p1}
+		for k, v := range []int{g.n, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.strH, g.strW, g.padH, g.padW, g.dilH, g.dilW} {
+			s.meta[k] = int32(v)
+		}
+		if fuseRes {
+			s.res = res
+			nc.add(s)
+			return nil
+		}
+		s.op, s.p0, s.p1 = ewCopy, 0, 0
+		nc.add(s)
+		return nc.epilogue(y, nil, g.k, 1, res, op.Epilogue)
 	}
-	nc.add(&gstep{kind: stConv, out: nc.out[0], a: x, b: -1, res: -1, conv: g})
-	return nc.epilogue(nc.out[0], bias, g.k, g.oh*g.ow, res, op.Epilogue)
+	if g.groups == 1 && g.c < 8 {
+		// Few input channels (an RGB stem): padded with zeros to 8, which
+		// cuDNN's channels-last kernels run several times faster.
+		t := nc.temp(tensor.Shape{g.n, 8, g.h, g.w})
+		nc.val(t).nhwc = true
+		ts := nc.val(t).shape
+		if err := nc.copyStep(ewFill, t, 0, nc.st(t), x, 0, make([]int64, 4), ts); err != nil {
+			return err
+		}
+		if err := nc.copyStep(ewCopy, t, 0, nc.st(t), x, 0, nc.st(x), nc.val(x).shape); err != nil {
+			return err
+		}
+		x, g.cpad = t, 8
+	} else if x, err = nc.asNHWC(x); err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stConv, out: y, a: x, b: -1, res: -1, conv: g})
+	return nc.epilogue(y, bias, g.k, g.oh*g.ow, res, op.Epilogue)
 }
 
 // biasVector returns a bias for an output of n columns when c (broadcast

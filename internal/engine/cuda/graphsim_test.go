@@ -238,6 +238,35 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				}
 				out[ob+i] = acc
 			}
+		case stDW:
+			g := s.conv
+			res, rb := view(s.res)
+			for i := int64(0); i < s.n; i++ {
+				c := int(i % int64(g.c))
+				q := int(i / int64(g.c))
+				ox, oy, bt := q%g.ow, (q/g.ow)%g.oh, q/(g.ow*g.oh)
+				acc := 0.0
+				if s.shift != nil {
+					acc = float64(s.shift[c])
+				}
+				for ky := 0; ky < g.kh; ky++ {
+					iy := oy*g.strH - g.padH + ky*g.dilH
+					if iy < 0 || iy >= g.h {
+						continue
+					}
+					for kx := 0; kx < g.kw; kx++ {
+						ix := ox*g.strW - g.padW + kx*g.dilW
+						if ix < 0 || ix >= g.w {
+							continue
+						}
+						acc += a[ab+int64(((bt*g.h+iy)*g.w+ix)*g.c+c)] * float64(s.scale[(c*g.kh+ky)*g.kw+kx])
+					}
+				}
+				if res != nil {
+					acc += res[rb+i]
+				}
+				out[ob+i] = simUnary(s.op, acc, float64(s.p0), float64(s.p1))
+			}
 		case stGemm:
 			g := s.gemm
 			c := gemmCallOf(g)
@@ -270,7 +299,18 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 			g := s.conv
 			w, wb := view(g.weight)
 			cpg, kpg := g.c/g.groups, g.k/g.groups
-			xs, ys := p.st(s.a), p.st(s.out)
+			// The layout cuDNN is told, whatever the values claim.
+			layout := func(sh []int) []int64 {
+				if g.nhwc {
+					return []int64{int64(sh[1] * sh[2] * sh[3]), 1, int64(sh[3] * sh[1]), int64(sh[1])}
+				}
+				return contiguous(sh)
+			}
+			cx := g.c
+			if g.cpad > 0 {
+				cx = g.cpad
+			}
+			xs, ys := layout([]int{g.n, cx, g.h, g.w}), layout([]int{g.n, g.k, g.oh, g.ow})
 			for n := 0; n < g.n; n++ {
 				for k := 0; k < g.k; k++ {
 					grp := k / kpg
