@@ -41,21 +41,23 @@ type BLAS struct {
 	setWorkspace    func(h, ws uintptr, n uint64) int32
 	setMathMode     func(h uintptr, mode int32) int32
 
-	gemmEx uintptr // hot
+	gemmEx               uintptr // hot
+	gemmStridedBatchedEx uintptr // hot
 }
 
 func newBLAS(l *library) (*BLAS, error) {
 	b := &BLAS{lib: l}
 	err := l.bind(map[string]any{
-		"cublasGetStatusName":   &b.getStatusName,
-		"cublasGetStatusString": &b.getStatusString,
-		"cublasGetProperty":     &b.getProperty,
-		"cublasCreate_v2":       &b.create,
-		"cublasDestroy_v2":      &b.destroy,
-		"cublasSetStream_v2":    &b.setStream,
-		"cublasSetWorkspace_v2": &b.setWorkspace,
-		"cublasSetMathMode":     &b.setMathMode,
-		"cublasGemmEx":          &b.gemmEx,
+		"cublasGetStatusName":        &b.getStatusName,
+		"cublasGetStatusString":      &b.getStatusString,
+		"cublasGetProperty":          &b.getProperty,
+		"cublasCreate_v2":            &b.create,
+		"cublasDestroy_v2":           &b.destroy,
+		"cublasSetStream_v2":         &b.setStream,
+		"cublasSetWorkspace_v2":      &b.setWorkspace,
+		"cublasSetMathMode":          &b.setMathMode,
+		"cublasGemmEx":               &b.gemmEx,
+		"cublasGemmStridedBatchedEx": &b.gemmStridedBatchedEx,
 	})
 	if err != nil {
 		return nil, err
@@ -127,3 +129,19 @@ func (b *BLAS) GemmEx(h BLASHandle, transA, transB, m, n, k int, a DevPtr, aType
 // blasGemmDefaultArg is CUBLAS_GEMM_DEFAULT (-1) as the 32-bit register
 // value a C enum argument takes.
 const blasGemmDefaultArg = uintptr(0xFFFFFFFF)
+
+// GemmStridedBatchedEx enqueues batch column-major products
+// C_i[m,n] = alpha * op(A_i)[m,k] op(B_i)[k,n] (beta 0), the operands of
+// product i at element offsets i*stride from a, bm and c (a stride of 0
+// broadcasts one operand to every product). alpha is read when the call
+// is enqueued (or captured), so it may live anywhere.
+func (b *BLAS) GemmStridedBatchedEx(h BLASHandle, transA, transB, m, n, k int, alpha *float32, a DevPtr, aType, lda int, strideA int64,
+	bm DevPtr, bType, ldb int, strideB int64, c DevPtr, cType, ldc int, strideC int64, batch, compute int) error {
+	r, _, _ := purego.SyscallN(b.gemmStridedBatchedEx, uintptr(h), uintptr(transA), uintptr(transB), uintptr(m), uintptr(n), uintptr(k),
+		uintptr(unsafe.Pointer(alpha)), uintptr(a), uintptr(aType), uintptr(lda), uintptr(strideA), uintptr(bm), uintptr(bType), uintptr(ldb), uintptr(strideB),
+		uintptr(unsafe.Pointer(&scaleZero)), uintptr(c), uintptr(cType), uintptr(ldc), uintptr(strideC), uintptr(batch), uintptr(compute), blasGemmDefaultArg)
+	if int32(r) != cublasStatusSuccess {
+		return b.check("cublasGemmStridedBatchedEx", int32(r))
+	}
+	return nil
+}

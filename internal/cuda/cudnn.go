@@ -243,6 +243,27 @@ func (d *DNN) NewConv2d(pad, stride, groups, computeType, mathType int) (ConvDes
 	return ConvDesc(c), nil
 }
 
+// NewConv2dGeneral makes a cross-correlation descriptor with per-axis
+// padding (symmetric), stride and dilation, groups, compute and math type.
+func (d *DNN) NewConv2dGeneral(padH, padW, strideH, strideW, dilH, dilW, groups, computeType, mathType int) (ConvDesc, error) {
+	var c uintptr
+	if err := d.check("cudnnCreateConvolutionDescriptor", d.createConv(&c)); err != nil {
+		return 0, err
+	}
+	err := d.check("cudnnSetConvolution2dDescriptor", d.setConv2d(c, int32(padH), int32(padW), int32(strideH), int32(strideW), int32(dilH), int32(dilW), CrossCorrelation, int32(computeType)))
+	if err == nil && groups > 1 {
+		err = d.check("cudnnSetConvolutionGroupCount", d.setConvGroups(c, int32(groups)))
+	}
+	if err == nil {
+		err = d.SetConvMath(ConvDesc(c), mathType)
+	}
+	if err != nil {
+		d.destroyConv(c)
+		return 0, err
+	}
+	return ConvDesc(c), nil
+}
+
 // SetConvMath sets which math (tensor cores, TF32) a convolution may use.
 func (d *DNN) SetConvMath(c ConvDesc, mathType int) error {
 	return d.check("cudnnSetConvolutionMathType", d.setConvMath(uintptr(c), int32(mathType)))

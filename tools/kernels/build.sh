@@ -68,6 +68,26 @@ if [[ -n "$clang" ]]; then
   echo "clang: $src -> $out/goinfer.ptx"
   built=1
 fi
+# tools/kernels/graph.cu: the general-graph executor's kernels, with their
+# own checksum file (graph.sha256) so that the engine can tell a fatbin
+# built from an older source than the PTX and load the PTX instead.
+gsum="$(sha256sum "$here/graph.cu" | cut -d' ' -f1)"
+grecord() {
+  touch "$out/graph.sha256"
+  { grep -v " $1\$" "$out/graph.sha256" || true; echo "$gsum $1"; } | sort -k2 >"$out/graph.sha256.tmp"
+  mv "$out/graph.sha256.tmp" "$out/graph.sha256"
+}
+if [[ -n "$nvcc" ]]; then
+  "$nvcc" -fatbin "${gencode[@]}" -gencode arch=compute_80,code=compute_80 -O3 -o "$out/graph.fatbin" "$here/graph.cu"
+  grecord graph.fatbin
+  echo "nvcc: $here/graph.cu -> $out/graph.fatbin"
+fi
+if [[ -n "$clang" ]]; then
+  "$clang" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -O3 -S \
+    -o "$out/graph.ptx" "$here/graph.cu"
+  grecord graph.ptx
+  echo "clang: $here/graph.cu -> $out/graph.ptx"
+fi
 if [[ $built == 0 ]]; then
   echo "build.sh: neither nvcc nor clang found; install the CUDA toolkit or clang" >&2
   exit 1

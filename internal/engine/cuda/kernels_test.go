@@ -46,3 +46,27 @@ func TestEmbeddedKernelsMatchSource(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphKernelsMatchSource checks that the embedded graph PTX was built
+// from tools/kernels/graph.cu as it is; the fatbin is loaded only when
+// its recorded source matches the PTX's (graphImage).
+func TestGraphKernelsMatchSource(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "tools", "kernels", "graph.cu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(src)
+	want := hex.EncodeToString(h[:])
+	got := map[string]string{}
+	for _, line := range strings.Split(graphSums, "\n") {
+		if sum, name, ok := strings.Cut(line, " "); ok {
+			got[name] = sum
+		}
+	}
+	if got["graph.ptx"] != want || len(graphPTX) == 0 {
+		t.Errorf("kernels/graph.ptx was built from graph.cu %.12s, the source is now %.12s: run tools/kernels/build.sh", got["graph.ptx"], want)
+	}
+	if got["graph.fatbin"] != want {
+		t.Logf("kernels/graph.fatbin is from graph.cu %.12s, not the current source: the engine loads the PTX until nvcc rebuilds it", got["graph.fatbin"])
+	}
+}

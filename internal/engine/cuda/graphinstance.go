@@ -1,0 +1,640 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"time"
+
+	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
+)
+
+// graphWorkspace is the cuDNN workspace of a graph instance: algorithms
+// that need more are skipped.
+const graphWorkspace = 256 << 20
+
+// runStep is a planned step made runnable on one instance: its pointers,
+// descriptors, algorithm and kernel arguments.
+type runStep struct {
+	s          *gstep
+	fn         cu.Function
+	args       *cu.KernelArgs
+	grid       int
+	block      int
+	xd, yd     cu.TensorDesc
+	wd         cu.FilterDesc
+	cd         cu.ConvDesc
+	algo       int
+	x, w, y    cu.DevPtr
+	a, b, c    cu.DevPtr
+	blasType   int
+	ldA, ldB   int
+	opA, opB   int
+	strideC    int64
+	strideAcol int64
+	strideBcol int64
+}
+
+// prepared is one batch size's runnable steps on an instance, and its
+// CUDA graph when compiled.
+type prepared struct {
+	dp    *devPlan
+	steps []*runStep
+	graph cu.Graph
+	exec  cu.GraphExec
+	inArg *cu.KernelArgs
+	out   *cu.KernelArgs
+}
+
+// graphInstance is one worker's stream, handles, workspace and arena.
+type graphInstance struct {
+	m       *graphModel
+	d       *device
+	stream  cu.Stream
+	streamW *stream
+	h       cu.DNNHandle
+	blas    cu.BLASHandle
+	blasWs  cu.DevPtr
+	ws      cu.DevPtr
+	arena   cu.DevPtr
+	arenaSz int64
+	preps   map[int]*prepared
+	closed  bool
+}
+
+var (
+	_ engine.Instance = (*graphInstance)(nil)
+	_ Profiler        = (*graphInstance)(nil)
+)
+
+// NewInstance implements engine.Model: a stream, cuDNN and cuBLAS handles,
+// workspace and an arena for the largest prepared batch size; compiled,
+// the prepared sizes are tuned and captured.
+func (m *graphModel) NewInstance(ctx context.Context) (engine.Instance, error) {
+	defer runtime.UnlockOSThread()
+	if err := m.dev.enter(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errors.New("cuda engine: NewInstance on a closed model")
+	}
+	m.mu.Unlock()
+	i := &graphInstance{m: m, d: m.dev, preps: map[int]*prepared{}}
+	if err := i.init(ctx); err != nil {
+		i.release()
+		return nil, err
+	}
+	m.mu.Lock()
+	m.instances++
+	m.mu.Unlock()
+	return i, nil
+}
+
+func (i *graphInstance) init(ctx context.Context) error {
+	m, rt := i.m, i.d.rt
+	var err error
+	if i.stream, err = rt.StreamCreate(); err != nil {
+		return err
+	}
+	i.streamW = &stream{d: i.d, s: i.stream, borrowed: true}
+	if i.h, err = m.libs.DNN.Create(); err != nil {
+		return fmt.Errorf("cuda engine: creating the cuDNN handle: %w", err)
+	}
+	if err := m.libs.DNN.SetStream(i.h, i.stream); err != nil {
+		return err
+	}
+	blas := m.libs.BLAS
+	if i.blas, err = blas.Create(); err != nil {
+		return fmt.Errorf("cuda engine: creating the cuBLAS handle: %w", err)
+	}
+	if err := blas.SetStream(i.blas, i.stream); err != nil {
+		return err
+	}
+	if err := blas.SetMathMode(i.blas, m.prec.blasMath); err != nil {
+		return err
+	}
+	if i.blasWs, err = i.d.alloc(blasWorkspace, "the cuBLAS workspace"); err != nil {
+		return err
+	}
+	if err := blas.SetWorkspace(i.blas, i.blasWs, blasWorkspace); err != nil {
+		return err
+	}
+	if i.ws, err = i.d.alloc(graphWorkspace, "the cuDNN workspace"); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	// Largest first: its arena serves the smaller sizes.
+	sizes := append([]int(nil), m.opts.BatchSizes...)
+	sort.Sort(sort.Reverse(sort.IntSlice(sizes)))
+	for _, n := range sizes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := i.prepare(n); err != nil {
+			return err
+		}
+	}
+	if m.opts.Compile {
+		m.mu.Lock()
+		m.info.CompileTime += time.Since(t0)
+		m.mu.Unlock()
+	}
+	return rt.StreamSynchronize(i.stream)
+}
+
+// prepare returns batch n's runnable steps, building them (and, compiled,
+// capturing them) on first use. A plan whose arena is larger than the
+// instance's grows the arena, which invalidates every prepared size.
+func (i *graphInstance) prepare(n int) (*prepared, error) {
+	if pr := i.preps[n]; pr != nil {
+		return pr, nil
+	}
+	dp, err := i.m.plan(context.Background(), n)
+	if err != nil {
+		return nil, err
+	}
+	_, size := dp.p.arenaLayout()
+	if size > i.arenaSz {
+		for k, pr := range i.preps {
+			pr.destroy(i)
+			delete(i.preps, k)
+		}
+		rt := i.d.rt
+		if i.arena != 0 {
+			if err := rt.StreamSynchronize(i.stream); err != nil {
+				return nil, err
+			}
+			rt.Free(i.arena)
+			i.arena, i.arenaSz = 0, 0
+		}
+		if i.arena, err = i.d.alloc(size, fmt.Sprintf("activations for batch %d", n)); err != nil {
+			return nil, err
+		}
+		i.arenaSz = size
+		// Zeroed once so that no stale NaN bit pattern is ever read.
+		if err := rt.MemsetAsync(i.arena, 0, size, i.stream); err != nil {
+			return nil, err
+		}
+		// Sizes prepared before were dropped: prepare them again.
+		defer func() {
+			for _, bn := range i.m.opts.BatchSizes {
+				if bn != n && i.preps[bn] == nil {
+					i.prepare(bn)
+				}
+			}
+		}()
+	}
+	pr := &prepared{dp: dp, inArg: new(cu.KernelArgs), out: new(cu.KernelArgs)}
+	for k, s := range dp.p.steps {
+		rs, err := i.build(dp, k, s)
+		if err != nil {
+			pr.destroy(i)
+			return nil, fmt.Errorf("cuda engine: %s (batch %d): %w", s.node, n, err)
+		}
+		pr.steps = append(pr.steps, rs)
+	}
+	if i.m.opts.Compile {
+		if err := i.capture(pr); err != nil {
+			pr.destroy(i)
+			return nil, err
+		}
+	}
+	i.preps[n] = pr
+	return pr, nil
+}
+
+// ptr is value v's device address on this instance.
+func (i *graphInstance) ptr(p *gplan, v int) cu.DevPtr {
+	if v < 0 {
+		return 0
+	}
+	r := p.root(v)
+	val := &p.vals[r]
+	switch val.kind {
+	case gConst:
+		i.m.mu.Lock()
+		defer i.m.mu.Unlock()
+		return i.m.consts[constKey{t: val.cnst}]
+	case gArena:
+		offs, _ := p.arenaLayout()
+		return i.arena + cu.DevPtr(offs[val.slot])
+	}
+	return 0
+}
+
+// gridFor is a grid-stride launch for n elements.
+func gridFor(n int64) (grid, block int) { return launchDims(n) }
+
+// rowGrid is one block per row, capped: the row kernels stride over rows.
+func rowGrid(rows int) int { return min(max(rows, 1), 65535) }
+
+func f32arg(a *cu.KernelArgs, f float32) *cu.KernelArgs {
+	return a.Int(int(int32(math.Float32bits(f))))
+}
+
+func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
+	p, m, kern := dp.p, i.m, i.m.kern
+	el := cu.DevPtr(p.elem)
+	rs := &runStep{s: s, args: new(cu.KernelArgs)}
+	out := i.ptr(p, s.out) + el*cu.DevPtr(s.outOff)
+	a := i.ptr(p, s.a) + el*cu.DevPtr(s.aOff)
+	b := i.ptr(p, s.b) + el*cu.DevPtr(s.bOff)
+	switch s.kind {
+	case stEW:
+		rs.grid, rs.block = gridFor(s.n)
+		if s.flat {
+			rs.fn = kern.ewFlat
+			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Int64(s.n).Int(s.op), s.p0), s.p1).Int(b2i(s.bScalar))
+		} else {
+			rs.fn = kern.ew
+			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(dp.meta[k]).Int64(s.n).Int(s.op), s.p0), s.p1)
+		}
+	case stAffine:
+		rs.fn = kern.affine
+		rs.grid, rs.block = gridFor(s.n)
+		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int64(s.n).
+			Int(s.channels).Int(s.inner).Int(s.op), s.p0), s.p1)
+	case stPool:
+		g := s.pool
+		rs.fn = kern.pool
+		rs.grid, rs.block = gridFor(s.n)
+		rs.args.Ptr(out).Ptr(a).Int(g.nc).Int(g.h).Int(g.w).Int(g.oh).Int(g.ow).Int(g.kh).Int(g.kw).Int(g.sh).Int(g.sw).
+			Int(g.ph).Int(g.pw).Int(g.dh).Int(g.dw).Int(b2i(g.max)).Int(b2i(g.countPad)).Int(g.peh).Int(g.pew).Int(g.c)
+	case stReduce:
+		rs.fn, rs.grid, rs.block = kern.reduce, rowGrid(s.rows), 256
+		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.rowLen).Int(s.redOp)
+	case stReduceCL:
+		rs.fn = kern.reduceCL
+		rs.grid, rs.block = gridFor(s.n)
+		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.channels).Int(s.rowLen).Int(s.redOp)
+	case stSoftmax:
+		rs.fn, rs.grid, rs.block = kern.softmax, rowGrid(s.rows), 256
+		if s.rowLen <= 256 {
+			// A warp per row, eight rows per block.
+			rs.fn, rs.grid = kern.softmaxWarp, rowGrid((s.rows+7)/8)
+		}
+		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.rowLen).Int(s.redOp)
+	case stLayerNorm:
+		rs.fn, rs.grid, rs.block = kern.norm, rowGrid(s.rows), 256
+		if s.rowLen <= 4096 {
+			rs.fn, rs.grid = kern.normWarp, rowGrid((s.rows+7)/8)
+		}
+		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(s.rows).Int(s.rowLen), s.eps)
+	case stDW:
+		rs.fn = kern.dw
+		rs.grid, rs.block = gridFor(s.n)
+		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
+			Int(int(s.n)).Int(s.op), s.p0), s.p1)
+	case stGemm:
+		c := gemmCallOf(s.gemm)
+		rs.a, rs.b, rs.c = b, a, out
+		rs.opA, rs.ldA, rs.opB, rs.ldB = c.opA, c.ldA, c.opB, c.ldB
+		rs.strideAcol, rs.strideBcol, rs.strideC = c.strideA, c.strideB, c.strideC
+		rs.blasType = cu.CudaR32F
+		switch m.prec.elem {
+		case 2:
+			rs.blasType = cu.CudaR16F
+			if m.prec.dnnType == cu.DataBFloat16 {
+				rs.blasType = cu.CudaR16BF
+			}
+		}
+	case stConv:
+		if err := i.buildConv(rs, p, s, a, out); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("step kind %s", s.kind)
+	}
+	return rs, nil
+}
+
+func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPtr) error {
+	m, dnn, g := i.m, i.m.libs.DNN, s.conv
+	var err error
+	format := cu.TensorNCHW
+	if g.nhwc {
+		format = cu.TensorNHWC
+	}
+	c := g.c
+	if g.cpad > 0 {
+		c = g.cpad
+	}
+	if rs.xd, err = dnn.NewTensor4d(format, m.prec.dnnType, g.n, c, g.h, g.w); err != nil {
+		return err
+	}
+	if rs.yd, err = dnn.NewTensor4d(format, m.prec.dnnType, g.n, g.k, g.oh, g.ow); err != nil {
+		return err
+	}
+	if rs.wd, err = dnn.NewFilter4d(m.prec.dnnType, format, g.k, c/g.groups, g.kh, g.kw); err != nil {
+		return err
+	}
+	if rs.cd, err = dnn.NewConv2dGeneral(g.padH, g.padW, g.strH, g.strW, g.dilH, g.dilW, g.groups, cu.DataFloat, m.prec.mathType); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	rs.x, rs.y, rs.w = x, y, m.consts[constKey{t: p.vals[g.weight].cnst, krsc: g.nhwc, cpad: g.cpad}]
+	m.mu.Unlock()
+	key := fmt.Sprintf("%+v/%d", *g, m.opts.Precision)
+	m.mu.Lock()
+	algo, ok := m.algos[key]
+	m.mu.Unlock()
+	if !ok {
+		var perf []cu.ConvFwdPerf
+		if m.opts.Compile {
+			perf, err = dnn.FindConvForward(i.h, rs.xd, rs.x, rs.wd, rs.w, rs.cd, rs.yd, rs.y, i.ws, graphWorkspace)
+		} else {
+			perf, err = dnn.ConvForwardAlgorithms(i.h, rs.xd, rs.wd, rs.cd, rs.yd)
+		}
+		if err != nil {
+			return err
+		}
+		algo = -1
+		for _, pf := range perf {
+			if pf.Status != 0 {
+				continue
+			}
+			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, int(pf.Algo))
+			if err != nil || need > graphWorkspace {
+				continue
+			}
+			algo = int(pf.Algo)
+			break
+		}
+		if algo < 0 {
+			return fmt.Errorf("no convolution algorithm fits a %d MiB workspace", graphWorkspace>>20)
+		}
+		m.mu.Lock()
+		m.algos[key] = algo
+		m.mu.Unlock()
+	}
+	rs.algo = algo
+	return nil
+}
+
+// run enqueues one step.
+func (i *graphInstance) run(rs *runStep) error {
+	m := i.m
+	switch rs.s.kind {
+	case stConv:
+		return m.libs.DNN.ConvForward(i.h, rs.xd, rs.x, rs.wd, rs.w, rs.cd, rs.algo, i.ws, graphWorkspace, rs.yd, rs.y)
+	case stGemm:
+		g := rs.s.gemm
+		return m.libs.BLAS.GemmStridedBatchedEx(i.blas, rs.opA, rs.opB, g.n, g.m, g.k, &g.alpha,
+			rs.a, rs.blasType, rs.ldA, rs.strideAcol, rs.b, rs.blasType, rs.ldB, rs.strideBcol,
+			rs.c, rs.blasType, g.n, rs.strideC, g.batch, m.prec.blasComp)
+	}
+	return i.d.libs.Driver.Launch(rs.fn, rs.grid, rs.block, i.stream, rs.args)
+}
+
+func (i *graphInstance) runSteps(pr *prepared) error {
+	for _, rs := range pr.steps {
+		if err := i.run(rs); err != nil {
+			return fmt.Errorf("cuda engine: %s: %w", rs.s.node, err)
+		}
+	}
+	return nil
+}
+
+// capture runs a batch size's steps once (library set-up that capture
+// would not allow) and records them as a CUDA graph.
+func (i *graphInstance) capture(pr *prepared) error {
+	rt := i.d.rt
+	if err := i.runSteps(pr); err != nil {
+		return err
+	}
+	if err := rt.StreamSynchronize(i.stream); err != nil {
+		return err
+	}
+	if err := rt.StreamBeginCapture(i.stream, cu.CaptureModeThreadLocal); err != nil {
+		return fmt.Errorf("cuda engine: capturing batch %d: %w", pr.dp.p.batch, err)
+	}
+	runErr := i.runSteps(pr)
+	g, endErr := rt.StreamEndCapture(i.stream)
+	if runErr != nil || endErr != nil {
+		if g != 0 {
+			rt.GraphDestroy(g)
+		}
+		return fmt.Errorf("cuda engine: capturing batch %d: %w", pr.dp.p.batch, errors.Join(runErr, endErr))
+	}
+	exec, err := rt.GraphInstantiate(g)
+	if err != nil {
+		rt.GraphDestroy(g)
+		return fmt.Errorf("cuda engine: instantiating the graph of batch %d: %w", pr.dp.p.batch, err)
+	}
+	pr.graph, pr.exec = g, exec
+	if err := rt.GraphUpload(exec, i.stream); err != nil {
+		return err
+	}
+	return rt.StreamSynchronize(i.stream)
+}
+
+func (pr *prepared) destroy(i *graphInstance) {
+	rt, dnn := i.d.rt, i.m.libs.DNN
+	if pr.exec != 0 {
+		rt.GraphExecDestroy(pr.exec)
+		pr.exec = 0
+	}
+	if pr.graph != 0 {
+		rt.GraphDestroy(pr.graph)
+		pr.graph = 0
+	}
+	for _, rs := range pr.steps {
+		dnn.DestroyTensor(rs.xd)
+		dnn.DestroyTensor(rs.yd)
+		dnn.DestroyFilter(rs.wd)
+		dnn.DestroyConv(rs.cd)
+	}
+	pr.steps = nil
+}
+
+func (i *graphInstance) Stream() engine.Stream { return i.streamW }
+
+// Forward implements engine.Instance: the input is converted to the
+// storage dtype into its arena slot, the batch's graph (or steps) runs,
+// and the first output is converted to float32 into out.
+func (i *graphInstance) Forward(in, out engine.Buffer, n int) error {
+	m := i.m
+	if i.closed {
+		return errors.New("cuda engine: Forward on a closed instance")
+	}
+	if n < 1 || n > m.info.MaxBatch {
+		return fmt.Errorf("cuda engine: batch of %d is outside 1..%d", n, m.info.MaxBatch)
+	}
+	inElems, outElems := n*m.info.Input().Elems(), n*m.info.Output().Elems()
+	inB, err := asBuffer(in, 0, inElems*4)
+	if err != nil {
+		return fmt.Errorf("cuda engine: input: %w", err)
+	}
+	outB, err := asBuffer(out, 0, outElems*4)
+	if err != nil {
+		return fmt.Errorf("cuda engine: output: %w", err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := i.d.rt.SetDevice(i.d.ordinal); err != nil {
+		return err
+	}
+	pr, err := i.prepare(n)
+	if err != nil {
+		return err
+	}
+	p := pr.dp.p
+	grid, block := gridFor(int64(inElems))
+	if err := i.d.libs.Driver.Launch(m.kern.castIn, grid, block, i.stream,
+		pr.inArg.Reset().Ptr(i.ptr(p, p.input)).Ptr(inB.ptr).Int64(int64(inElems))); err != nil {
+		return err
+	}
+	if pr.exec != 0 {
+		if err := i.d.rt.GraphLaunch(pr.exec, i.stream); err != nil {
+			return err
+		}
+	} else if err := i.runSteps(pr); err != nil {
+		return err
+	}
+	grid, block = gridFor(int64(outElems))
+	return i.d.libs.Driver.Launch(m.kern.castOut, grid, block, i.stream,
+		pr.out.Reset().Ptr(outB.ptr).Ptr(i.ptr(p, p.outputs[0])).Int64(int64(outElems)))
+}
+
+// MemoryBytes implements engine.Instance.
+func (i *graphInstance) MemoryBytes() int64 { return i.arenaSz + graphWorkspace + blasWorkspace }
+
+// Memory splits the instance's device memory.
+func (i *graphInstance) Memory() MemoryStats {
+	return MemoryStats{Weights: i.m.weightBytes, Workspace: graphWorkspace + blasWorkspace, Activations: i.arenaSz}
+}
+
+// ProfileLayers times each step of batch n's forward on its own, as a CUDA
+// graph of repeated calls, named by the IR node it computes.
+func (i *graphInstance) ProfileLayers(n, iters int) ([]LayerTime, error) {
+	if n < 1 || n > i.m.info.MaxBatch || iters < 1 {
+		return nil, fmt.Errorf("cuda engine: profile batch %d, %d iterations: out of range", n, iters)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rt := i.d.rt
+	if err := rt.SetDevice(i.d.ordinal); err != nil {
+		return nil, err
+	}
+	pr, err := i.prepare(n)
+	if err != nil {
+		return nil, err
+	}
+	var start, end cu.Event
+	if start, err = rt.EventCreate(true); err != nil {
+		return nil, err
+	}
+	defer rt.EventDestroy(start)
+	if end, err = rt.EventCreate(true); err != nil {
+		return nil, err
+	}
+	defer rt.EventDestroy(end)
+	reps := min(iters, 50)
+	var res []LayerTime
+	for _, rs := range pr.steps {
+		if err := i.run(rs); err != nil {
+			return nil, err
+		}
+		if err := rt.StreamBeginCapture(i.stream, cu.CaptureModeThreadLocal); err != nil {
+			return nil, err
+		}
+		var runErr error
+		for r := 0; r < reps && runErr == nil; r++ {
+			runErr = i.run(rs)
+		}
+		g, endErr := rt.StreamEndCapture(i.stream)
+		if runErr != nil || endErr != nil {
+			if g != 0 {
+				rt.GraphDestroy(g)
+			}
+			return nil, errors.Join(runErr, endErr)
+		}
+		exec, err := rt.GraphInstantiate(g)
+		if err != nil {
+			rt.GraphDestroy(g)
+			return nil, err
+		}
+		best := float32(math.MaxFloat32)
+		for t := 0; t < 3 && err == nil; t++ {
+			if err = rt.EventRecord(start, i.stream); err != nil {
+				break
+			}
+			if err = rt.GraphLaunch(exec, i.stream); err != nil {
+				break
+			}
+			if err = rt.EventRecord(end, i.stream); err != nil {
+				break
+			}
+			if err = rt.EventSynchronize(end); err != nil {
+				break
+			}
+			var ms float32
+			if ms, err = rt.EventElapsed(start, end); err == nil && t > 0 {
+				best = min(best, ms)
+			}
+		}
+		rt.GraphExecDestroy(exec)
+		rt.GraphDestroy(g)
+		if err != nil {
+			return nil, err
+		}
+		lt := LayerTime{Name: rs.s.node, Kind: rs.s.kind.String(), Time: time.Duration(float64(best) / float64(reps) * float64(time.Millisecond))}
+		if rs.s.kind == stConv {
+			lt.Algo = cu.ConvFwdAlgoName(rs.algo)
+		}
+		res = append(res, lt)
+	}
+	return res, nil
+}
+
+func (i *graphInstance) Close() error {
+	if i.closed {
+		return nil
+	}
+	defer runtime.UnlockOSThread()
+	if err := i.d.enter(); err != nil {
+		return err
+	}
+	var err error
+	if i.stream != 0 {
+		err = i.d.rt.StreamSynchronize(i.stream)
+	}
+	i.release()
+	i.closed = true
+	i.m.mu.Lock()
+	i.m.instances--
+	i.m.mu.Unlock()
+	return err
+}
+
+func (i *graphInstance) release() {
+	rt := i.d.rt
+	for _, pr := range i.preps {
+		pr.destroy(i)
+	}
+	i.preps = nil
+	if i.h != 0 {
+		i.m.libs.DNN.Destroy(i.h)
+		i.h = 0
+	}
+	if i.blas != 0 {
+		i.m.libs.BLAS.Destroy(i.blas)
+		i.blas = 0
+	}
+	for _, p := range []cu.DevPtr{i.arena, i.ws, i.blasWs} {
+		if p != 0 {
+			rt.Free(p)
+		}
+	}
+	i.arena, i.ws, i.blasWs = 0, 0, 0
+	if i.stream != 0 {
+		rt.StreamDestroy(i.stream)
+		i.stream = 0
+	}
+}

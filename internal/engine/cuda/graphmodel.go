@@ -1,0 +1,444 @@
+package cuda
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+// graphFatbin and graphPTX are tools/kernels/graph.cu, the general-graph
+// executor's kernels, compiled by tools/kernels/build.sh: nvcc's machine
+// code (no JIT compile at load) and clang's PTX. graphSums records the
+// source each was built from; the fatbin is loaded only when it was built
+// from the same source as the PTX (a kernel edited where only clang is
+// installed leaves the fatbin behind until nvcc rebuilds it).
+var (
+	//go:embed kernels/graph.fatbin
+	graphFatbin []byte
+	//go:embed kernels/graph.ptx
+	graphPTX []byte
+	//go:embed kernels/graph.sha256
+	graphSums string
+)
+
+// graphImage picks the kernels to load: the fatbin when it is current.
+func graphImage() []byte {
+	sums := map[string]string{}
+	for _, line := range strings.Split(graphSums, "\n") {
+		if sum, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			sums[name] = sum
+		}
+	}
+	if f := sums["graph.fatbin"]; f != "" && f == sums["graph.ptx"] && len(graphFatbin) > 0 {
+		return graphFatbin
+	}
+	return graphPTX
+}
+
+var _ engine.GraphLoader = Engine{}
+
+// graphKernels are graph.cu's kernels for one storage dtype.
+type graphKernels struct {
+	mod                                             cu.Module
+	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
+	castIn, castOut, reduceCL                       cu.Function
+	softmaxWarp, normWarp, dw                       cu.Function
+}
+
+func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
+	mod, err := d.ModuleLoad(graphImage())
+	if err != nil {
+		var perr error
+		if mod, perr = d.ModuleLoad(graphPTX); perr != nil {
+			return nil, fmt.Errorf("cuda engine: loading the graph kernels: %w (and their PTX: %w)", err, perr)
+		}
+	}
+	k := &graphKernels{mod: mod}
+	for _, f := range []struct {
+		dst  *cu.Function
+		name string
+	}{
+		{&k.ew, "g_ew_"}, {&k.ewFlat, "g_ew_flat_"}, {&k.affine, "g_affine_"}, {&k.pool, "g_pool_"},
+		{&k.reduce, "g_reduce_"}, {&k.softmax, "g_softmax_"}, {&k.norm, "g_layernorm_"},
+		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
+		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
+	} {
+		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
+			d.ModuleUnload(mod)
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// LoadGraph implements engine.GraphLoader: a general graph (one input,
+// batched along a leading dynamic dimension) on the GPU. Each batch size
+// is bound and optimized (ir.Optimize: batch norms folded, epilogues fused
+// into convolutions and products) and planned as it is first used; the
+// prepared sizes (opts.BatchSizes, or MaxBatch) at load. Activations are
+// stored in the precision's dtype (float32 for fp32 and tf32), NCHW.
+// With opts.Compile, convolution algorithms are chosen by measurement and
+// each prepared batch size is captured as a CUDA graph per instance.
+func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (engine.Model, error) {
+	if g == nil {
+		return nil, errors.New("cuda engine: LoadGraph of a nil graph")
+	}
+	libs, err := cu.Load()
+	if err != nil {
+		return nil, fmt.Errorf("cuda engine: %w", err)
+	}
+	if err := cu.Usable(); err != nil {
+		return nil, fmt.Errorf("cuda engine: %w", err)
+	}
+	prec, err := precisionOf(opts.Precision)
+	if err != nil {
+		return nil, err
+	}
+	ins, outs, err := ir.Signature(g)
+	if err != nil {
+		return nil, fmt.Errorf("cuda engine: graph %q: %w", g.Name, err)
+	}
+	if len(ins) != 1 || len(outs) < 1 {
+		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; Forward takes one input and writes the first output", g.Name, len(ins), len(outs))
+	}
+	fixed1 := true
+	for _, nt := range append(slices.Clone(ins), outs...) {
+		sh := nt.Type.Shape
+		fixed1 = fixed1 && len(sh) > 0 && sh[0] == 1 && !slices.Contains(sh, ir.Dynamic)
+	}
+	if fixed1 {
+		opts.MaxBatch = min(opts.MaxBatch, 1)
+		opts.BatchSizes = nil
+	}
+	specs := func(nts []ir.NamedType) ([]engine.TensorSpec, error) {
+		var out []engine.TensorSpec
+		for _, nt := range nts {
+			sh := nt.Type.Shape
+			if len(sh) < 1 || (sh[0] != ir.Dynamic && !fixed1) {
+				return nil, fmt.Errorf("cuda engine: graph %q: %s %s is not batched along its first dimension", g.Name, nt.Name, nt.Type)
+			}
+			if slices.Contains(sh[1:], ir.Dynamic) {
+				return nil, fmt.Errorf("cuda engine: graph %q: %s %s: only the batch may vary", g.Name, nt.Name, nt.Type)
+			}
+			out = append(out, engine.TensorSpec{Name: nt.Name, DType: nt.Type.DType, Shape: slices.Clone([]int(sh[1:]))})
+		}
+		return out, nil
+	}
+	inSpecs, err := specs(ins)
+	if err != nil {
+		return nil, err
+	}
+	outSpecs, err := specs(outs)
+	if err != nil {
+		return nil, err
+	}
+	if inSpecs[0].DType != tensor.Float32 || outSpecs[0].DType != tensor.Float32 {
+		return nil, fmt.Errorf("cuda engine: graph %q: input %s and output %s must be float32", g.Name, inSpecs[0], outSpecs[0])
+	}
+	switch opts.InputDType {
+	case tensor.Invalid, tensor.Float32:
+		opts.InputDType = tensor.Float32
+	default:
+		return nil, fmt.Errorf("cuda engine: input dtype %s: a general graph takes its input as float32", opts.InputDType)
+	}
+	if opts.MaxBatch < 1 {
+		return nil, fmt.Errorf("cuda engine: MaxBatch %d must be at least 1", opts.MaxBatch)
+	}
+	if c, h, w, ok := (engine.Info{Inputs: inSpecs}).ImageInput(); ok {
+		if (opts.Height != 0 && opts.Height != h) || (opts.Width != 0 && opts.Width != w) {
+			return nil, fmt.Errorf("cuda engine: graph %q takes %dx%dx%d images, not the %dx%d asked for", g.Name, c, h, w, opts.Height, opts.Width)
+		}
+	}
+	for _, n := range opts.BatchSizes {
+		if n < 1 || n > opts.MaxBatch {
+			return nil, fmt.Errorf("cuda engine: batch size %d to prepare is outside 1..MaxBatch (%d)", n, opts.MaxBatch)
+		}
+	}
+	if len(opts.BatchSizes) == 0 {
+		opts.BatchSizes = []int{opts.MaxBatch}
+	}
+	dev, err := newDevice(libs, opts.Device)
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.UnlockOSThread()
+	if err := dev.enter(); err != nil {
+		return nil, err
+	}
+	if _, _, err := dev.rt.MemGetInfo(); err != nil {
+		return nil, fmt.Errorf("cuda engine: initializing device %d: %w", opts.Device, err)
+	}
+	start := time.Now()
+	m := &graphModel{g: g, dev: dev, libs: libs, opts: opts, prec: prec, plans: map[int]*devPlan{},
+		consts: map[constKey]cu.DevPtr{}, algos: map[string]int{}}
+	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix); err != nil {
+		return nil, err
+	}
+	for _, n := range opts.BatchSizes {
+		if _, err := m.plan(ctx, n); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	arch := g.Name
+	if a := g.Meta["arch"]; a != "" {
+		arch = a
+	}
+	m.info = engine.Info{
+		Engine: "cuda", Device: dev.name, Arch: arch, Inputs: inSpecs, Outputs: outSpecs,
+		Precision: opts.Precision, Compiled: opts.Compile, MaxBatch: opts.MaxBatch,
+	}
+	m.info.WeightBytes = m.weightBytes
+	if opts.Compile {
+		m.info.CompileTime = time.Since(start)
+	}
+	return m, ctx.Err()
+}
+
+// constKey is one uploaded constant: a tensor as stored, row-major or (a
+// channels-last convolution's filter) KRSC.
+type constKey struct {
+	t    *tensor.Tensor
+	krsc bool
+	cpad int // KRSC with C padded to cpad with zeros
+}
+
+// devPlan is a plan with its device-side constants: the strided kernel's
+// index descriptions and the float32 epilogue vectors, uploaded once per
+// model and shared by its instances.
+type devPlan struct {
+	p     *gplan
+	meta  []cu.DevPtr // per step: its ewMeta (stEW)
+	scale []cu.DevPtr // per step: scale or layer-norm gain (float32)
+	shift []cu.DevPtr // per step: shift, bias or layer-norm bias (float32)
+	bufs  []cu.DevPtr // allocations to free
+}
+
+// graphModel is a general graph loaded on a GPU.
+type graphModel struct {
+	g    *ir.Graph
+	dev  *device
+	libs *cu.Libs
+	opts engine.Options
+	prec precision
+	kern *graphKernels
+	info engine.Info
+
+	mu          sync.Mutex
+	plans       map[int]*devPlan
+	consts      map[constKey]cu.DevPtr // weights in the storage dtype
+	weightBytes int64
+	algos       map[string]int // convolution algorithm per problem (compiled: measured)
+	instances   int
+	closed      bool
+}
+
+// plan returns batch n's plan, lowering and uploading it on first use.
+// The caller must have entered the device.
+func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if dp, ok := m.plans[n]; ok {
+		return dp, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, _, err := ir.Optimize(m.g, n)
+	if err != nil {
+		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
+	}
+	p, err := planGraph(b, n, m.prec.elem, m.prec.nhwc)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range p.vals {
+		if v.elems >= 1<<31 {
+			return nil, fmt.Errorf("cuda engine: value %q of batch %d holds %d elements, more than the kernels index; use a smaller batch", v.name, n, v.elems)
+		}
+	}
+	dp := &devPlan{p: p, meta: make([]cu.DevPtr, len(p.steps)), scale: make([]cu.DevPtr, len(p.steps)), shift: make([]cu.DevPtr, len(p.steps))}
+	rt := m.dev.rt
+	upload := func(b []byte, what string) (cu.DevPtr, error) {
+		ptr, err := m.dev.alloc(int64(len(b)), what)
+		if err != nil {
+			return 0, err
+		}
+		dp.bufs = append(dp.bufs, ptr)
+		if err := rt.MemcpyHtoD(ptr, b); err != nil {
+			return 0, fmt.Errorf("cuda engine: uploading %s: %w", what, err)
+		}
+		return ptr, nil
+	}
+	// Small per-step vectors go into one buffer.
+	var host []byte
+	type fix struct {
+		dst *cu.DevPtr
+		off int
+	}
+	var fixes []fix
+	put := func(dst *cu.DevPtr, b []byte) {
+		for len(host)%16 != 0 {
+			host = append(host, 0)
+		}
+		fixes = append(fixes, fix{dst, len(host)})
+		host = append(host, b...)
+	}
+	for k, s := range p.steps {
+		if (s.kind == stEW && !s.flat) || s.kind == stDW {
+			b := make([]byte, 4*len(s.meta))
+			for i, v := range s.meta {
+				u := uint32(v)
+				b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+			}
+			put(&dp.meta[k], b)
+		}
+		if s.scale != nil {
+			put(&dp.scale[k], tensor.F32Bytes(s.scale))
+		}
+		if s.shift != nil {
+			put(&dp.shift[k], tensor.F32Bytes(s.shift))
+		}
+	}
+	if len(host) > 0 {
+		base, err := upload(host, "step parameters")
+		if err != nil {
+			dp.free(rt)
+			return nil, err
+		}
+		for _, f := range fixes {
+			*f.dst = base + cu.DevPtr(f.off)
+		}
+	}
+	for i := range p.vals {
+		v := &p.vals[i]
+		if v.kind != gConst {
+			continue
+		}
+		for _, k := range constUses(p, i) {
+			if _, done := m.consts[k]; done {
+				continue
+			}
+			f, err := v.cnst.ToFloat32()
+			if err != nil {
+				dp.free(rt)
+				return nil, fmt.Errorf("cuda engine: constant %q: %w", v.name, err)
+			}
+			if k.krsc {
+				f = toKRSC(f, v.shape, k.cpad)
+			}
+			b := encode(f, m.prec.tensorDType)
+			ptr, err := m.dev.alloc(int64(max(len(b), 1)), "weights")
+			if err != nil {
+				dp.free(rt)
+				return nil, err
+			}
+			if err := rt.MemcpyHtoD(ptr, b); err != nil {
+				rt.Free(ptr)
+				dp.free(rt)
+				return nil, fmt.Errorf("cuda engine: uploading %q: %w", v.name, err)
+			}
+			m.consts[k] = ptr
+			m.weightBytes += int64(len(b))
+		}
+	}
+	m.plans[n] = dp
+	return dp, nil
+}
+
+// constUses lists how steps read constant value i: as stored, or as a
+// channels-last convolution's filter (KRSC, maybe channel-padded).
+func constUses(p *gplan, i int) []constKey {
+	seen := map[constKey]bool{}
+	var keys []constKey
+	use := func(k constKey) {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	t := p.vals[i].cnst
+	for _, s := range p.steps {
+		for _, v := range []int{s.a, s.b, s.res} {
+			if v >= 0 && p.root(v) == i {
+				use(constKey{t: t})
+			}
+		}
+		if s.kind == stConv && s.conv.weight == i {
+			use(constKey{t: t, krsc: s.conv.nhwc, cpad: s.conv.cpad})
+		}
+	}
+	return keys
+}
+
+// toKRSC reorders a [K, C, R, S] filter as [K, R, S, C'], the layout of
+// cuDNN's channels-last filters, with C' = cpad (> C: zeros) or C.
+func toKRSC(f []float32, s []int, cpad int) []float32 {
+	if len(s) != 4 {
+		return f
+	}
+	k, c, r, q := s[0], s[1], s[2], s[3]
+	cp := max(cpad, c)
+	out := make([]float32, k*r*q*cp)
+	for o := 0; o < k; o++ {
+		for ch := 0; ch < c; ch++ {
+			for y := 0; y < r; y++ {
+				for x := 0; x < q; x++ {
+					out[((o*r+y)*q+x)*cp+ch] = f[((o*c+ch)*r+y)*q+x]
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (dp *devPlan) free(rt *cu.Runtime) {
+	for _, b := range dp.bufs {
+		rt.Free(b)
+	}
+	dp.bufs = nil
+}
+
+func (m *graphModel) Info() engine.Info { return m.info }
+
+func (m *graphModel) Device() engine.Device { return m.dev }
+
+func (m *graphModel) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("cuda engine: model closed twice")
+	}
+	if m.instances > 0 {
+		return fmt.Errorf("cuda engine: Close with %d instances still open", m.instances)
+	}
+	defer runtime.UnlockOSThread()
+	if err := m.dev.enter(); err != nil {
+		return err
+	}
+	m.closed = true
+	rt := m.dev.rt
+	for _, dp := range m.plans {
+		dp.free(rt)
+	}
+	for _, p := range m.consts {
+		rt.Free(p)
+	}
+	m.plans, m.consts = nil, nil
+	if m.kern != nil {
+		m.libs.Driver.ModuleUnload(m.kern.mod)
+		m.kern = nil
+	}
+	return nil
+}

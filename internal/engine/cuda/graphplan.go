@@ -1,0 +1,1635 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+// The general-graph executor's planning: a bound, optimized ir.Graph
+// becomes a list of GPU steps (cuDNN convolutions, cuBLAS products, the
+// kernels of tools/kernels/graph.cu) over values that live in arena slots
+// (shared by values whose lifetimes do not overlap), constants or views of
+// other values. Planning touches no GPU, so that its lowering and fusion
+// decisions are tested in CI.
+
+// gkind is where a planned value's bytes live.
+type gkind uint8
+
+const (
+	gArena gkind = iota // a slot of the instance's arena
+	gConst              // the model's weights, in the storage dtype
+	gAlias              // another value's bytes (a reshape-like view)
+)
+
+// gvalue is the plan's record of one IR value.
+type gvalue struct {
+	name  string
+	shape tensor.Shape
+	elems int64
+	kind  gkind
+	// nhwc: a 4-d value stored channels-last (its logical [N,C,H,W]
+	// dimensions at strides HWC, 1, WC, C); else row-major.
+	nhwc  bool
+	slot  int
+	alias int
+	cnst  *tensor.Tensor
+}
+
+// stepKind is what a step runs.
+type stepKind uint8
+
+const (
+	stConv      stepKind = iota + 1 // cuDNN convolution
+	stGemm                          // cuBLAS (strided batched) product
+	stEW                            // strided elementwise / copy kernel
+	stAffine                        // per-channel scale, shift, residual, activation
+	stPool                          // 2-d max or average pooling
+	stReduce                        // reductions over trailing contiguous elements
+	stSoftmax                       // softmax over rows
+	stLayerNorm                     // layer normalization over rows
+	stReduceCL                      // global pooling of a channels-last value
+	stDW                            // channels-last depthwise convolution, epilogue fused
+)
+
+func (k stepKind) String() string {
+	switch k {
+	case stConv:
+		return "conv"
+	case stGemm:
+		return "gemm"
+	case stEW:
+		return "elementwise"
+	case stAffine:
+		return "epilogue"
+	case stPool:
+		return "pool"
+	case stReduce:
+		return "reduce"
+	case stSoftmax:
+		return "softmax"
+	case stLayerNorm:
+		return "layernorm"
+	case stReduceCL:
+		return "globalpool"
+	case stDW:
+		return "dwconv"
+	}
+	return fmt.Sprintf("step(%d)", uint8(k))
+}
+
+// The kernels' op codes (graph.cu's enum).
+const (
+	ewCopy = iota
+	ewRelu
+	ewSigmoid
+	ewTanh
+	ewExp
+	ewLog
+	ewSqrt
+	ewRecip
+	ewNeg
+	ewAbs
+	ewErf
+	ewHardSwish
+	ewSiLU
+	ewHardSigmoid
+	ewGELU
+	ewGELUTanh
+	ewClip
+	ewLeaky
+	ewFill
+	ewSoftplus
+	ewFloor
+	ewCeil
+	ewMish
+)
+
+const (
+	ewAdd = 32 + iota
+	ewSub
+	ewMul
+	ewDiv
+	ewPow
+	ewMax
+	ewMin
+	ewPRelu
+)
+
+// maxDims is the rank the strided kernel indexes (graph.cu's MAXD).
+const maxDims = 6
+
+// ewMeta is the strided kernel's index description: shape, then element
+// strides of out, a and b, each maxDims long with leading ones / zeros.
+type ewMeta [4 * maxDims]int32
+
+// convGeom is a 2-d convolution's geometry.
+type convGeom struct {
+	n, c, h, w     int // input
+	k, oh, ow      int // output channels and size
+	kh, kw         int
+	padH, padW     int
+	strH, strW     int
+	dilH, dilW     int
+	groups         int
+	weight         int // the filter's value (a constant)
+	hasAct         bool
+	act            int
+	p0, p1         float32
+	hasBias, hasRs bool
+	nhwc           bool // x, y and the filter channels-last
+	cpad           int  // input channels padded with zeros to cpad (0: none)
+}
+
+// gemmGeom is a row-major Y[b][M,N] = alpha * opA(A[b]) opB(B[b]).
+type gemmGeom struct {
+	m, n, k        int
+	transA, transB bool
+	batch          int
+	strideA        int64 // elements; 0 broadcasts A
+	strideB        int64
+	alpha          float32
+}
+
+// gemmCall is a gemmGeom as cuBLAS's column-major call: row-major
+// Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T, so cuBLAS's first
+// operand is B's memory and its second A's; m = N, n = M, ldc = N.
+type gemmCall struct {
+	opA, opB                  int
+	ldA, ldB                  int
+	strideA, strideB, strideC int64
+}
+
+func gemmCallOf(g *gemmGeom) gemmCall {
+	c := gemmCall{opA: opN, ldA: g.n, opB: opN, ldB: g.k, strideA: g.strideB, strideB: g.strideA, strideC: int64(g.m) * int64(g.n)}
+	if g.transB {
+		c.opA, c.ldA = opT, g.k
+	}
+	if g.transA {
+		c.opB, c.ldB = opT, g.m
+	}
+	return c
+}
+
+// cuBLAS's operation codes (cublasOperation_t), kept here so that planning
+// needs no GPU package constants.
+const (
+	opN = 0
+	opT = 1
+)
+
+// poolGeom is a 2-d pooling's geometry over NCHW planes.
+type poolGeom struct {
+	nc, h, w, oh, ow int
+	kh, kw, sh, sw   int
+	ph, pw, peh, pew int
+	dh, dw           int
+	max, countPad    bool
+	c                int // channels when the planes are channels-last, else 0
+}
+
+// gstep is one planned GPU call.
+type gstep struct {
+	kind stepKind
+	node string // the IR node it computes (profile, errors)
+	// Operands: value indices (-1: none) and element offsets into them.
+	out, a, b, res      int
+	outOff, aOff, bOff  int64
+	n                   int64 // elements the kernel covers
+	op                  int
+	p0, p1              float32
+	meta                ewMeta
+	flat, bScalar       bool
+	scale, shift        []float32 // affine (float32, uploaded per plan)
+	channels, inner     int       // affine: c = (i / inner) % channels
+	rows, rowLen, redOp int       // reduce, softmax, layernorm
+	eps                 float32
+	conv                *convGeom
+	gemm                *gemmGeom
+	pool                *poolGeom
+	reads, defs         []int
+}
+
+// gplan is a graph lowered for one batch size.
+type gplan struct {
+	batch     int
+	vals      []gvalue
+	steps     []*gstep
+	input     int
+	outputs   []int
+	slotBytes []int64
+	elem      int  // bytes per element of the storage dtype
+	cl        bool // 4-d activations channels-last (fp16, bf16)
+}
+
+// planError lists every node kind the engine cannot run.
+type planError struct {
+	graph string
+	first map[string]string
+}
+
+func (e *planError) Error() string {
+	keys := make([]string, 0, len(e.first))
+	for k := range e.first {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "cuda engine: graph %q has ops the engine cannot run:", e.graph)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s (first at %s);", k, e.first[k])
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Unwrap makes the error ir.ErrUnsupported, which callers test for "valid,
+// but not runnable here".
+func (e *planError) Unwrap() error { return ir.ErrUnsupported }
+
+// unsupportedOp is a lowering's refusal.
+type unsupportedOp struct{ msg string }
+
+func (u *unsupportedOp) Error() string { return u.msg }
+
+func refuse(format string, args ...any) error {
+	return &unsupportedOp{msg: fmt.Sprintf(format, args...)}
+}
+
+// planner is planGraph's state.
+type planner struct {
+	p     *gplan
+	index map[*ir.Value]int
+	bad   map[string]string
+}
+
+// planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
+// whose values are elem bytes each; with channelsLast, convolutions and
+// the 4-d values around them are stored NHWC.
+func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) {
+	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
+		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
+	}
+	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{}}
+	in, err := pl.value(g.Inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	pl.p.input = in
+	for _, n := range g.Nodes {
+		if err := pl.node(n); err != nil {
+			return nil, err
+		}
+	}
+	if len(pl.bad) > 0 {
+		return nil, &planError{graph: g.Name, first: pl.bad}
+	}
+	for _, v := range g.Outputs {
+		o, err := pl.value(v)
+		if err != nil {
+			return nil, err
+		}
+		if pl.p.vals[pl.p.root(o)].kind != gArena {
+			return nil, fmt.Errorf("cuda engine: graph %q: output %q is a constant; the engine computes outputs only", g.Name, v.Name)
+		}
+		// Outputs leave row-major.
+		nc := &nodeCtx{pl: pl, n: &ir.Node{Name: "output " + v.Name, Op: &ir.Unary{Fn: ir.OpIdentity}}}
+		if o, err = nc.contig(o); err != nil {
+			return nil, err
+		}
+		pl.commit(nc)
+		pl.p.outputs = append(pl.p.outputs, o)
+	}
+	pl.p.assignSlots()
+	return pl.p, nil
+}
+
+func (p *gplan) root(v int) int {
+	for p.vals[v].kind == gAlias {
+		v = p.vals[v].alias
+	}
+	return v
+}
+
+// value returns v's index, adding it on first sight.
+func (pl *planner) value(v *ir.Value) (int, error) {
+	if i, ok := pl.index[v]; ok {
+		return i, nil
+	}
+	for _, d := range v.Type.Shape {
+		if d < 0 {
+			return 0, fmt.Errorf("cuda engine: value %q has type %s: the graph is not bound", v.Name, v.Type)
+		}
+	}
+	gv := gvalue{name: v.Name, shape: v.Type.Shape.Clone(), elems: int64(v.Type.Shape.NumElements()), slot: -1, alias: -1}
+	if v.Const != nil {
+		gv.kind, gv.cnst = gConst, v.Const
+	}
+	pl.p.vals = append(pl.p.vals, gv)
+	i := len(pl.p.vals) - 1
+	pl.index[v] = i
+	return i, nil
+}
+
+// nodeCtx is what one node's lowering sees.
+type nodeCtx struct {
+	pl      *planner
+	n       *ir.Node
+	in, out []int
+	steps   []*gstep
+}
+
+func (nc *nodeCtx) val(i int) *gvalue { return &nc.pl.p.vals[i] }
+
+// inShape is input i's shape.
+func (nc *nodeCtx) inShape(i int) tensor.Shape { return nc.val(nc.in[i]).shape }
+
+// has reports whether input i is present.
+func (nc *nodeCtx) has(i int) bool { return i < len(nc.in) && nc.in[i] >= 0 }
+
+// constInts reads constant input i as integers.
+func (nc *nodeCtx) constInts(i int) ([]int, bool, error) {
+	if !nc.has(i) {
+		return nil, false, nil
+	}
+	v := nc.n.Inputs[i]
+	if v.Const == nil {
+		return nil, false, refuse("input %d (%s) is computed at run time; the engine needs it constant", i, v.Name)
+	}
+	a, err := ir.ArrayFromTensor(v.Const)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]int, len(a.Data))
+	for k, f := range a.Data {
+		out[k] = int(f)
+	}
+	return out, true, nil
+}
+
+// constFloats reads constant input i as float32.
+func (nc *nodeCtx) constFloats(i int) ([]float32, error) {
+	v := nc.n.Inputs[i]
+	if v.Const == nil {
+		return nil, refuse("input %d (%s) is computed at run time; the engine needs it constant", i, v.Name)
+	}
+	return v.Const.ToFloat32()
+}
+
+func (nc *nodeCtx) add(s *gstep) *gstep {
+	s.node = nc.n.Name
+	if s.node == "" {
+		s.node = nc.n.Op.Kind()
+	}
+	nc.steps = append(nc.steps, s)
+	return s
+}
+
+// node lowers one node into steps, or records why it cannot.
+func (pl *planner) node(n *ir.Node) error {
+	nc := &nodeCtx{pl: pl, n: n}
+	for _, v := range n.Inputs {
+		i := -1
+		if v != nil {
+			var err error
+			if i, err = pl.value(v); err != nil {
+				return err
+			}
+		}
+		nc.in = append(nc.in, i)
+	}
+	for _, v := range n.Outputs {
+		i := -1
+		if v != nil {
+			var err error
+			if i, err = pl.value(v); err != nil {
+				return err
+			}
+		}
+		nc.out = append(nc.out, i)
+	}
+	for k, v := range n.Inputs {
+		if v != nil && v.Const == nil && v.Type.DType != tensor.Float32 && !layoutOnlyInput(n.Op, k) {
+			pl.refuse(n, fmt.Sprintf("%s input", v.Type.DType), fmt.Sprintf("input %q is %s at run time; the engine computes in floating point", v.Name, v.Type.DType))
+			return nil
+		}
+	}
+	err := lowerNode(nc)
+	if err != nil {
+		if u, ok := err.(*unsupportedOp); ok {
+			pl.refuse(n, "", u.msg)
+			return nil
+		}
+		return fmt.Errorf("cuda engine: %s: %w", n, err)
+	}
+	pl.commit(nc)
+	return nil
+}
+
+// commit appends a node's steps with the values each reads and defines.
+func (pl *planner) commit(nc *nodeCtx) {
+	for _, s := range nc.steps {
+		var reads []int
+		for _, v := range []int{s.a, s.b, s.res} {
+			if v >= 0 && pl.p.vals[pl.p.root(v)].kind != gConst {
+				reads = append(reads, v)
+			}
+		}
+		s.reads = reads
+		s.defs = []int{s.out}
+		pl.p.steps = append(pl.p.steps, s)
+	}
+	nc.steps = nil
+}
+
+// st returns value v's physical element strides.
+func (p *gplan) st(v int) []int64 {
+	val := &p.vals[v]
+	if val.nhwc {
+		s := val.shape
+		c, h, w := int64(s[1]), int64(s[2]), int64(s[3])
+		return []int64{h * w * c, 1, w * c, c}
+	}
+	return contiguous(val.shape)
+}
+
+func (nc *nodeCtx) st(v int) []int64 { return nc.pl.p.st(v) }
+
+// sameLayout reports whether strides a and b address a tensor of shape
+// identically (dimensions of size 1 have no stride that matters).
+func sameLayout(shape tensor.Shape, a, b []int64) bool {
+	for d := range shape {
+		if shape[d] != 1 && a[d] != b[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// isContig reports whether v is laid out row-major.
+func (nc *nodeCtx) isContig(v int) bool {
+	s := nc.val(v).shape
+	return sameLayout(s, nc.st(v), contiguous(s))
+}
+
+// contig returns v, or a row-major copy of it.
+func (nc *nodeCtx) contig(v int) (int, error) {
+	if nc.isContig(v) {
+		return v, nil
+	}
+	s := nc.val(v).shape
+	t := nc.temp(s)
+	return t, nc.copyStep(ewCopy, t, 0, contiguous(s), v, 0, nc.st(v), s)
+}
+
+// asNHWC returns v, or a channels-last copy of it.
+func (nc *nodeCtx) asNHWC(v int) (int, error) {
+	if nc.val(v).nhwc {
+		return v, nil
+	}
+	s := nc.val(v).shape
+	t := nc.temp(s)
+	nc.val(t).nhwc = true
+	if sameLayout(s, nc.st(v), nc.st(t)) {
+		// The same memory either way ([N, C, 1, 1]): no copy.
+		nc.pl.p.vals = nc.pl.p.vals[:len(nc.pl.p.vals)-1]
+		return v, nil
+	}
+	return t, nc.copyStep(ewCopy, t, 0, nc.st(t), v, 0, nc.st(v), s)
+}
+
+// outCL stores output value o channels-last when the plan is and o is 4-d.
+func (nc *nodeCtx) outCL(o int) {
+	if o >= 0 && nc.pl.p.cl && len(nc.val(o).shape) == 4 {
+		nc.val(o).nhwc = true
+	}
+}
+
+// layoutOnlyInput marks inputs that are read at plan time (shapes, axes,
+// indices), whatever their dtype.
+func layoutOnlyInput(op ir.Op, k int) bool {
+	switch op.(type) {
+	case *ir.Reshape, *ir.Slice, *ir.Gather, *ir.Expand, *ir.Pad, *ir.Split, *ir.Squeeze, *ir.Unsqueeze, *ir.Reduce, *ir.Clip:
+		return k > 0
+	}
+	return false
+}
+
+func (pl *planner) refuse(n *ir.Node, key, msg string) {
+	k := n.Op.Kind()
+	if key != "" {
+		k += " " + key
+	}
+	if _, seen := pl.bad[k]; !seen {
+		pl.bad[k] = fmt.Sprintf("%s: %s", n, msg)
+	}
+}
+
+// temp adds an intermediate value of shape to the plan.
+func (nc *nodeCtx) temp(shape tensor.Shape) int {
+	p := nc.pl.p
+	p.vals = append(p.vals, gvalue{name: fmt.Sprintf("%s.tmp%d", nc.n.Name, len(p.vals)), shape: shape.Clone(),
+		elems: int64(shape.NumElements()), slot: -1, alias: -1})
+	return len(p.vals) - 1
+}
+
+// alias makes output 0 a view of input 0: of the same layout when the
+// shapes agree, else of a row-major input (copied to one when it is not).
+func (nc *nodeCtx) alias() error {
+	in := nc.in[0]
+	o := nc.val(nc.out[0])
+	if o.elems != nc.val(in).elems {
+		return fmt.Errorf("a view of %d elements as %d", nc.val(in).elems, o.elems)
+	}
+	if o.shape.Equal(nc.val(in).shape) {
+		o.kind, o.alias, o.nhwc = gAlias, in, nc.val(in).nhwc
+		return nil
+	}
+	in, err := nc.contig(in)
+	if err != nil {
+		return err
+	}
+	o = nc.val(nc.out[0])
+	o.kind, o.alias = gAlias, in
+	return nil
+}
+
+func lowerNode(nc *nodeCtx) error {
+	n := nc.n
+	for k, v := range n.Outputs {
+		if v != nil && v.Type.DType != tensor.Float32 {
+			return refuse("output %d is %s; the engine computes in floating point", k, v.Type.DType)
+		}
+	}
+	switch op := n.Op.(type) {
+	case *ir.Reshape, *ir.Flatten, *ir.Squeeze, *ir.Unsqueeze, *ir.Dropout:
+		return nc.alias()
+	case *ir.Cast:
+		return nc.alias() // float to float: the storage dtype is the engine's
+	case *ir.Unary:
+		if op.Fn == ir.OpIdentity {
+			return nc.alias()
+		}
+		code, ok := unaryCodes[op.Fn]
+		if !ok {
+			return refuse("unary %s", op.Fn)
+		}
+		return nc.elementwise(code, 0, 0)
+	case *ir.LeakyRelu:
+		return nc.elementwise(ewLeaky, float32(op.Alpha), 0)
+	case *ir.HardSigmoid:
+		return nc.elementwise(ewHardSigmoid, float32(op.Alpha), float32(op.Beta))
+	case *ir.Gelu:
+		if op.Tanh {
+			return nc.elementwise(ewGELUTanh, 0, 0)
+		}
+		return nc.elementwise(ewGELU, 0, 0)
+	case *ir.Clip:
+		lo, hi := float32(-math.MaxFloat32), float32(math.MaxFloat32)
+		for k, dst := range []*float32{&lo, &hi} {
+			if nc.has(k + 1) {
+				f, err := nc.constFloats(k + 1)
+				if err != nil {
+					return err
+				}
+				if len(f) != 1 {
+					return refuse("Clip bound of %d values", len(f))
+				}
+				*dst = f[0]
+			}
+		}
+		return nc.elementwise(ewClip, lo, hi)
+	case *ir.Binary:
+		code, ok := binaryCodes[op.Fn]
+		if !ok {
+			return refuse("binary %s", op.Fn)
+		}
+		nc.outCL(nc.out[0])
+		return nc.binary(code, nc.in[0], nc.in[1], nc.out[0], 0)
+	case *ir.BatchNorm:
+		return nc.batchNorm(op)
+	case *ir.Conv:
+		return nc.conv(op)
+	case *ir.Gemm:
+		return nc.gemmOp(op)
+	case *ir.MatMul:
+		return nc.matmul(op)
+	case *ir.Pool:
+		return nc.poolOp(op)
+	case *ir.GlobalPool:
+		s := nc.inShape(0)
+		if len(s) < 3 {
+			return refuse("global pooling of rank %d", len(s))
+		}
+		red := 0
+		if op.Max {
+			red = 1
+		}
+		if nc.val(nc.in[0]).nhwc {
+			nc.add(&gstep{kind: stReduceCL, out: nc.out[0], a: nc.in[0], b: -1, res: -1, rows: s[0], channels: s[1], rowLen: s[2] * s[3], redOp: red, n: int64(s[0] * s[1])})
+			return nil
+		}
+		in, err := nc.contig(nc.in[0])
+		if err != nil {
+			return err
+		}
+		nc.add(&gstep{kind: stReduce, out: nc.out[0], a: in, b: -1, res: -1, rows: s[0] * s[1], rowLen: tensor.Shape(s[2:]).NumElements(), redOp: red})
+		return nil
+	case *ir.Reduce:
+		return nc.reduce(op)
+	case *ir.Softmax:
+		return nc.softmax(op)
+	case *ir.LayerNorm:
+		return nc.layerNorm(op)
+	case *ir.Transpose:
+		return nc.transpose(op)
+	case *ir.Concat:
+		return nc.concat(op)
+	case *ir.Split:
+		return nc.split(op)
+	case *ir.Slice:
+		return nc.slice()
+	case *ir.Gather:
+		return nc.gather(op)
+	case *ir.Expand:
+		return nc.expand()
+	case *ir.Pad:
+		return nc.pad(op)
+	}
+	return refuse("no kernel")
+}
+
+var unaryCodes = map[ir.UnaryKind]int{
+	ir.OpRelu: ewRelu, ir.OpSigmoid: ewSigmoid, ir.OpTanh: ewTanh, ir.OpExp: ewExp, ir.OpLog: ewLog,
+	ir.OpSqrt: ewSqrt, ir.OpReciprocal: ewRecip, ir.OpNeg: ewNeg, ir.OpAbs: ewAbs, ir.OpErf: ewErf,
+	ir.OpHardSwish: ewHardSwish, ir.OpSiLU: ewSiLU, ir.OpSoftplus: ewSoftplus, ir.OpFloor: ewFloor,
+	ir.OpCeil: ewCeil, ir.OpMish: ewMish,
+}
+
+var binaryCodes = map[ir.BinaryKind]int{
+	ir.OpAdd: ewAdd, ir.OpSub: ewSub, ir.OpMul: ewMul, ir.OpDiv: ewDiv, ir.OpPow: ewPow, ir.OpPRelu: ewPRelu,
+}
+
+// actCode maps a fused epilogue's activation to the kernels' op code.
+func actCode(e ir.Epilogue) (code int, p0, p1 float32, err error) {
+	switch e.Act {
+	case ir.ActNone:
+		return ewCopy, 0, 0, nil
+	case ir.ActRelu:
+		return ewRelu, 0, 0, nil
+	case ir.ActRelu6:
+		return ewClip, 0, 6, nil
+	case ir.ActClip:
+		return ewClip, float32(e.Lo), float32(e.Hi), nil
+	case ir.ActSigmoid:
+		return ewSigmoid, 0, 0, nil
+	case ir.ActSiLU:
+		return ewSiLU, 0, 0, nil
+	case ir.ActHardSwish:
+		return ewHardSwish, 0, 0, nil
+	case ir.ActHardSigmoid:
+		return ewHardSigmoid, float32(e.Alpha), float32(e.Beta), nil
+	case ir.ActGELU:
+		return ewGELU, 0, 0, nil
+	case ir.ActGELUTanh:
+		return ewGELUTanh, 0, 0, nil
+	case ir.ActLeakyRelu:
+		return ewLeaky, float32(e.Alpha), 0, nil
+	case ir.ActTanh:
+		return ewTanh, 0, 0, nil
+	}
+	return 0, 0, 0, refuse("epilogue activation %s", e.Act)
+}
+
+// contiguous returns the row-major element strides of s.
+func contiguous(s tensor.Shape) []int64 {
+	st := make([]int64, len(s))
+	acc := int64(1)
+	for d := len(s) - 1; d >= 0; d-- {
+		st[d] = acc
+		acc *= int64(s[d])
+	}
+	return st
+}
+
+// broadcastStrides returns the strides that read a tensor of shape s at
+// strides cs broadcast to shape to (right-aligned, NumPy's rules).
+func broadcastStrides(s tensor.Shape, cs []int64, to tensor.Shape) ([]int64, error) {
+	if len(s) > len(to) {
+		return nil, fmt.Errorf("%v does not broadcast to %v", s, to)
+	}
+	out := make([]int64, len(to))
+	off := len(to) - len(s)
+	for d := range s {
+		switch {
+		case s[d] == to[off+d]:
+			out[off+d] = cs[d]
+		case s[d] == 1:
+			out[off+d] = 0
+		default:
+			return nil, fmt.Errorf("%v does not broadcast to %v", s, to)
+		}
+	}
+	return out, nil
+}
+
+// strided builds an elementwise or copy step over shape with the strides
+// of out, a and b (b may be nil), merging dimensions where every operand
+// allows and spotting the flat case.
+func strided(shape tensor.Shape, os, as, bs []int64) (ewMeta, bool, bool, error) {
+	type dim struct{ n, o, a, b int64 }
+	var all []dim
+	for d := range shape {
+		if shape[d] == 1 {
+			continue
+		}
+		x := dim{n: int64(shape[d]), o: os[d], a: as[d]}
+		if bs != nil {
+			x.b = bs[d]
+		}
+		all = append(all, x)
+	}
+	// Iterate in the output's memory order (an elementwise op may visit
+	// elements in any order), so that channels-last writes are coalesced
+	// and dimensions merge.
+	sort.SliceStable(all, func(i, j int) bool { return all[i].o > all[j].o })
+	var dims []dim
+	for _, x := range all {
+		if k := len(dims) - 1; k >= 0 {
+			p := dims[k]
+			if p.o == x.o*x.n && p.a == x.a*x.n && p.b == x.b*x.n {
+				dims[k] = dim{n: p.n * x.n, o: x.o, a: x.a, b: x.b}
+				continue
+			}
+		}
+		dims = append(dims, x)
+	}
+	var m ewMeta
+	if len(dims) > maxDims {
+		return m, false, false, refuse("a strided access of %d dimensions (the kernel indexes %d)", len(dims), maxDims)
+	}
+	off := maxDims - len(dims)
+	for d := 0; d < maxDims; d++ {
+		m[d] = 1
+	}
+	for k, x := range dims {
+		if x.n > math.MaxInt32 || x.o > math.MaxInt32 || x.a > math.MaxInt32 || x.b > math.MaxInt32 {
+			return m, false, false, refuse("a dimension or stride beyond 2^31")
+		}
+		m[off+k] = int32(x.n)
+		m[maxDims+off+k] = int32(x.o)
+		m[2*maxDims+off+k] = int32(x.a)
+		m[3*maxDims+off+k] = int32(x.b)
+	}
+	flat := len(dims) <= 1 && (len(dims) == 0 || (dims[0].o == 1 && dims[0].a == 1))
+	bScalar := false
+	if flat && len(dims) == 1 && bs != nil {
+		switch dims[0].b {
+		case 1:
+		case 0:
+			bScalar = true
+		default:
+			flat = false
+		}
+	}
+	return m, flat, bScalar, nil
+}
+
+// copyStep copies (or applies op to) a strided view of a into a strided
+// view of out over shape.
+func (nc *nodeCtx) copyStep(op int, out int, outOff int64, os []int64, a int, aOff int64, as []int64, shape tensor.Shape) error {
+	m, flat, _, err := strided(shape, os, as, nil)
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stEW, op: op, out: out, outOff: outOff, a: a, aOff: aOff, b: -1, res: -1,
+		n: int64(shape.NumElements()), meta: m, flat: flat && outOff == 0 && aOff == 0})
+	return nil
+}
+
+// elementwise is a unary op of input 0 into output 0.
+func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
+	nc.outCL(nc.out[0])
+	s := nc.val(nc.out[0]).shape
+	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), s)
+	if err != nil {
+		return err
+	}
+	if err := nc.copyStep(code, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], 0, as, s); err != nil {
+		return err
+	}
+	last := nc.steps[len(nc.steps)-1]
+	last.p0, last.p1 = p0, p1
+	return nil
+}
+
+// binary is out = a op b with broadcasting.
+func (nc *nodeCtx) binary(code, a, b, out int, _ int) error {
+	s := nc.val(out).shape
+	as, err := broadcastStrides(nc.val(a).shape, nc.st(a), s)
+	if err != nil {
+		return err
+	}
+	bs, err := broadcastStrides(nc.val(b).shape, nc.st(b), s)
+	if err != nil {
+		return err
+	}
+	m, flat, bScalar, err := strided(s, nc.st(out), as, bs)
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stEW, op: code, out: out, a: a, b: b, res: -1, n: int64(s.NumElements()), meta: m, flat: flat, bScalar: bScalar})
+	return nil
+}
+
+// affineStep is y = act(x*scale[c] + shift[c] + res) with c = (i/inner)%C.
+func (nc *nodeCtx) affineStep(y, x int, scale, shift []float32, res int, channels, inner int, act int, p0, p1 float32) {
+	if nc.val(y).nhwc {
+		inner = 1 // the channel is the innermost dimension
+	}
+	nc.add(&gstep{kind: stAffine, out: y, a: x, b: -1, res: res, n: nc.val(y).elems, scale: scale, shift: shift,
+		channels: max(channels, 1), inner: max(inner, 1), op: act, p0: p0, p1: p1})
+}
+
+func (nc *nodeCtx) batchNorm(op *ir.BatchNorm) error {
+	s := nc.inShape(0)
+	if len(s) < 2 {
+		return refuse("batch norm of rank %d", len(s))
+	}
+	var ps [4][]float32
+	for k := range ps {
+		f, err := nc.constFloats(k + 1)
+		if err != nil {
+			return err
+		}
+		ps[k] = f
+	}
+	c := s[1]
+	scale, shift := make([]float32, c), make([]float32, c)
+	for i := 0; i < c; i++ {
+		sc := float64(ps[0][i]) / math.Sqrt(float64(ps[3][i])+op.Epsilon)
+		scale[i] = float32(sc)
+		shift[i] = float32(float64(ps[1][i]) - float64(ps[2][i])*sc)
+	}
+	nc.val(nc.out[0]).nhwc = nc.val(nc.in[0]).nhwc
+	nc.affineStep(nc.out[0], nc.in[0], scale, shift, -1, c, tensor.Shape(s[2:]).NumElements(), ewCopy, 0, 0)
+	return nil
+}
+
+// epilogue adds what a fused Conv, Gemm or MatMul applies after its
+// product (in place on y): the bias (per channel, over inner elements), the
+// residual and the activation, as one kernel when the residual has y's
+// shape, else as a broadcast add and an activation.
+func (nc *nodeCtx) epilogue(y int, bias []float32, channels, inner int, res int, e ir.Epilogue) error {
+	act, p0, p1, err := actCode(e)
+	if err != nil {
+		return err
+	}
+	if res >= 0 && (!nc.val(res).shape.Equal(nc.val(y).shape) || !sameLayout(nc.val(y).shape, nc.st(res), nc.st(y))) {
+		if bias != nil {
+			nc.affineStep(y, y, nil, bias, -1, channels, inner, ewCopy, 0, 0)
+		}
+		if err := nc.binary(ewAdd, y, res, y, 0); err != nil {
+			return err
+		}
+		if act != ewCopy {
+			nc.affineStep(y, y, nil, nil, -1, 1, 1, act, p0, p1)
+		}
+		return nil
+	}
+	if bias == nil && res < 0 && act == ewCopy {
+		return nil
+	}
+	nc.affineStep(y, y, nil, bias, res, channels, inner, act, p0, p1)
+	return nil
+}
+
+func (nc *nodeCtx) conv(op *ir.Conv) error {
+	xs, ws, ys := nc.inShape(0), nc.inShape(1), nc.val(nc.out[0]).shape
+	if len(xs) != 4 {
+		return refuse("%d-d convolution (the engine runs 2-d ones)", len(xs)-2)
+	}
+	if nc.n.Inputs[1].Const == nil {
+		return refuse("a convolution filter computed at run time")
+	}
+	g := &convGeom{n: xs[0], c: xs[1], h: xs[2], w: xs[3], k: ys[1], oh: ys[2], ow: ys[3], kh: ws[2], kw: ws[3],
+		strH: 1, strW: 1, dilH: 1, dilW: 1, groups: max(op.Group, 1), weight: nc.in[1]}
+	if len(op.Strides) == 2 {
+		g.strH, g.strW = op.Strides[0], op.Strides[1]
+	}
+	if len(op.Dilations) == 2 {
+		g.dilH, g.dilW = op.Dilations[0], op.Dilations[1]
+	}
+	if len(op.Pads) == 4 {
+		if op.Pads[0] != op.Pads[2] || op.Pads[1] != op.Pads[3] {
+			return refuse("asymmetric padding %v", op.Pads)
+		}
+		g.padH, g.padW = op.Pads[0], op.Pads[1]
+	}
+	if ws[1]*g.groups != xs[1] {
+		return fmt.Errorf("filter %v with %d groups on input %v", ws, g.groups, xs)
+	}
+	var bias []float32
+	if nc.has(2) {
+		f, err := nc.constFloats(2)
+		if err != nil {
+			return err
+		}
+		bias = f
+	}
+	res := -1
+	if op.Epilogue.Residual {
+		res = nc.in[len(nc.in)-1]
+	}
+	x := nc.in[0]
+	var err error
+	if !nc.pl.p.cl {
+		if x, err = nc.contig(x); err != nil {
+			return err
+		}
+		nc.add(&gstep{kind: stConv, out: nc.out[0], a: x, b: -1, res: -1, conv: g})
+		return nc.epilogue(nc.out[0], bias, g.k, g.oh*g.ow, res, op.Epilogue)
+	}
+	g.nhwc = true
+	nc.outCL(nc.out[0])
+	y := nc.out[0]
+	if g.groups == g.c && g.k == g.c && g.groups > 1 {
+		// Depthwise: graph.cu's kernel, its epilogue fused (cuDNN's
+		// channels-last depthwise convolutions are slow).
+		if x, err = nc.asNHWC(x); err != nil {
+			return err
+		}
+		w, err := nc.constFloats(1)
+		if err != nil {
+			return err
+		}
+		act, p0, p1, err := actCode(op.Epilogue)
+		if err != nil {
+			return err
+		}
+		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
+		s := &gstep{kind: stDW, out: y, a: x, b: -1, res: -1, conv: g, scale: w, shift: bias, n: nc.val(y).elems, op: act, p0: p0, p1: p1}
+		for k, v := range []int{g.n, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.strH, g.strW, g.padH, g.padW, g.dilH, g.dilW} {
+			s.meta[k] = int32(v)
+		}
+		if fuseRes {
+			s.res = res
+			nc.add(s)
+			return nil
+		}
+		s.op, s.p0, s.p1 = ewCopy, 0, 0
+		nc.add(s)
+		return nc.epilogue(y, nil, g.k, 1, res, op.Epilogue)
+	}
+	if g.groups == 1 && g.c < 8 {
+		// Few input channels (an RGB stem): padded with zeros to 8, which
+		// cuDNN's channels-last kernels run several times faster.
+		t := nc.temp(tensor.Shape{g.n, 8, g.h, g.w})
+		nc.val(t).nhwc = true
+		ts := nc.val(t).shape
+		if err := nc.copyStep(ewFill, t, 0, nc.st(t), x, 0, make([]int64, 4), ts); err != nil {
+			return err
+		}
+		if err := nc.copyStep(ewCopy, t, 0, nc.st(t), x, 0, nc.st(x), nc.val(x).shape); err != nil {
+			return err
+		}
+		x, g.cpad = t, 8
+	} else if x, err = nc.asNHWC(x); err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stConv, out: y, a: x, b: -1, res: -1, conv: g})
+	return nc.epilogue(y, bias, g.k, g.oh*g.ow, res, op.Epilogue)
+}
+
+// biasVector returns a bias for an output of n columns when c (broadcast
+// to the output) is one value per column or one value for all.
+func biasVector(c tensor.Shape, f []float32, n int, scale float32) ([]float32, bool) {
+	for d := 0; d < len(c)-1; d++ {
+		if c[d] != 1 {
+			return nil, false
+		}
+	}
+	out := make([]float32, n)
+	switch {
+	case len(f) == n:
+		for i := range out {
+			out[i] = f[i] * scale
+		}
+	case len(f) == 1:
+		for i := range out {
+			out[i] = f[0] * scale
+		}
+	default:
+		return nil, false
+	}
+	return out, true
+}
+
+func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
+	as, bs := nc.inShape(0), nc.inShape(1)
+	if len(as) != 2 || len(bs) != 2 {
+		return fmt.Errorf("Gemm of %v and %v", as, bs)
+	}
+	m, k := as[0], as[1]
+	if op.TransA {
+		m, k = k, m
+	}
+	n := bs[1]
+	if op.TransB {
+		n = bs[0]
+	}
+	a, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	b, err := nc.contig(nc.in[1])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1,
+		gemm: &gemmGeom{m: m, n: n, k: k, transA: op.TransA, transB: op.TransB, batch: 1, alpha: float32(op.Alpha)}})
+	var bias []float32
+	if nc.has(2) && op.Beta != 0 {
+		c := nc.n.Inputs[2]
+		if c.Const == nil {
+			return refuse("Gemm's C computed at run time")
+		}
+		f, err := c.Const.ToFloat32()
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if bias, ok = biasVector(c.Type.Shape, f, n, float32(op.Beta)); !ok {
+			return refuse("Gemm's C of shape %v (the engine adds a bias per column)", c.Type.Shape)
+		}
+	}
+	res := -1
+	if op.Epilogue.Residual {
+		res = nc.in[len(nc.in)-1]
+	}
+	return nc.epilogue(nc.out[0], bias, n, 1, res, op.Epilogue)
+}
+
+func (nc *nodeCtx) matmul(op *ir.MatMul) error {
+	as, bs, ys := nc.inShape(0), nc.inShape(1), nc.val(nc.out[0]).shape
+	if len(as) < 2 || len(bs) < 2 {
+		return refuse("MatMul of 1-d operands")
+	}
+	m, k, n := as[len(as)-2], as[len(as)-1], bs[len(bs)-1]
+	if bs[len(bs)-2] != k {
+		return fmt.Errorf("MatMul of %v and %v", as, bs)
+	}
+	ab, bb := tensor.Shape(as[:len(as)-2]), tensor.Shape(bs[:len(bs)-2])
+	yb := tensor.Shape(ys[:len(ys)-2])
+	batch := yb.NumElements()
+	g := &gemmGeom{m: m, n: n, k: k, batch: batch, alpha: 1}
+	switch {
+	case bb.NumElements() == 1:
+		// B shared by every product: one GEMM over all rows of A.
+		g.m, g.batch = m*ab.NumElements(), 1
+		if ab.NumElements() != batch {
+			return refuse("MatMul broadcasting A %v against B %v", as, bs)
+		}
+	case ab.Equal(yb) && bb.Equal(yb):
+		g.strideA, g.strideB = int64(m*k), int64(k*n)
+	case ab.NumElements() == 1 && bb.Equal(yb):
+		g.strideA, g.strideB = 0, int64(k*n)
+	default:
+		return refuse("MatMul broadcasting batch dimensions %v against %v", ab, bb)
+	}
+	a, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	b, err := nc.contig(nc.in[1])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
+	next := 2
+	var bias []float32
+	e := op.Epilogue
+	hasBias := len(nc.in) > 2 && (!e.Residual || len(nc.in) > 3)
+	if hasBias {
+		if nc.has(2) {
+			c := nc.n.Inputs[2]
+			if c.Const == nil {
+				return refuse("MatMul bias computed at run time")
+			}
+			f, err := c.Const.ToFloat32()
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if bias, ok = biasVector(c.Type.Shape, f, n, 1); !ok {
+				return refuse("MatMul bias of shape %v", c.Type.Shape)
+			}
+		}
+		next = 3
+	}
+	res := -1
+	if e.Residual {
+		res = nc.in[next]
+	}
+	return nc.epilogue(nc.out[0], bias, n, 1, res, e)
+}
+
+func (nc *nodeCtx) poolOp(op *ir.Pool) error {
+	xs, ys := nc.inShape(0), nc.val(nc.out[0]).shape
+	if len(xs) != 4 || len(op.Kernel) != 2 {
+		return refuse("%d-d pooling (the engine runs 2-d)", len(xs)-2)
+	}
+	if len(nc.out) > 1 && nc.out[1] >= 0 {
+		return refuse("MaxPool's indices output")
+	}
+	g := &poolGeom{nc: xs[0] * xs[1], h: xs[2], w: xs[3], oh: ys[2], ow: ys[3], kh: op.Kernel[0], kw: op.Kernel[1],
+		sh: 1, sw: 1, dh: 1, dw: 1, max: op.Max, countPad: op.CountIncludePad}
+	if len(op.Strides) == 2 {
+		g.sh, g.sw = op.Strides[0], op.Strides[1]
+	}
+	if len(op.Dilations) == 2 {
+		g.dh, g.dw = op.Dilations[0], op.Dilations[1]
+	}
+	if len(op.Pads) == 4 {
+		g.ph, g.pw, g.peh, g.pew = op.Pads[0], op.Pads[1], op.Pads[2], op.Pads[3]
+	}
+	if nc.val(nc.in[0]).nhwc {
+		g.c = xs[1]
+		nc.val(nc.out[0]).nhwc = true
+	}
+	nc.add(&gstep{kind: stPool, out: nc.out[0], a: nc.in[0], b: -1, res: -1, pool: g, n: nc.val(nc.out[0]).elems})
+	return nil
+}
+
+// trailing reports whether axes (normalized) are exactly the last len(axes)
+// dimensions of rank r.
+func trailing(axes []int, r int) bool {
+	s := slices.Clone(axes)
+	slices.Sort(s)
+	for k, a := range s {
+		if a != r-len(s)+k {
+			return false
+		}
+	}
+	return true
+}
+
+func normAxis(a, r int) int {
+	if a < 0 {
+		a += r
+	}
+	return a
+}
+
+func (nc *nodeCtx) reduce(op *ir.Reduce) error {
+	s := nc.inShape(0)
+	r := len(s)
+	axes := slices.Clone(op.Axes)
+	if nc.has(1) {
+		a, _, err := nc.constInts(1)
+		if err != nil {
+			return err
+		}
+		axes = a
+	}
+	if len(axes) == 0 {
+		if op.NoopWithEmptyAxes {
+			return nc.alias()
+		}
+		for d := 0; d < r; d++ {
+			axes = append(axes, d)
+		}
+	}
+	for k := range axes {
+		axes[k] = normAxis(axes[k], r)
+	}
+	if !trailing(axes, r) {
+		return refuse("%s over axes %v of rank %d (the engine reduces trailing axes)", op.Fn, axes, r)
+	}
+	var red int
+	switch op.Fn {
+	case ir.ReduceMean:
+		red = 0
+	case ir.ReduceMax:
+		red = 1
+	case ir.ReduceSum:
+		red = 2
+	default:
+		return refuse("%s", op.Fn)
+	}
+	l := tensor.Shape(s[r-len(axes):]).NumElements()
+	in, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stReduce, out: nc.out[0], a: in, b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l, redOp: red})
+	return nil
+}
+
+func (nc *nodeCtx) softmax(op *ir.Softmax) error {
+	if op.Hard {
+		return refuse("Hardmax")
+	}
+	s := nc.inShape(0)
+	r := len(s)
+	ax := normAxis(op.Axis, r)
+	red := 0
+	if op.Log {
+		red = 1
+	}
+	if !op.Coerce2D && tensor.Shape(s[ax+1:]).NumElements() != 1 {
+		// Move the axis last, normalize, and move it back.
+		perm := make([]int, 0, r)
+		for d := 0; d < r; d++ {
+			if d != ax {
+				perm = append(perm, d)
+			}
+		}
+		perm = append(perm, ax)
+		ts := make(tensor.Shape, r)
+		for d, p := range perm {
+			ts[d] = s[p]
+		}
+		t1, t2 := nc.temp(ts), nc.temp(ts)
+		is := nc.st(nc.in[0])
+		as := make([]int64, r)
+		for d, p := range perm {
+			as[d] = is[p]
+		}
+		if err := nc.copyStep(ewCopy, t1, 0, contiguous(ts), nc.in[0], 0, as, ts); err != nil {
+			return err
+		}
+		nc.add(&gstep{kind: stSoftmax, out: t2, a: t1, b: -1, res: -1, rows: s.NumElements() / max(s[ax], 1), rowLen: s[ax], redOp: red})
+		// Back: output dimension perm[d] reads t2's dimension d.
+		ts2 := contiguous(ts)
+		bs := make([]int64, r)
+		for d, p := range perm {
+			bs[p] = ts2[d]
+		}
+		return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), t2, 0, bs, s)
+	}
+	l := tensor.Shape(s[ax:]).NumElements()
+	in, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stSoftmax, out: nc.out[0], a: in, b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l, redOp: red})
+	return nil
+}
+
+func (nc *nodeCtx) layerNorm(op *ir.LayerNorm) error {
+	s := nc.inShape(0)
+	ax := normAxis(op.Axis, len(s))
+	l := tensor.Shape(s[ax:]).NumElements()
+	expand := func(i int) ([]float32, error) {
+		f, err := nc.constFloats(i)
+		if err != nil {
+			return nil, err
+		}
+		if len(f) == l {
+			return f, nil
+		}
+		if len(f) == 1 {
+			out := make([]float32, l)
+			for k := range out {
+				out[k] = f[0]
+			}
+			return out, nil
+		}
+		return nil, refuse("LayerNorm parameter of %d values for rows of %d", len(f), l)
+	}
+	g, err := expand(1)
+	if err != nil {
+		return err
+	}
+	var b []float32
+	if nc.has(2) {
+		if b, err = expand(2); err != nil {
+			return err
+		}
+	}
+	if len(nc.out) > 1 && slices.ContainsFunc(nc.out[1:], func(o int) bool { return o >= 0 }) {
+		return refuse("LayerNorm's mean and inverse deviation outputs")
+	}
+	in, err := nc.contig(nc.in[0])
+	if err != nil {
+		return err
+	}
+	nc.add(&gstep{kind: stLayerNorm, out: nc.out[0], a: in, b: -1, res: -1, rows: s.NumElements() / max(l, 1), rowLen: l,
+		scale: g, shift: b, eps: float32(op.Epsilon)})
+	return nil
+}
+
+func (nc *nodeCtx) transpose(op *ir.Transpose) error {
+	s := nc.inShape(0)
+	perm := op.Perm
+	if perm == nil {
+		for d := len(s) - 1; d >= 0; d-- {
+			perm = append(perm, d)
+		}
+	}
+	is := nc.st(nc.in[0])
+	ys := nc.val(nc.out[0]).shape
+	as := make([]int64, len(perm))
+	for d, p := range perm {
+		as[d] = is[p]
+	}
+	// A transpose that only relabels channels-last memory is a view.
+	o := nc.val(nc.out[0])
+	if sameLayout(ys, as, contiguous(ys)) {
+		o.kind, o.alias = gAlias, nc.in[0]
+		return nil
+	}
+	if len(ys) == 4 {
+		o.nhwc = true
+		if sameLayout(ys, as, nc.st(nc.out[0])) {
+			o.kind, o.alias = gAlias, nc.in[0]
+			return nil
+		}
+		o.nhwc = false
+	}
+	return nc.copyStep(ewCopy, nc.out[0], 0, contiguous(ys), nc.in[0], 0, as, ys)
+}
+
+func (nc *nodeCtx) concat(op *ir.Concat) error {
+	ys := nc.val(nc.out[0]).shape
+	ax := normAxis(op.Axis, len(ys))
+	nc.outCL(nc.out[0])
+	os := nc.st(nc.out[0])
+	off := 0
+	for k := range nc.in {
+		s := nc.inShape(k)
+		if err := nc.copyStep(ewCopy, nc.out[0], int64(off)*os[ax], os, nc.in[k], 0, nc.st(nc.in[k]), s); err != nil {
+			return err
+		}
+		off += s[ax]
+	}
+	return nil
+}
+
+func (nc *nodeCtx) split(op *ir.Split) error {
+	s := nc.inShape(0)
+	ax := normAxis(op.Axis, len(s))
+	is := nc.st(nc.in[0])
+	off := 0
+	for _, o := range nc.out {
+		if o < 0 {
+			continue
+		}
+		nc.outCL(o)
+		ys := nc.val(o).shape
+		if err := nc.copyStep(ewCopy, o, 0, nc.st(o), nc.in[0], int64(off)*is[ax], is, ys); err != nil {
+			return err
+		}
+		off += ys[ax]
+	}
+	return nil
+}
+
+func (nc *nodeCtx) slice() error {
+	s := nc.inShape(0)
+	r := len(s)
+	starts, _, err := nc.constInts(1)
+	if err != nil {
+		return err
+	}
+	axes, ok, err := nc.constInts(3)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		for d := range starts {
+			axes = append(axes, d)
+		}
+	}
+	steps, ok, err := nc.constInts(4)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		for range starts {
+			steps = append(steps, 1)
+		}
+	}
+	is := nc.st(nc.in[0])
+	as := slices.Clone(is)
+	var off int64
+	for k, a := range axes {
+		a = normAxis(a, r)
+		dim, st, step := s[a], starts[k], steps[k]
+		if st < 0 {
+			st += dim
+		}
+		if step > 0 {
+			st = min(max(st, 0), dim)
+		} else {
+			st = min(max(st, 0), dim-1)
+		}
+		off += int64(st) * is[a]
+		as[a] = is[a] * int64(step)
+	}
+	ys := nc.val(nc.out[0]).shape
+	if ys.NumElements() == 0 {
+		return nil
+	}
+	nc.outCL(nc.out[0])
+	return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], off, as, ys)
+}
+
+func (nc *nodeCtx) gather(op *ir.Gather) error {
+	s := nc.inShape(0)
+	ax := normAxis(op.Axis, len(s))
+	idx, _, err := nc.constInts(1)
+	if err != nil {
+		return err
+	}
+	is := nc.st(nc.in[0])
+	ishape := nc.inShape(1)
+	if len(idx) > 64 {
+		return refuse("Gather of %d indices (the engine gathers up to 64 as copies)", len(idx))
+	}
+	nc.outCL(nc.out[0])
+	yst := nc.st(nc.out[0])
+	// One copy per index: data with the axis fixed, into the output with
+	// the index dimensions fixed.
+	rest := append(slices.Clone(s[:ax]), s[ax+1:]...)
+	as := append(slices.Clone(is[:ax]), is[ax+1:]...)
+	os := append(slices.Clone(yst[:ax]), yst[ax+len(ishape):]...)
+	ist := contiguous(ishape)
+	for k, i := range idx {
+		if i < 0 {
+			i += s[ax]
+		}
+		if i < 0 || i >= s[ax] {
+			return fmt.Errorf("Gather index %d out of range for %d", idx[k], s[ax])
+		}
+		var ooff int64
+		rem := int64(k)
+		for d := range ishape {
+			c := rem / ist[d]
+			rem -= c * ist[d]
+			ooff += c * yst[ax+d]
+		}
+		if err := nc.copyStep(ewCopy, nc.out[0], ooff, os, nc.in[0], int64(i)*is[ax], as, tensor.Shape(rest)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (nc *nodeCtx) expand() error {
+	nc.outCL(nc.out[0])
+	ys := nc.val(nc.out[0]).shape
+	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), ys)
+	if err != nil {
+		return err
+	}
+	return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], 0, as, ys)
+}
+
+func (nc *nodeCtx) pad(op *ir.Pad) error {
+	if op.Mode != "" && op.Mode != "constant" {
+		return refuse("%s padding", op.Mode)
+	}
+	s := nc.inShape(0)
+	r := len(s)
+	pads, _, err := nc.constInts(1)
+	if err != nil {
+		return err
+	}
+	var fill float32
+	if nc.has(2) {
+		f, err := nc.constFloats(2)
+		if err != nil {
+			return err
+		}
+		if len(f) > 0 {
+			fill = f[0]
+		}
+	}
+	axes, ok, err := nc.constInts(3)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		for d := 0; d < r; d++ {
+			axes = append(axes, d)
+		}
+	}
+	begin := make([]int, r)
+	for k, a := range axes {
+		begin[normAxis(a, r)] = pads[k]
+		if pads[k] < 0 || pads[k+len(axes)] < 0 {
+			return refuse("negative padding")
+		}
+	}
+	nc.outCL(nc.out[0])
+	ys := nc.val(nc.out[0]).shape
+	yst := nc.st(nc.out[0])
+	if err := nc.copyStep(ewFill, nc.out[0], 0, yst, nc.in[0], 0, make([]int64, r), ys); err != nil {
+		return err
+	}
+	nc.steps[len(nc.steps)-1].p0 = fill
+	var off int64
+	for d := range begin {
+		off += int64(begin[d]) * yst[d]
+	}
+	return nc.copyStep(ewCopy, nc.out[0], off, yst, nc.in[0], 0, nc.st(nc.in[0]), s)
+}
+
+// assignSlots gives every arena value a slot: lifetimes run from the step
+// defining a value to the last step reading it or a view of it (graph
+// outputs to the end, the input from the start); a freed slot goes to the
+// next value that fits it best, as irexec's arena does.
+func (p *gplan) assignSlots() {
+	last := make([]int, len(p.vals))
+	first := make([]int, len(p.vals))
+	for i := range last {
+		last[i], first[i] = -1, -1
+	}
+	for s, st := range p.steps {
+		for _, v := range append(slices.Clone(st.reads), st.defs...) {
+			r := p.root(v)
+			last[r] = max(last[r], s)
+			if first[r] < 0 {
+				first[r] = s
+			}
+		}
+	}
+	for _, v := range p.outputs {
+		last[p.root(v)] = len(p.steps)
+	}
+	in := p.root(p.input)
+	first[in] = -1
+	if last[in] < 0 {
+		last[in] = 0
+	}
+	var free []int
+	take := func(v int) {
+		val := &p.vals[v]
+		if val.kind != gArena || val.slot >= 0 {
+			return
+		}
+		need := val.elems * int64(p.elem)
+		best := -1
+		for k, s := range free {
+			b := p.slotBytes[s]
+			switch {
+			case best < 0:
+				best = k
+			case b >= need && (p.slotBytes[free[best]] < need || b < p.slotBytes[free[best]]):
+				best = k
+			case b < need && p.slotBytes[free[best]] < need && b > p.slotBytes[free[best]]:
+				best = k
+			}
+		}
+		if best < 0 {
+			p.slotBytes = append(p.slotBytes, need)
+			val.slot = len(p.slotBytes) - 1
+			return
+		}
+		s := free[best]
+		free = append(free[:best], free[best+1:]...)
+		p.slotBytes[s] = max(p.slotBytes[s], need)
+		val.slot = s
+	}
+	take(in)
+	for s, st := range p.steps {
+		for _, v := range st.defs {
+			take(p.root(v))
+		}
+		done := map[int]bool{}
+		for _, v := range append(slices.Clone(st.reads), st.defs...) {
+			r := p.root(v)
+			if last[r] == s && !done[r] && p.vals[r].kind == gArena {
+				done[r] = true
+				free = append(free, p.vals[r].slot)
+			}
+		}
+	}
+}
+
+// arenaLayout returns each slot's byte offset and the arena's size.
+func (p *gplan) arenaLayout() ([]int64, int64) {
+	const align = 256
+	offs := make([]int64, len(p.slotBytes))
+	var size int64
+	for i, n := range p.slotBytes {
+		offs[i] = size
+		size += (n + align - 1) / align * align
+	}
+	return offs, max(size, align)
+}
+
+// kindCounts summarizes a plan's steps by kind, for tests and reports.
+func (p *gplan) kindCounts() map[stepKind]int {
+	m := map[stepKind]int{}
+	for _, s := range p.steps {
+		m[s.kind]++
+	}
+	return m
+}

@@ -1,0 +1,599 @@
+// Kernels of the cuda engine's general-graph executor (internal/engine/cuda
+// graph*.go): every IR op that is not a convolution or a matrix product.
+// Each kernel exists for the three storage types (f32, f16, bf16) and
+// computes in float32. Like goinfer.cu it avoids the CUDA headers so that
+// clang (-nocudainc) and nvcc both compile it; transcendental functions are
+// built on the PTX approximations (ex2, lg2, rsqrt), accurate to a few ulp
+// of float32, well inside the engine's fp32 tolerance.
+
+#ifdef __clang__
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ __attribute__((always_inline)) inline
+#define TID_X __nvvm_read_ptx_sreg_tid_x()
+#define NTID_X __nvvm_read_ptx_sreg_ntid_x()
+#define CTAID_X __nvvm_read_ptx_sreg_ctaid_x()
+#define NCTAID_X __nvvm_read_ptx_sreg_nctaid_x()
+#define SYNC() asm volatile("bar.sync 0;" ::: "memory")
+#else
+#define TID_X threadIdx.x
+#define NTID_X blockDim.x
+#define CTAID_X blockIdx.x
+#define NCTAID_X gridDim.x
+#define SYNC() __syncthreads()
+#endif
+
+typedef unsigned short u16;
+typedef long long i64;
+
+struct f16 { u16 v; };
+struct bf16 { u16 v; };
+
+__device__ __forceinline__ float bits_f32(unsigned b) {
+  float f;
+  asm("mov.b32 %0, %1;" : "=f"(f) : "r"(b));
+  return f;
+}
+__device__ __forceinline__ float h2f(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ u16 f2h(float f) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float b2f(u16 h) { return bits_f32(((unsigned)h) << 16); }
+__device__ __forceinline__ u16 f2b(float f) {
+  u16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+__device__ __forceinline__ float load(const float* p) { return *p; }
+__device__ __forceinline__ float load(const f16* p) { return h2f(p->v); }
+__device__ __forceinline__ float load(const bf16* p) { return b2f(p->v); }
+__device__ __forceinline__ void store(float* p, float f) { *p = f; }
+__device__ __forceinline__ void store(f16* p, float f) { p->v = f2h(f); }
+__device__ __forceinline__ void store(bf16* p, float f) { p->v = f2b(f); }
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float lg2(float x) {
+  float y;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fsqrt(float x) {
+  float y;
+  asm("sqrt.rn.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fexp(float x) { return ex2(x * 1.4426950408889634f); }
+__device__ __forceinline__ float flog(float x) { return lg2(x) * 0.6931471805599453f; }
+__device__ __forceinline__ float fmin_(float a, float b) { return a < b ? a : b; }
+__device__ __forceinline__ float fmax_(float a, float b) { return a > b ? a : b; }
+__device__ __forceinline__ float fabs_(float a) { return a < 0 ? -a : a; }
+__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + fexp(-x)); }
+__device__ __forceinline__ float ftanh(float x) {
+  // tanh(x) = 1 - 2/(exp(2x)+1), saturating for large |x|.
+  if (x > 15.f) return 1.f;
+  if (x < -15.f) return -1.f;
+  if (fabs_(x) < 0.0005f) return x;
+  return 1.f - 2.f / (fexp(2.f * x) + 1.f);
+}
+// erf by Abramowitz and Stegun 7.1.26's refinement (W. J. Cody's rational
+// form would be tighter; this one is within 1.2e-7 absolute).
+__device__ __forceinline__ float ferf(float x) {
+  float s = x < 0 ? -1.f : 1.f;
+  float a = fabs_(x);
+  float t = 1.f / (1.f + 0.5f * a);
+  // Numerical Recipes' erfc Chebyshev fit: relative error below 1.2e-7.
+  float y = t * fexp(-a * a - 1.26551223f +
+                     t * (1.00002368f +
+                          t * (0.37409196f +
+                               t * (0.09678418f +
+                                    t * (-0.18628806f +
+                                         t * (0.27886807f +
+                                              t * (-1.13520398f +
+                                                   t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f)))))))));
+  return s * (1.f - y);
+}
+
+// Activation and unary op codes (graph_ops.go's ewOp).
+enum {
+  OP_COPY = 0, OP_RELU, OP_SIGMOID, OP_TANH, OP_EXP, OP_LOG, OP_SQRT, OP_RECIP, OP_NEG, OP_ABS,
+  OP_ERF, OP_HARDSWISH, OP_SILU, OP_HARDSIGMOID, OP_GELU, OP_GELU_TANH, OP_CLIP, OP_LEAKY, OP_FILL,
+  OP_SOFTPLUS, OP_FLOOR, OP_CEIL, OP_MISH,
+  OP_ADD = 32, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_PRELU
+};
+
+__device__ __forceinline__ float unary(int op, float x, float p0, float p1) {
+  switch (op) {
+    case OP_COPY: return x;
+    case OP_RELU: return x > 0 ? x : 0.f;
+    case OP_SIGMOID: return sigm(x);
+    case OP_TANH: return ftanh(x);
+    case OP_EXP: return fexp(x);
+    case OP_LOG: return flog(x);
+    case OP_SQRT: return fsqrt(x);
+    case OP_RECIP: return 1.f / x;
+    case OP_NEG: return -x;
+    case OP_ABS: return fabs_(x);
+    case OP_ERF: return ferf(x);
+    case OP_HARDSWISH: return x * fmin_(fmax_(x + 3.f, 0.f), 6.f) * (1.f / 6.f);
+    case OP_SILU: return x * sigm(x);
+    case OP_HARDSIGMOID: return fmax_(0.f, fmin_(1.f, p0 * x + p1));
+    case OP_GELU: return 0.5f * x * (1.f + ferf(x * 0.7071067811865476f));
+    case OP_GELU_TANH: return 0.5f * x * (1.f + ftanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case OP_CLIP: return fmin_(fmax_(x, p0), p1);
+    case OP_LEAKY: return x < 0 ? p0 * x : x;
+    case OP_FILL: return p0;
+    case OP_SOFTPLUS: return x > 20.f ? x : flog(1.f + fexp(x));
+    case OP_FLOOR: { float r; asm("cvt.rmi.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+    case OP_CEIL: { float r; asm("cvt.rpi.f32.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+    case OP_MISH: { float sp = x > 20.f ? x : flog(1.f + fexp(x)); return x * ftanh(sp); }
+  }
+  return x;
+}
+
+__device__ __forceinline__ float binary(int op, float a, float b) {
+  switch (op) {
+    case OP_ADD: return a + b;
+    case OP_SUB: return a - b;
+    case OP_MUL: return a * b;
+    case OP_DIV: return a / b;
+    case OP_POW:
+      if (b == 2.f) return a * a;
+      if (b == 1.f) return a;
+      if (b == 0.5f) return fsqrt(a);
+      if (a == 0.f) return b > 0 ? 0.f : (b == 0.f ? 1.f : 1.f / 0.f);
+      if (a < 0.f) {
+        // Negative bases: defined for integer exponents only.
+        float r; asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(b));
+        if (r != b) return 0.f / 0.f;
+        float m = ex2(b * lg2(-a));
+        int odd = ((long long)r) & 1;
+        return odd ? -m : m;
+      }
+      return ex2(b * lg2(a));
+    case OP_MAX: return fmax_(a, b);
+    case OP_MIN: return fmin_(a, b);
+    case OP_PRELU: return a < 0 ? a * b : a;
+  }
+  return a;
+}
+
+// Indices are 32-bit (the engine refuses values of 2^31 elements or more):
+// 64-bit division costs several times more on the GPU.
+#define GRID_LOOP(i, n) \
+  for (int i = CTAID_X * NTID_X + TID_X; i < (int)(n); i += NCTAID_X * NTID_X)
+
+#define MAXD 6
+
+// ew: out[o(i)] = f(a[a(i)], b[b(i)]) over a MAXD-d index space. meta holds
+// the shape (MAXD ints, leading ones for lower ranks) then the element
+// strides of out, a and b (MAXD each; 0 broadcasts). Unary ops ignore b.
+// It covers elementwise ops with NumPy broadcasting and every strided copy:
+// transposes, slices, concatenation (one call per input, into a strided
+// view of the output), gathers of a constant index, expands.
+template <typename T>
+__device__ __forceinline__ void ew(T* out, const T* a, const T* b, const int* meta, i64 n, int op, float p0, float p1) {
+  int shape[MAXD], os[MAXD], as[MAXD], bs[MAXD];
+#pragma unroll
+  for (int d = 0; d < MAXD; d++) {
+    shape[d] = meta[d];
+    os[d] = meta[MAXD + d];
+    as[d] = meta[2 * MAXD + d];
+    bs[d] = meta[3 * MAXD + d];
+  }
+  GRID_LOOP(i, n) {
+    int r = i, oi = 0, ai = 0, bi = 0;
+#pragma unroll
+    for (int d = MAXD - 1; d >= 0; d--) {
+      if (shape[d] == 1) continue;
+      int q = r / shape[d];
+      int c = r - q * shape[d];
+      r = q;
+      oi += c * os[d];
+      ai += c * as[d];
+      bi += c * bs[d];
+    }
+    float x = op == OP_FILL ? 0.f : load(a + ai);
+    float y = op >= OP_ADD ? binary(op, x, load(b + bi)) : unary(op, x, p0, p1);
+    store(out + oi, y);
+  }
+}
+
+// ew_flat is ew for contiguous same-shape operands (b broadcast as a
+// scalar when bscalar): no index arithmetic.
+template <typename T>
+__device__ __forceinline__ void ew_flat(T* out, const T* a, const T* b, i64 n, int op, float p0, float p1, int bscalar) {
+  GRID_LOOP(i, n) {
+    float x = op == OP_FILL ? 0.f : load(a + i);
+    float y = op >= OP_ADD ? binary(op, x, load(b + (bscalar ? 0 : i))) : unary(op, x, p0, p1);
+    store(out + i, y);
+  }
+}
+
+// affine: y = act(x*scale[c] + shift[c] + res), c = (i / inner) % C. scale,
+// shift and res may be null. It is batch normalization, and the epilogue of
+// convolutions (bias per channel, inner = H*W) and matrix products (bias
+// per column, inner = 1), with the residual add and activation fused.
+template <typename T>
+__device__ __forceinline__ void affine(T* y, const T* x, const float* scale, const float* shift, const T* res, i64 n, int C,
+                       int inner, int act, float p0, float p1) {
+  GRID_LOOP(i, n) {
+    int c = (inner == 1 ? i : i / inner) % C;
+    float v = load(x + i);
+    if (scale) v *= scale[c];
+    if (shift) v += shift[c];
+    if (res) v += load(res + i);
+    store(y + i, unary(act, v, p0, p1));
+  }
+}
+
+// pool: 2-d max or average pooling of nc planes, one output element per
+// thread: NCHW when C is 0, else channels-last with C channels (nc = N*C).
+// Average pooling divides by the window's elements inside the padded input
+// (countPad) or inside the input only.
+template <typename T>
+__device__ __forceinline__ void pool(T* y, const T* x, int nc, int H, int W, int OH, int OW, int kh, int kw, int sh, int sw,
+                     int ph, int pw, int dh, int dw, int isMax, int countPad, int padEndH, int padEndW, int C) {
+  i64 n = (i64)nc * OH * OW;
+  GRID_LOOP(i, n) {
+    int ox, oy;
+    const T* src;
+    int cs = 1;  // element stride between pixels
+    if (C > 0) {
+      int c = i % C;
+      int q = i / C;
+      ox = q % OW;
+      oy = (q / OW) % OH;
+      int b = q / (OW * OH);
+      src = x + b * H * W * C + c;
+      cs = C;
+    } else {
+      ox = i % OW;
+      oy = (i / OW) % OH;
+      int p = i / (OW * OH);
+      src = x + p * H * W;
+    }
+    int y0 = oy * sh - ph, x0 = ox * sw - pw;
+    float acc = isMax ? -3.4028234663852886e38f : 0.f;
+    int cnt = 0;
+    for (int ky = 0; ky < kh; ky++) {
+      int iy = y0 + ky * dh;
+      if (iy < 0 || iy >= H) continue;
+      for (int kx = 0; kx < kw; kx++) {
+        int ix = x0 + kx * dw;
+        if (ix < 0 || ix >= W) continue;
+        float v = load(src + (iy * W + ix) * cs);
+        if (isMax) acc = fmax_(acc, v);
+        else acc += v;
+        cnt++;
+      }
+    }
+    if (!isMax) {
+      if (countPad) {
+        // The window clipped to the padded input, as PyTorch and ONNX count.
+        int ye = y0 + (kh - 1) * dh + 1, xe = x0 + (kw - 1) * dw + 1;
+        if (ye > H + padEndH) ye = H + padEndH;
+        if (xe > W + padEndW) xe = W + padEndW;
+        cnt = ((ye - y0 + dh - 1) / dh) * ((xe - x0 + dw - 1) / dw);
+      }
+      acc = cnt > 0 ? acc / cnt : 0.f;
+    }
+    store(y + i, acc);
+  }
+}
+
+#define RB 256
+
+__device__ __forceinline__ float block_sum(float v, float* sh) {
+  int t = TID_X;
+  sh[t] = v;
+  SYNC();
+  for (int s = RB / 2; s > 0; s >>= 1) {
+    if (t < s) sh[t] += sh[t + s];
+    SYNC();
+  }
+  float r = sh[0];
+  SYNC();
+  return r;
+}
+__device__ __forceinline__ float block_max(float v, float* sh) {
+  int t = TID_X;
+  sh[t] = v;
+  SYNC();
+  for (int s = RB / 2; s > 0; s >>= 1) {
+    if (t < s) sh[t] = fmax_(sh[t], sh[t + s]);
+    SYNC();
+  }
+  float r = sh[0];
+  SYNC();
+  return r;
+}
+
+// rows_reduce: y[r] = mean, max or sum of x[r*len .. (r+1)*len) (op 0, 1,
+// 2), one block of RB threads per row, blocks striding over rows.
+template <typename T>
+__device__ __forceinline__ void rows_reduce(T* y, const T* x, int rows, int len, int op) {
+  __shared__ float sh[RB];
+  for (int r = CTAID_X; r < rows; r += NCTAID_X) {
+    const T* src = x + (i64)r * len;
+    float acc = op == 1 ? -3.4028234663852886e38f : 0.f;
+    for (int j = TID_X; j < len; j += RB) {
+      float v = load(src + j);
+      acc = op == 1 ? fmax_(acc, v) : acc + v;
+    }
+    acc = op == 1 ? block_max(acc, sh) : block_sum(acc, sh);
+    if (TID_X == 0) store(y + r, op == 0 ? acc / len : acc);
+  }
+}
+
+// softmax over rows of len (logsm: log-softmax), one block per row.
+template <typename T>
+__device__ __forceinline__ void softmax(T* y, const T* x, int rows, int len, int logsm) {
+  __shared__ float sh[RB];
+  for (int r = CTAID_X; r < rows; r += NCTAID_X) {
+    const T* src = x + (i64)r * len;
+    T* dst = y + (i64)r * len;
+    float m = -3.4028234663852886e38f;
+    for (int j = TID_X; j < len; j += RB) m = fmax_(m, load(src + j));
+    m = block_max(m, sh);
+    float s = 0.f;
+    for (int j = TID_X; j < len; j += RB) s += fexp(load(src + j) - m);
+    s = block_sum(s, sh);
+    float inv = 1.f / s, ls = flog(s);
+    for (int j = TID_X; j < len; j += RB) {
+      float v = load(src + j) - m;
+      store(dst + j, logsm ? v - ls : fexp(v) * inv);
+    }
+  }
+}
+
+// layernorm over rows of len: y = (x - mean) / sqrt(var + eps) * g + b
+// (g, b per position in the row; b may be null). Two passes over the row
+// (mean, then the centred variance) for float32-exact statistics.
+template <typename T>
+__device__ __forceinline__ void layernorm(T* y, const T* x, const float* g, const float* b, int rows, int len, float eps) {
+  __shared__ float sh[RB];
+  for (int r = CTAID_X; r < rows; r += NCTAID_X) {
+    const T* src = x + (i64)r * len;
+    T* dst = y + (i64)r * len;
+    float s = 0.f;
+    for (int j = TID_X; j < len; j += RB) s += load(src + j);
+    float mean = block_sum(s, sh) / len;
+    float q = 0.f;
+    for (int j = TID_X; j < len; j += RB) {
+      float d = load(src + j) - mean;
+      q += d * d;
+    }
+    float var = block_sum(q, sh) / len;
+    float inv = 1.f / fsqrt(var + eps);
+    for (int j = TID_X; j < len; j += RB) {
+      float v = (load(src + j) - mean) * inv * g[j];
+      if (b) v += b[j];
+      store(dst + j, v);
+    }
+  }
+}
+
+// layernorm_strided normalizes over C channels at stride inner (the channel
+// axis of NCHW: ConvNeXt's 2-d LayerNorm form), one thread per (n, pixel).
+template <typename T>
+__device__ __forceinline__ void layernorm_strided(T* y, const T* x, const float* g, const float* b, int outer, int C, int inner,
+                                  float eps) {
+  i64 n = (i64)outer * inner;
+  GRID_LOOP(i, n) {
+    i64 o = i / inner, p = i - o * inner;
+    const T* src = x + o * C * inner + p;
+    T* dst = y + o * C * inner + p;
+    float s = 0.f;
+    for (int c = 0; c < C; c++) s += load(src + (i64)c * inner);
+    float mean = s / C, q = 0.f;
+    for (int c = 0; c < C; c++) {
+      float d = load(src + (i64)c * inner) - mean;
+      q += d * d;
+    }
+    float inv = 1.f / fsqrt(q / C + eps);
+    for (int c = 0; c < C; c++) {
+      float v = (load(src + (i64)c * inner) - mean) * inv * g[c];
+      if (b) v += b[c];
+      store(dst + (i64)c * inner, v);
+    }
+  }
+}
+
+// reduce_cl: y[b*C + c] = mean, max or sum (op 0, 1, 2) over the hw pixels
+// of channels-last x, one thread per (b, c): neighbouring threads read
+// neighbouring channels.
+template <typename T>
+__device__ __forceinline__ void reduce_cl(T* y, const T* x, int nb, int C, int hw, int op) {
+  i64 n = (i64)nb * C;
+  GRID_LOOP(i, n) {
+    int b = i / C;
+    int c = i - b * C;
+    const T* src = x + b * hw * C + c;
+    float acc = op == 1 ? -3.4028234663852886e38f : 0.f;
+    for (int p = 0; p < hw; p++) {
+      float v = load(src + p * C);
+      acc = op == 1 ? fmax_(acc, v) : acc + v;
+    }
+    store(y + i, op == 0 ? acc / hw : acc);
+  }
+}
+
+__device__ __forceinline__ float shfl_xor(float v, int lane) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 31, -1;" : "=f"(r) : "f"(v), "r"(lane));
+  return r;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += shfl_xor(v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmax_(v, shfl_xor(v, o));
+  return v;
+}
+
+// softmax_warp: one warp per row of len <= 256 (attention rows), the row
+// held in registers: one read and one write per element.
+template <typename T>
+__device__ __forceinline__ void softmax_warp(T* y, const T* x, int rows, int len, int logsm) {
+  int lane = TID_X & 31;
+  int warps = NTID_X >> 5;
+  for (int r = CTAID_X * warps + (TID_X >> 5); r < rows; r += NCTAID_X * warps) {
+    const T* src = x + (i64)r * len;
+    T* dst = y + (i64)r * len;
+    float v[8];
+    float m = -3.4028234663852886e38f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int j = lane + 32 * k;
+      v[k] = j < len ? load(src + j) : -3.4028234663852886e38f;
+      m = fmax_(m, v[k]);
+    }
+    m = warp_max(m);
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int j = lane + 32 * k;
+      v[k] = j < len ? fexp(v[k] - m) : 0.f;
+      s += v[k];
+    }
+    s = warp_sum(s);
+    float inv = 1.f / s, ls = flog(s);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int j = lane + 32 * k;
+      if (j < len) store(dst + j, logsm ? flog(v[k]) : v[k] * inv);
+    }
+  }
+}
+
+// layernorm_warp: one warp per row, two passes for the statistics.
+template <typename T>
+__device__ __forceinline__ void layernorm_warp(T* y, const T* x, const float* g, const float* b, int rows, int len, float eps) {
+  int lane = TID_X & 31;
+  int warps = NTID_X >> 5;
+  for (int r = CTAID_X * warps + (TID_X >> 5); r < rows; r += NCTAID_X * warps) {
+    const T* src = x + (i64)r * len;
+    T* dst = y + (i64)r * len;
+    float s = 0.f;
+    for (int j = lane; j < len; j += 32) s += load(src + j);
+    float mean = warp_sum(s) / len;
+    float q = 0.f;
+    for (int j = lane; j < len; j += 32) {
+      float d = load(src + j) - mean;
+      q += d * d;
+    }
+    float inv = 1.f / fsqrt(warp_sum(q) / len + eps);
+    for (int j = lane; j < len; j += 32) {
+      float v = (load(src + j) - mean) * inv * g[j];
+      if (b) v += b[j];
+      store(dst + j, v);
+    }
+  }
+}
+
+// dwconv: depthwise convolution of channels-last x (one filter per
+// channel), one output element per thread (neighbouring threads:
+// neighbouring channels), with the epilogue fused: bias, residual (same
+// layout as y) and activation. w is float32 [C][kh][kw]; meta holds N, C,
+// H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw.
+template <typename T>
+__device__ __forceinline__ void dwconv(T* y, const T* x, const float* w, const float* bias, const T* res, const int* meta, int n,
+                                       int act, float p0, float p1) {
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5], kh = meta[6], kw = meta[7];
+  int sh = meta[8], sw = meta[9], ph = meta[10], pw = meta[11], dh = meta[12], dw = meta[13];
+  GRID_LOOP(i, n) {
+    int c = i % C;
+    int q = i / C;
+    int ox = q % OW;
+    int oy = (q / OW) % OH;
+    int b = q / (OW * OH);
+    const T* src = x + b * H * W * C + c;
+    const float* wc = w + c * kh * kw;
+    float acc = bias ? bias[c] : 0.f;
+    int y0 = oy * sh - ph, x0 = ox * sw - pw;
+    for (int ky = 0; ky < kh; ky++) {
+      int iy = y0 + ky * dh;
+      if (iy < 0 || iy >= H) continue;
+      for (int kx = 0; kx < kw; kx++) {
+        int ix = x0 + kx * dw;
+        if (ix < 0 || ix >= W) continue;
+        acc += load(src + (iy * W + ix) * C) * wc[ky * kw + kx];
+      }
+    }
+    if (res) acc += load(res + i);
+    store(y + i, unary(act, acc, p0, p1));
+  }
+}
+
+template <typename I, typename O>
+__device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
+  GRID_LOOP(i, n) store(y + i, load(x + i));
+}
+
+#define INSTANTIATE(T, S)                                                                                         \
+  extern "C" __global__ void g_ew_##S(T* out, const T* a, const T* b, const int* meta, i64 n, int op, float p0,  \
+                                      float p1) {                                                                \
+    ew<T>(out, a, b, meta, n, op, p0, p1);                                                                       \
+  }                                                                                                              \
+  extern "C" __global__ void g_ew_flat_##S(T* out, const T* a, const T* b, i64 n, int op, float p0, float p1,     \
+                                           int bscalar) {                                                        \
+    ew_flat<T>(out, a, b, n, op, p0, p1, bscalar);                                                               \
+  }                                                                                                              \
+  extern "C" __global__ void g_affine_##S(T* y, const T* x, const float* scale, const float* shift, const T* res, \
+                                          i64 n, int C, int inner, int act, float p0, float p1) {                \
+    affine<T>(y, x, scale, shift, res, n, C, inner, act, p0, p1);                                                \
+  }                                                                                                              \
+  extern "C" __global__ void g_pool_##S(T* y, const T* x, int nc, int H, int W, int OH, int OW, int kh, int kw,   \
+                                        int sh, int sw, int ph, int pw, int dh, int dw, int isMax, int countPad, \
+                                        int peh, int pew, int C) {                                               \
+    pool<T>(y, x, nc, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, isMax, countPad, peh, pew, C);              \
+  }                                                                                                              \
+  extern "C" __global__ void g_reduce_cl_##S(T* y, const T* x, int nb, int C, int hw, int op) {                  \
+    reduce_cl<T>(y, x, nb, C, hw, op);                                                                           \
+  }                                                                                                              \
+  extern "C" __global__ void g_reduce_##S(T* y, const T* x, int rows, int len, int op) {                         \
+    rows_reduce<T>(y, x, rows, len, op);                                                                         \
+  }                                                                                                              \
+  extern "C" __global__ void g_softmax_##S(T* y, const T* x, int rows, int len, int logsm) {                     \
+    softmax<T>(y, x, rows, len, logsm);                                                                          \
+  }                                                                                                              \
+  extern "C" __global__ void g_layernorm_##S(T* y, const T* x, const float* g, const float* b, int rows, int len, \
+                                             float eps) {                                                        \
+    layernorm<T>(y, x, g, b, rows, len, eps);                                                                    \
+  }                                                                                                              \
+  extern "C" __global__ void g_layernorm_strided_##S(T* y, const T* x, const float* g, const float* b,           \
+                                                     int outer, int C, int inner, float eps) {                   \
+    layernorm_strided<T>(y, x, g, b, outer, C, inner, eps);                                                      \
+  }                                                                                                              \
+  extern "C" __global__ void g_softmax_warp_##S(T* y, const T* x, int rows, int len, int logsm) {                \
+    softmax_warp<T>(y, x, rows, len, logsm);                                                                     \
+  }                                                                                                              \
+  extern "C" __global__ void g_layernorm_warp_##S(T* y, const T* x, const float* g, const float* b, int rows,    \
+                                                  int len, float eps) {                                          \
+    layernorm_warp<T>(y, x, g, b, rows, len, eps);                                                               \
+  }                                                                                                              \
+  extern "C" __global__ void g_dwconv_##S(T* y, const T* x, const float* w, const float* bias, const T* res,     \
+                                          const int* meta, int n, int act, float p0, float p1) {                 \
+    dwconv<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                         \
+  }                                                                                                              \
+  extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
+  extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }
+
+INSTANTIATE(float, f32)
+INSTANTIATE(f16, f16)
+INSTANTIATE(bf16, bf16)
