@@ -463,7 +463,8 @@ func (j *convJob) Run(w, t int) {
 			for jp := 0; n0+jp*nr < n1; jp++ {
 				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
 				pn := &ws.panels[jp]
-				for ip := ic / mr; ip*mr < ie; ip++ {
+				cols := min(nr, n1-n0-jp*nr)
+				for ip := ic / mr; ip*mr < ie; {
 					rows := min(mr, ie-ip*mr)
 					var ep gemm.Epilogue
 					if last {
@@ -472,22 +473,25 @@ func (j *convJob) Run(w, t int) {
 							ep.Bias = bias[ip*mr:]
 						}
 					}
-					if rows == mr && pn.whole && (bias == nil || len(bias)-ip*mr >= mr) {
+					if rows == mr && pn.pix+cols <= npix && (bias == nil || len(bias)-ip*mr >= mr) {
+						// Whole panels, columns within one image: stored in
+						// place, as many panels per call as the kernel takes.
+						np := min(gemm.WidePanels(), (ie-ip*mr)/mr)
 						off := (pn.img*s.outC+g*s.ocg+ip*mr)*npix + pn.pix
 						if last && j.res != nil {
 							ep.Res, ep.LdRes = j.res[off:], npix
 						}
-						gemm.KernelEpilogue(kc, a.Panel(kb, ip), bpan, j.out[off:], npix, kb > 0, ep)
+						gemm.KernelPanels(np, kc, a.PanelRun(kb, ip), mr*kc, bpan, j.out[off:], npix, cols, kb > 0, ep)
 						if last && s.act.post() {
-							for i := 0; i < mr; i++ {
-								s.act.apply(j.out[off+i*npix : off+i*npix+nr])
+							for i := 0; i < np*mr; i++ {
+								s.act.apply(j.out[off+i*npix : off+i*npix+cols])
 							}
 						}
+						ip += np
 						continue
 					}
 					// A partial tile, or one spanning images: compute it
 					// aside and store it image by image.
-					cols := min(nr, n1-n0-jp*nr)
 					gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
 					img, pix := pn.img, pn.pix
 					for l := 0; l < cols; {
@@ -508,6 +512,7 @@ func (j *convJob) Run(w, t int) {
 						l += seg
 						img, pix = img+1, 0
 					}
+					ip++
 				}
 			}
 		}
