@@ -56,25 +56,17 @@ func aOperand(r, u int) string {
 func kernel(p func(string, ...any), np int) {
 	rows := np * mr
 	p("")
-	p("// func kernelZ%d(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)", np)
+	p("// func kernelZ%d(kc int, a *float32, pstride int, b *float32, t *zTile)", np)
 	p("//")
-	p("// C (rows %d, the first cols of NR columns, row stride ldc) = A*B, where A", rows)
-	p("// is %d MR-row panels pstride floats apart; the flags of kernelAVX2.", np)
-	p("TEXT ·kernelZ%d(SB), NOSPLIT, $0-88", np)
+	p("// Up to %d rows (t.rows) of A*B, A being %d MR-row panels pstride floats", rows, np)
+	p("// apart, stored as zTile describes.")
+	p("TEXT ·kernelZ%d(SB), NOSPLIT, $0-40", np)
 	p("\tMOVQ kc+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ pstride+16(FP), R14")
 	p("\tSHLQ $2, R14")
 	p("\tLEAQ (SI)(R14*2), R13")
 	p("\tMOVQ b+24(FP), DI")
-	p("\tMOVQ c+32(FP), DX")
-	p("\tMOVQ ldc+40(FP), R8")
-	p("\tSHLQ $2, R8")
-	p("\tMOVQ cols+48(FP), AX")
-	p("\tMOVL $1, BX")
-	p("\tSHLXL AX, BX, BX")
-	p("\tDECL BX")
-	p("\tKMOVW BX, K1")
 	for r := 0; r < rows; r++ {
 		p("\tVPXORD %s, %s, %s", acc(r), acc(r), acc(r))
 	}
@@ -109,55 +101,81 @@ func kernel(p func(string, ...any), np int) {
 	p("\tDECQ CX")
 	p("\tJNZ loop1")
 	p("store:")
-	p("\tMOVQ flags+56(FP), R9")
-	// Each epilogue stage walks the rows with its own pointer, so that the
-	// common case (no flags) costs four tests.
-	p("\tTESTQ $1, R9")
-	p("\tJZ bias")
-	p("\tMOVQ DX, AX")
+	// zTile's fields: c, c2, res, res2, bias (pointers), then ld, rows,
+	// cols, split, flags.
+	p("\tMOVQ t+32(FP), BX")
+	p("\tMOVQ 0(BX), DX")
+	p("\tMOVQ 8(BX), R11")
+	p("\tMOVQ 16(BX), AX")
+	p("\tMOVQ 24(BX), R12")
+	p("\tMOVQ 32(BX), SI")
+	p("\tMOVQ 40(BX), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ 48(BX), R10")
+	p("\tMOVQ 64(BX), CX")
+	p("\tMOVQ 72(BX), R9")
+	// K1: columns [0, split); K2: [split, cols), read and written at c2 and
+	// res2 shifted back by split columns.
+	p("\tMOVL $1, DI")
+	p("\tSHLXL CX, DI, DI")
+	p("\tDECL DI")
+	p("\tKMOVW DI, K1")
+	p("\tMOVQ 56(BX), CX")
+	p("\tMOVL $1, DI")
+	p("\tSHLXL CX, DI, DI")
+	p("\tDECL DI")
+	p("\tKMOVW DI, K2")
+	p("\tKANDNW K2, K1, K2")
+	p("\tMOVQ 64(BX), CX")
+	p("\tSHLQ $2, CX")
+	p("\tSUBQ CX, R11")
+	p("\tSUBQ CX, R12")
+	p("\tVPXORD Z1, Z1, Z1")
 	for r := 0; r < rows; r++ {
-		p("\tVMOVUPS.Z (AX), K1, Z0")
-		p("\tVADDPS Z0, %s, %s", acc(r), acc(r))
-		if r < rows-1 {
-			p("\tADDQ R8, AX")
+		a := acc(r)
+		if r > 0 {
+			p("\tCMPQ R10, $%d", r)
+			p("\tJLE done")
 		}
-	}
-	p("bias:")
-	p("\tTESTQ $2, R9")
-	p("\tJZ residual")
-	p("\tMOVQ bias+64(FP), AX")
-	for r := 0; r < rows; r++ {
-		p("\tVADDPS.BCST %d(AX), %s, %s", r*4, acc(r), acc(r))
-	}
-	p("residual:")
-	p("\tTESTQ $4, R9")
-	p("\tJZ relu")
-	p("\tMOVQ res+72(FP), AX")
-	p("\tMOVQ ldr+80(FP), BX")
-	p("\tSHLQ $2, BX")
-	for r := 0; r < rows; r++ {
+		p("\tTESTQ $1, R9")
+		p("\tJZ noload%d", r)
+		p("\tVMOVUPS.Z (DX), K1, Z0")
+		p("\tTESTQ $16, R9")
+		p("\tJZ load1_%d", r)
+		p("\tVMOVUPS (R11), K2, Z0")
+		p("load1_%d:", r)
+		p("\tVADDPS Z0, %s, %s", a, a)
+		p("noload%d:", r)
+		p("\tTESTQ $2, R9")
+		p("\tJZ nobias%d", r)
+		p("\tVADDPS.BCST %d(SI), %s, %s", r*4, a, a)
+		p("nobias%d:", r)
+		p("\tTESTQ $4, R9")
+		p("\tJZ nores%d", r)
 		p("\tVMOVUPS.Z (AX), K1, Z0")
-		p("\tVADDPS Z0, %s, %s", acc(r), acc(r))
-		if r < rows-1 {
-			p("\tADDQ BX, AX")
-		}
-	}
-	p("relu:")
-	p("\tTESTQ $8, R9")
-	p("\tJZ write")
-	p("\tVPXORD Z0, Z0, Z0")
-	for r := 0; r < rows; r++ {
+		p("\tTESTQ $16, R9")
+		p("\tJZ res1_%d", r)
+		p("\tVMOVUPS (R12), K2, Z0")
+		p("res1_%d:", r)
+		p("\tVADDPS Z0, %s, %s", a, a)
+		p("\tADDQ R8, AX")
+		p("\tADDQ R8, R12")
+		p("nores%d:", r)
+		p("\tTESTQ $8, R9")
+		p("\tJZ norelu%d", r)
 		// MAXPS returns its second source when either is NaN: acc first
 		// would turn NaN into 0; this order keeps NaN, as PyTorch does.
-		p("\tVMAXPS %s, Z0, %s", acc(r), acc(r))
+		p("\tVMAXPS %s, Z1, %s", a, a)
+		p("norelu%d:", r)
+		p("\tVMOVUPS %s, K1, (DX)", a)
+		p("\tTESTQ $16, R9")
+		p("\tJZ next%d", r)
+		p("\tVMOVUPS %s, K2, (R11)", a)
+		p("next%d:", r)
+		p("\tADDQ R8, DX")
+		p("\tADDQ R8, R11")
 	}
-	p("write:")
-	for r := 0; r < rows; r++ {
-		p("\tVMOVUPS %s, K1, (DX)", acc(r))
-		if r < rows-1 {
-			p("\tADDQ R8, DX")
-		}
-	}
+	p("done:")
 	p("\tVZEROUPPER")
 	p("\tRET")
 }

@@ -27,23 +27,25 @@ func kernelHalfAVX2(kc int, a, b, c *float32)
 
 // kernelZ1...kernelZ4 compute 1 to 4 consecutive A panels against one B
 // panel with AVX-512 (kernel_avx512_amd64.s, generated): one zmm per tile
-// row, A values broadcast from memory by the FMAs themselves.
+// row, A values broadcast from memory by the FMAs themselves; t says where
+// the rows go.
 //
 //go:noescape
-func kernelZ1(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+func kernelZ1(kc int, a *float32, pstride int, b *float32, t *zTile)
 
 //go:noescape
-func kernelZ2(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+func kernelZ2(kc int, a *float32, pstride int, b *float32, t *zTile)
 
 //go:noescape
-func kernelZ3(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+func kernelZ3(kc int, a *float32, pstride int, b *float32, t *zTile)
 
 //go:noescape
-func kernelZ4(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+func kernelZ4(kc int, a *float32, pstride int, b *float32, t *zTile)
 
 func kernelNarrow(kc int, a, b, c *float32, cols int) {
 	if useAVX512 {
-		kernelZ1(kc, a, MR*kc, b, c, NR, cols, 0, nil, nil, 0)
+		t := zTile{c: c, ld: NR, rows: MR, cols: cols, split: cols}
+		kernelZ1(kc, a, MR*kc, b, &t)
 		return
 	}
 	if useAsm && cols <= NR/2 {
@@ -54,8 +56,9 @@ func kernelNarrow(kc int, a, b, c *float32, cols int) {
 }
 
 func kernel(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int) {
-	if useAVX512 {
-		kernelZ1(kc, a, MR*kc, b, c, ldc, NR, flags, bias, res, ldr)
+	if useAVX512 && (flags&flagRes == 0 || ldr == ldc) {
+		t := zTile{c: c, res: res, bias: bias, ld: ldc, rows: MR, cols: NR, split: NR, flags: flags}
+		kernelZ1(kc, a, MR*kc, b, &t)
 		return
 	}
 	if useAsm {
@@ -73,21 +76,21 @@ func widePanels() int {
 	return 1
 }
 
-// kernelPanels computes np <= widePanels() panels in one call, columns
-// [0, cols) of each; false means the CPU has no kernel for it.
-func kernelPanels(np, kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int) bool {
+// kernelPanels computes np <= widePanels() panels in one call; false means
+// the CPU has no kernel for it.
+func kernelPanels(np, kc int, a *float32, pstride int, b *float32, t *zTile) bool {
 	if !useAVX512 {
 		return false
 	}
 	switch np {
 	case 1:
-		kernelZ1(kc, a, pstride, b, c, ldc, cols, flags, bias, res, ldr)
+		kernelZ1(kc, a, pstride, b, t)
 	case 2:
-		kernelZ2(kc, a, pstride, b, c, ldc, cols, flags, bias, res, ldr)
+		kernelZ2(kc, a, pstride, b, t)
 	case 3:
-		kernelZ3(kc, a, pstride, b, c, ldc, cols, flags, bias, res, ldr)
+		kernelZ3(kc, a, pstride, b, t)
 	case 4:
-		kernelZ4(kc, a, pstride, b, c, ldc, cols, flags, bias, res, ldr)
+		kernelZ4(kc, a, pstride, b, t)
 	default:
 		return false
 	}

@@ -4,25 +4,17 @@
 
 #include "textflag.h"
 
-// func kernelZ1(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+// func kernelZ1(kc int, a *float32, pstride int, b *float32, t *zTile)
 //
-// C (rows 6, the first cols of NR columns, row stride ldc) = A*B, where A
-// is 1 MR-row panels pstride floats apart; the flags of kernelAVX2.
-TEXT ·kernelZ1(SB), NOSPLIT, $0-88
+// Up to 6 rows (t.rows) of A*B, A being 1 MR-row panels pstride floats
+// apart, stored as zTile describes.
+TEXT ·kernelZ1(SB), NOSPLIT, $0-40
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R8
-	SHLQ $2, R8
-	MOVQ cols+48(FP), AX
-	MOVL $1, BX
-	SHLXL AX, BX, BX
-	DECL BX
-	KMOVW BX, K1
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -83,104 +75,267 @@ loop1:
 	DECQ CX
 	JNZ loop1
 store:
-	MOVQ flags+56(FP), R9
+	MOVQ t+32(FP), BX
+	MOVQ 0(BX), DX
+	MOVQ 8(BX), R11
+	MOVQ 16(BX), AX
+	MOVQ 24(BX), R12
+	MOVQ 32(BX), SI
+	MOVQ 40(BX), R8
+	SHLQ $2, R8
+	MOVQ 48(BX), R10
+	MOVQ 64(BX), CX
+	MOVQ 72(BX), R9
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K1
+	MOVQ 56(BX), CX
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K2
+	KANDNW K2, K1, K2
+	MOVQ 64(BX), CX
+	SHLQ $2, CX
+	SUBQ CX, R11
+	SUBQ CX, R12
+	VPXORD Z1, Z1, Z1
 	TESTQ $1, R9
-	JZ bias
-	MOVQ DX, AX
-	VMOVUPS.Z (AX), K1, Z0
+	JZ noload0
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_0
+	VMOVUPS (R11), K2, Z0
+load1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-bias:
+noload0:
 	TESTQ $2, R9
-	JZ residual
-	MOVQ bias+64(FP), AX
-	VADDPS.BCST 0(AX), Z8, Z8
-	VADDPS.BCST 4(AX), Z9, Z9
-	VADDPS.BCST 8(AX), Z10, Z10
-	VADDPS.BCST 12(AX), Z11, Z11
-	VADDPS.BCST 16(AX), Z12, Z12
-	VADDPS.BCST 20(AX), Z13, Z13
-residual:
+	JZ nobias0
+	VADDPS.BCST 0(SI), Z8, Z8
+nobias0:
 	TESTQ $4, R9
-	JZ relu
-	MOVQ res+72(FP), AX
-	MOVQ ldr+80(FP), BX
-	SHLQ $2, BX
+	JZ nores0
 	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_0
+	VMOVUPS (R12), K2, Z0
+res1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-relu:
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores0:
 	TESTQ $8, R9
-	JZ write
-	VPXORD Z0, Z0, Z0
-	VMAXPS Z8, Z0, Z8
-	VMAXPS Z9, Z0, Z9
-	VMAXPS Z10, Z0, Z10
-	VMAXPS Z11, Z0, Z11
-	VMAXPS Z12, Z0, Z12
-	VMAXPS Z13, Z0, Z13
-write:
+	JZ norelu0
+	VMAXPS Z8, Z1, Z8
+norelu0:
 	VMOVUPS Z8, K1, (DX)
+	TESTQ $16, R9
+	JZ next0
+	VMOVUPS Z8, K2, (R11)
+next0:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $1
+	JLE done
+	TESTQ $1, R9
+	JZ noload1
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_1
+	VMOVUPS (R11), K2, Z0
+load1_1:
+	VADDPS Z0, Z9, Z9
+noload1:
+	TESTQ $2, R9
+	JZ nobias1
+	VADDPS.BCST 4(SI), Z9, Z9
+nobias1:
+	TESTQ $4, R9
+	JZ nores1
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_1
+	VMOVUPS (R12), K2, Z0
+res1_1:
+	VADDPS Z0, Z9, Z9
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores1:
+	TESTQ $8, R9
+	JZ norelu1
+	VMAXPS Z9, Z1, Z9
+norelu1:
 	VMOVUPS Z9, K1, (DX)
+	TESTQ $16, R9
+	JZ next1
+	VMOVUPS Z9, K2, (R11)
+next1:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $2
+	JLE done
+	TESTQ $1, R9
+	JZ noload2
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_2
+	VMOVUPS (R11), K2, Z0
+load1_2:
+	VADDPS Z0, Z10, Z10
+noload2:
+	TESTQ $2, R9
+	JZ nobias2
+	VADDPS.BCST 8(SI), Z10, Z10
+nobias2:
+	TESTQ $4, R9
+	JZ nores2
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_2
+	VMOVUPS (R12), K2, Z0
+res1_2:
+	VADDPS Z0, Z10, Z10
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores2:
+	TESTQ $8, R9
+	JZ norelu2
+	VMAXPS Z10, Z1, Z10
+norelu2:
 	VMOVUPS Z10, K1, (DX)
+	TESTQ $16, R9
+	JZ next2
+	VMOVUPS Z10, K2, (R11)
+next2:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $3
+	JLE done
+	TESTQ $1, R9
+	JZ noload3
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_3
+	VMOVUPS (R11), K2, Z0
+load1_3:
+	VADDPS Z0, Z11, Z11
+noload3:
+	TESTQ $2, R9
+	JZ nobias3
+	VADDPS.BCST 12(SI), Z11, Z11
+nobias3:
+	TESTQ $4, R9
+	JZ nores3
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_3
+	VMOVUPS (R12), K2, Z0
+res1_3:
+	VADDPS Z0, Z11, Z11
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores3:
+	TESTQ $8, R9
+	JZ norelu3
+	VMAXPS Z11, Z1, Z11
+norelu3:
 	VMOVUPS Z11, K1, (DX)
+	TESTQ $16, R9
+	JZ next3
+	VMOVUPS Z11, K2, (R11)
+next3:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $4
+	JLE done
+	TESTQ $1, R9
+	JZ noload4
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_4
+	VMOVUPS (R11), K2, Z0
+load1_4:
+	VADDPS Z0, Z12, Z12
+noload4:
+	TESTQ $2, R9
+	JZ nobias4
+	VADDPS.BCST 16(SI), Z12, Z12
+nobias4:
+	TESTQ $4, R9
+	JZ nores4
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_4
+	VMOVUPS (R12), K2, Z0
+res1_4:
+	VADDPS Z0, Z12, Z12
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores4:
+	TESTQ $8, R9
+	JZ norelu4
+	VMAXPS Z12, Z1, Z12
+norelu4:
 	VMOVUPS Z12, K1, (DX)
+	TESTQ $16, R9
+	JZ next4
+	VMOVUPS Z12, K2, (R11)
+next4:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $5
+	JLE done
+	TESTQ $1, R9
+	JZ noload5
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_5
+	VMOVUPS (R11), K2, Z0
+load1_5:
+	VADDPS Z0, Z13, Z13
+noload5:
+	TESTQ $2, R9
+	JZ nobias5
+	VADDPS.BCST 20(SI), Z13, Z13
+nobias5:
+	TESTQ $4, R9
+	JZ nores5
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_5
+	VMOVUPS (R12), K2, Z0
+res1_5:
+	VADDPS Z0, Z13, Z13
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores5:
+	TESTQ $8, R9
+	JZ norelu5
+	VMAXPS Z13, Z1, Z13
+norelu5:
 	VMOVUPS Z13, K1, (DX)
+	TESTQ $16, R9
+	JZ next5
+	VMOVUPS Z13, K2, (R11)
+next5:
+	ADDQ R8, DX
+	ADDQ R8, R11
+done:
 	VZEROUPPER
 	RET
 
-// func kernelZ2(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+// func kernelZ2(kc int, a *float32, pstride int, b *float32, t *zTile)
 //
-// C (rows 12, the first cols of NR columns, row stride ldc) = A*B, where A
-// is 2 MR-row panels pstride floats apart; the flags of kernelAVX2.
-TEXT ·kernelZ2(SB), NOSPLIT, $0-88
+// Up to 12 rows (t.rows) of A*B, A being 2 MR-row panels pstride floats
+// apart, stored as zTile describes.
+TEXT ·kernelZ2(SB), NOSPLIT, $0-40
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R8
-	SHLQ $2, R8
-	MOVQ cols+48(FP), AX
-	MOVL $1, BX
-	SHLXL AX, BX, BX
-	DECL BX
-	KMOVW BX, K1
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -277,164 +432,489 @@ loop1:
 	DECQ CX
 	JNZ loop1
 store:
-	MOVQ flags+56(FP), R9
+	MOVQ t+32(FP), BX
+	MOVQ 0(BX), DX
+	MOVQ 8(BX), R11
+	MOVQ 16(BX), AX
+	MOVQ 24(BX), R12
+	MOVQ 32(BX), SI
+	MOVQ 40(BX), R8
+	SHLQ $2, R8
+	MOVQ 48(BX), R10
+	MOVQ 64(BX), CX
+	MOVQ 72(BX), R9
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K1
+	MOVQ 56(BX), CX
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K2
+	KANDNW K2, K1, K2
+	MOVQ 64(BX), CX
+	SHLQ $2, CX
+	SUBQ CX, R11
+	SUBQ CX, R12
+	VPXORD Z1, Z1, Z1
 	TESTQ $1, R9
-	JZ bias
-	MOVQ DX, AX
-	VMOVUPS.Z (AX), K1, Z0
+	JZ noload0
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_0
+	VMOVUPS (R11), K2, Z0
+load1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z14, Z14
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z15, Z15
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z16, Z16
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z17, Z17
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z18, Z18
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z19, Z19
-bias:
+noload0:
 	TESTQ $2, R9
-	JZ residual
-	MOVQ bias+64(FP), AX
-	VADDPS.BCST 0(AX), Z8, Z8
-	VADDPS.BCST 4(AX), Z9, Z9
-	VADDPS.BCST 8(AX), Z10, Z10
-	VADDPS.BCST 12(AX), Z11, Z11
-	VADDPS.BCST 16(AX), Z12, Z12
-	VADDPS.BCST 20(AX), Z13, Z13
-	VADDPS.BCST 24(AX), Z14, Z14
-	VADDPS.BCST 28(AX), Z15, Z15
-	VADDPS.BCST 32(AX), Z16, Z16
-	VADDPS.BCST 36(AX), Z17, Z17
-	VADDPS.BCST 40(AX), Z18, Z18
-	VADDPS.BCST 44(AX), Z19, Z19
-residual:
+	JZ nobias0
+	VADDPS.BCST 0(SI), Z8, Z8
+nobias0:
 	TESTQ $4, R9
-	JZ relu
-	MOVQ res+72(FP), AX
-	MOVQ ldr+80(FP), BX
-	SHLQ $2, BX
+	JZ nores0
 	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_0
+	VMOVUPS (R12), K2, Z0
+res1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z14, Z14
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z15, Z15
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z16, Z16
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z17, Z17
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z18, Z18
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z19, Z19
-relu:
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores0:
 	TESTQ $8, R9
-	JZ write
-	VPXORD Z0, Z0, Z0
-	VMAXPS Z8, Z0, Z8
-	VMAXPS Z9, Z0, Z9
-	VMAXPS Z10, Z0, Z10
-	VMAXPS Z11, Z0, Z11
-	VMAXPS Z12, Z0, Z12
-	VMAXPS Z13, Z0, Z13
-	VMAXPS Z14, Z0, Z14
-	VMAXPS Z15, Z0, Z15
-	VMAXPS Z16, Z0, Z16
-	VMAXPS Z17, Z0, Z17
-	VMAXPS Z18, Z0, Z18
-	VMAXPS Z19, Z0, Z19
-write:
+	JZ norelu0
+	VMAXPS Z8, Z1, Z8
+norelu0:
 	VMOVUPS Z8, K1, (DX)
+	TESTQ $16, R9
+	JZ next0
+	VMOVUPS Z8, K2, (R11)
+next0:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $1
+	JLE done
+	TESTQ $1, R9
+	JZ noload1
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_1
+	VMOVUPS (R11), K2, Z0
+load1_1:
+	VADDPS Z0, Z9, Z9
+noload1:
+	TESTQ $2, R9
+	JZ nobias1
+	VADDPS.BCST 4(SI), Z9, Z9
+nobias1:
+	TESTQ $4, R9
+	JZ nores1
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_1
+	VMOVUPS (R12), K2, Z0
+res1_1:
+	VADDPS Z0, Z9, Z9
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores1:
+	TESTQ $8, R9
+	JZ norelu1
+	VMAXPS Z9, Z1, Z9
+norelu1:
 	VMOVUPS Z9, K1, (DX)
+	TESTQ $16, R9
+	JZ next1
+	VMOVUPS Z9, K2, (R11)
+next1:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $2
+	JLE done
+	TESTQ $1, R9
+	JZ noload2
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_2
+	VMOVUPS (R11), K2, Z0
+load1_2:
+	VADDPS Z0, Z10, Z10
+noload2:
+	TESTQ $2, R9
+	JZ nobias2
+	VADDPS.BCST 8(SI), Z10, Z10
+nobias2:
+	TESTQ $4, R9
+	JZ nores2
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_2
+	VMOVUPS (R12), K2, Z0
+res1_2:
+	VADDPS Z0, Z10, Z10
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores2:
+	TESTQ $8, R9
+	JZ norelu2
+	VMAXPS Z10, Z1, Z10
+norelu2:
 	VMOVUPS Z10, K1, (DX)
+	TESTQ $16, R9
+	JZ next2
+	VMOVUPS Z10, K2, (R11)
+next2:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $3
+	JLE done
+	TESTQ $1, R9
+	JZ noload3
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_3
+	VMOVUPS (R11), K2, Z0
+load1_3:
+	VADDPS Z0, Z11, Z11
+noload3:
+	TESTQ $2, R9
+	JZ nobias3
+	VADDPS.BCST 12(SI), Z11, Z11
+nobias3:
+	TESTQ $4, R9
+	JZ nores3
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_3
+	VMOVUPS (R12), K2, Z0
+res1_3:
+	VADDPS Z0, Z11, Z11
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores3:
+	TESTQ $8, R9
+	JZ norelu3
+	VMAXPS Z11, Z1, Z11
+norelu3:
 	VMOVUPS Z11, K1, (DX)
+	TESTQ $16, R9
+	JZ next3
+	VMOVUPS Z11, K2, (R11)
+next3:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $4
+	JLE done
+	TESTQ $1, R9
+	JZ noload4
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_4
+	VMOVUPS (R11), K2, Z0
+load1_4:
+	VADDPS Z0, Z12, Z12
+noload4:
+	TESTQ $2, R9
+	JZ nobias4
+	VADDPS.BCST 16(SI), Z12, Z12
+nobias4:
+	TESTQ $4, R9
+	JZ nores4
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_4
+	VMOVUPS (R12), K2, Z0
+res1_4:
+	VADDPS Z0, Z12, Z12
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores4:
+	TESTQ $8, R9
+	JZ norelu4
+	VMAXPS Z12, Z1, Z12
+norelu4:
 	VMOVUPS Z12, K1, (DX)
+	TESTQ $16, R9
+	JZ next4
+	VMOVUPS Z12, K2, (R11)
+next4:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $5
+	JLE done
+	TESTQ $1, R9
+	JZ noload5
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_5
+	VMOVUPS (R11), K2, Z0
+load1_5:
+	VADDPS Z0, Z13, Z13
+noload5:
+	TESTQ $2, R9
+	JZ nobias5
+	VADDPS.BCST 20(SI), Z13, Z13
+nobias5:
+	TESTQ $4, R9
+	JZ nores5
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_5
+	VMOVUPS (R12), K2, Z0
+res1_5:
+	VADDPS Z0, Z13, Z13
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores5:
+	TESTQ $8, R9
+	JZ norelu5
+	VMAXPS Z13, Z1, Z13
+norelu5:
 	VMOVUPS Z13, K1, (DX)
+	TESTQ $16, R9
+	JZ next5
+	VMOVUPS Z13, K2, (R11)
+next5:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $6
+	JLE done
+	TESTQ $1, R9
+	JZ noload6
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_6
+	VMOVUPS (R11), K2, Z0
+load1_6:
+	VADDPS Z0, Z14, Z14
+noload6:
+	TESTQ $2, R9
+	JZ nobias6
+	VADDPS.BCST 24(SI), Z14, Z14
+nobias6:
+	TESTQ $4, R9
+	JZ nores6
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_6
+	VMOVUPS (R12), K2, Z0
+res1_6:
+	VADDPS Z0, Z14, Z14
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores6:
+	TESTQ $8, R9
+	JZ norelu6
+	VMAXPS Z14, Z1, Z14
+norelu6:
 	VMOVUPS Z14, K1, (DX)
+	TESTQ $16, R9
+	JZ next6
+	VMOVUPS Z14, K2, (R11)
+next6:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $7
+	JLE done
+	TESTQ $1, R9
+	JZ noload7
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_7
+	VMOVUPS (R11), K2, Z0
+load1_7:
+	VADDPS Z0, Z15, Z15
+noload7:
+	TESTQ $2, R9
+	JZ nobias7
+	VADDPS.BCST 28(SI), Z15, Z15
+nobias7:
+	TESTQ $4, R9
+	JZ nores7
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_7
+	VMOVUPS (R12), K2, Z0
+res1_7:
+	VADDPS Z0, Z15, Z15
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores7:
+	TESTQ $8, R9
+	JZ norelu7
+	VMAXPS Z15, Z1, Z15
+norelu7:
 	VMOVUPS Z15, K1, (DX)
+	TESTQ $16, R9
+	JZ next7
+	VMOVUPS Z15, K2, (R11)
+next7:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $8
+	JLE done
+	TESTQ $1, R9
+	JZ noload8
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_8
+	VMOVUPS (R11), K2, Z0
+load1_8:
+	VADDPS Z0, Z16, Z16
+noload8:
+	TESTQ $2, R9
+	JZ nobias8
+	VADDPS.BCST 32(SI), Z16, Z16
+nobias8:
+	TESTQ $4, R9
+	JZ nores8
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_8
+	VMOVUPS (R12), K2, Z0
+res1_8:
+	VADDPS Z0, Z16, Z16
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores8:
+	TESTQ $8, R9
+	JZ norelu8
+	VMAXPS Z16, Z1, Z16
+norelu8:
 	VMOVUPS Z16, K1, (DX)
+	TESTQ $16, R9
+	JZ next8
+	VMOVUPS Z16, K2, (R11)
+next8:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $9
+	JLE done
+	TESTQ $1, R9
+	JZ noload9
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_9
+	VMOVUPS (R11), K2, Z0
+load1_9:
+	VADDPS Z0, Z17, Z17
+noload9:
+	TESTQ $2, R9
+	JZ nobias9
+	VADDPS.BCST 36(SI), Z17, Z17
+nobias9:
+	TESTQ $4, R9
+	JZ nores9
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_9
+	VMOVUPS (R12), K2, Z0
+res1_9:
+	VADDPS Z0, Z17, Z17
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores9:
+	TESTQ $8, R9
+	JZ norelu9
+	VMAXPS Z17, Z1, Z17
+norelu9:
 	VMOVUPS Z17, K1, (DX)
+	TESTQ $16, R9
+	JZ next9
+	VMOVUPS Z17, K2, (R11)
+next9:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $10
+	JLE done
+	TESTQ $1, R9
+	JZ noload10
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_10
+	VMOVUPS (R11), K2, Z0
+load1_10:
+	VADDPS Z0, Z18, Z18
+noload10:
+	TESTQ $2, R9
+	JZ nobias10
+	VADDPS.BCST 40(SI), Z18, Z18
+nobias10:
+	TESTQ $4, R9
+	JZ nores10
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_10
+	VMOVUPS (R12), K2, Z0
+res1_10:
+	VADDPS Z0, Z18, Z18
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores10:
+	TESTQ $8, R9
+	JZ norelu10
+	VMAXPS Z18, Z1, Z18
+norelu10:
 	VMOVUPS Z18, K1, (DX)
+	TESTQ $16, R9
+	JZ next10
+	VMOVUPS Z18, K2, (R11)
+next10:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $11
+	JLE done
+	TESTQ $1, R9
+	JZ noload11
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_11
+	VMOVUPS (R11), K2, Z0
+load1_11:
+	VADDPS Z0, Z19, Z19
+noload11:
+	TESTQ $2, R9
+	JZ nobias11
+	VADDPS.BCST 44(SI), Z19, Z19
+nobias11:
+	TESTQ $4, R9
+	JZ nores11
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_11
+	VMOVUPS (R12), K2, Z0
+res1_11:
+	VADDPS Z0, Z19, Z19
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores11:
+	TESTQ $8, R9
+	JZ norelu11
+	VMAXPS Z19, Z1, Z19
+norelu11:
 	VMOVUPS Z19, K1, (DX)
+	TESTQ $16, R9
+	JZ next11
+	VMOVUPS Z19, K2, (R11)
+next11:
+	ADDQ R8, DX
+	ADDQ R8, R11
+done:
 	VZEROUPPER
 	RET
 
-// func kernelZ3(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+// func kernelZ3(kc int, a *float32, pstride int, b *float32, t *zTile)
 //
-// C (rows 18, the first cols of NR columns, row stride ldc) = A*B, where A
-// is 3 MR-row panels pstride floats apart; the flags of kernelAVX2.
-TEXT ·kernelZ3(SB), NOSPLIT, $0-88
+// Up to 18 rows (t.rows) of A*B, A being 3 MR-row panels pstride floats
+// apart, stored as zTile describes.
+TEXT ·kernelZ3(SB), NOSPLIT, $0-40
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R8
-	SHLQ $2, R8
-	MOVQ cols+48(FP), AX
-	MOVL $1, BX
-	SHLXL AX, BX, BX
-	DECL BX
-	KMOVW BX, K1
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -567,224 +1047,711 @@ loop1:
 	DECQ CX
 	JNZ loop1
 store:
-	MOVQ flags+56(FP), R9
+	MOVQ t+32(FP), BX
+	MOVQ 0(BX), DX
+	MOVQ 8(BX), R11
+	MOVQ 16(BX), AX
+	MOVQ 24(BX), R12
+	MOVQ 32(BX), SI
+	MOVQ 40(BX), R8
+	SHLQ $2, R8
+	MOVQ 48(BX), R10
+	MOVQ 64(BX), CX
+	MOVQ 72(BX), R9
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K1
+	MOVQ 56(BX), CX
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K2
+	KANDNW K2, K1, K2
+	MOVQ 64(BX), CX
+	SHLQ $2, CX
+	SUBQ CX, R11
+	SUBQ CX, R12
+	VPXORD Z1, Z1, Z1
 	TESTQ $1, R9
-	JZ bias
-	MOVQ DX, AX
-	VMOVUPS.Z (AX), K1, Z0
+	JZ noload0
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_0
+	VMOVUPS (R11), K2, Z0
+load1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z14, Z14
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z15, Z15
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z16, Z16
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z17, Z17
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z18, Z18
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z19, Z19
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z20, Z20
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z21, Z21
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z22, Z22
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z23, Z23
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z24, Z24
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z25, Z25
-bias:
+noload0:
 	TESTQ $2, R9
-	JZ residual
-	MOVQ bias+64(FP), AX
-	VADDPS.BCST 0(AX), Z8, Z8
-	VADDPS.BCST 4(AX), Z9, Z9
-	VADDPS.BCST 8(AX), Z10, Z10
-	VADDPS.BCST 12(AX), Z11, Z11
-	VADDPS.BCST 16(AX), Z12, Z12
-	VADDPS.BCST 20(AX), Z13, Z13
-	VADDPS.BCST 24(AX), Z14, Z14
-	VADDPS.BCST 28(AX), Z15, Z15
-	VADDPS.BCST 32(AX), Z16, Z16
-	VADDPS.BCST 36(AX), Z17, Z17
-	VADDPS.BCST 40(AX), Z18, Z18
-	VADDPS.BCST 44(AX), Z19, Z19
-	VADDPS.BCST 48(AX), Z20, Z20
-	VADDPS.BCST 52(AX), Z21, Z21
-	VADDPS.BCST 56(AX), Z22, Z22
-	VADDPS.BCST 60(AX), Z23, Z23
-	VADDPS.BCST 64(AX), Z24, Z24
-	VADDPS.BCST 68(AX), Z25, Z25
-residual:
+	JZ nobias0
+	VADDPS.BCST 0(SI), Z8, Z8
+nobias0:
 	TESTQ $4, R9
-	JZ relu
-	MOVQ res+72(FP), AX
-	MOVQ ldr+80(FP), BX
-	SHLQ $2, BX
+	JZ nores0
 	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_0
+	VMOVUPS (R12), K2, Z0
+res1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z14, Z14
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z15, Z15
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z16, Z16
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z17, Z17
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z18, Z18
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z19, Z19
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z20, Z20
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z21, Z21
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z22, Z22
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z23, Z23
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z24, Z24
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z25, Z25
-relu:
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores0:
 	TESTQ $8, R9
-	JZ write
-	VPXORD Z0, Z0, Z0
-	VMAXPS Z8, Z0, Z8
-	VMAXPS Z9, Z0, Z9
-	VMAXPS Z10, Z0, Z10
-	VMAXPS Z11, Z0, Z11
-	VMAXPS Z12, Z0, Z12
-	VMAXPS Z13, Z0, Z13
-	VMAXPS Z14, Z0, Z14
-	VMAXPS Z15, Z0, Z15
-	VMAXPS Z16, Z0, Z16
-	VMAXPS Z17, Z0, Z17
-	VMAXPS Z18, Z0, Z18
-	VMAXPS Z19, Z0, Z19
-	VMAXPS Z20, Z0, Z20
-	VMAXPS Z21, Z0, Z21
-	VMAXPS Z22, Z0, Z22
-	VMAXPS Z23, Z0, Z23
-	VMAXPS Z24, Z0, Z24
-	VMAXPS Z25, Z0, Z25
-write:
+	JZ norelu0
+	VMAXPS Z8, Z1, Z8
+norelu0:
 	VMOVUPS Z8, K1, (DX)
+	TESTQ $16, R9
+	JZ next0
+	VMOVUPS Z8, K2, (R11)
+next0:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $1
+	JLE done
+	TESTQ $1, R9
+	JZ noload1
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_1
+	VMOVUPS (R11), K2, Z0
+load1_1:
+	VADDPS Z0, Z9, Z9
+noload1:
+	TESTQ $2, R9
+	JZ nobias1
+	VADDPS.BCST 4(SI), Z9, Z9
+nobias1:
+	TESTQ $4, R9
+	JZ nores1
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_1
+	VMOVUPS (R12), K2, Z0
+res1_1:
+	VADDPS Z0, Z9, Z9
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores1:
+	TESTQ $8, R9
+	JZ norelu1
+	VMAXPS Z9, Z1, Z9
+norelu1:
 	VMOVUPS Z9, K1, (DX)
+	TESTQ $16, R9
+	JZ next1
+	VMOVUPS Z9, K2, (R11)
+next1:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $2
+	JLE done
+	TESTQ $1, R9
+	JZ noload2
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_2
+	VMOVUPS (R11), K2, Z0
+load1_2:
+	VADDPS Z0, Z10, Z10
+noload2:
+	TESTQ $2, R9
+	JZ nobias2
+	VADDPS.BCST 8(SI), Z10, Z10
+nobias2:
+	TESTQ $4, R9
+	JZ nores2
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_2
+	VMOVUPS (R12), K2, Z0
+res1_2:
+	VADDPS Z0, Z10, Z10
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores2:
+	TESTQ $8, R9
+	JZ norelu2
+	VMAXPS Z10, Z1, Z10
+norelu2:
 	VMOVUPS Z10, K1, (DX)
+	TESTQ $16, R9
+	JZ next2
+	VMOVUPS Z10, K2, (R11)
+next2:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $3
+	JLE done
+	TESTQ $1, R9
+	JZ noload3
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_3
+	VMOVUPS (R11), K2, Z0
+load1_3:
+	VADDPS Z0, Z11, Z11
+noload3:
+	TESTQ $2, R9
+	JZ nobias3
+	VADDPS.BCST 12(SI), Z11, Z11
+nobias3:
+	TESTQ $4, R9
+	JZ nores3
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_3
+	VMOVUPS (R12), K2, Z0
+res1_3:
+	VADDPS Z0, Z11, Z11
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores3:
+	TESTQ $8, R9
+	JZ norelu3
+	VMAXPS Z11, Z1, Z11
+norelu3:
 	VMOVUPS Z11, K1, (DX)
+	TESTQ $16, R9
+	JZ next3
+	VMOVUPS Z11, K2, (R11)
+next3:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $4
+	JLE done
+	TESTQ $1, R9
+	JZ noload4
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_4
+	VMOVUPS (R11), K2, Z0
+load1_4:
+	VADDPS Z0, Z12, Z12
+noload4:
+	TESTQ $2, R9
+	JZ nobias4
+	VADDPS.BCST 16(SI), Z12, Z12
+nobias4:
+	TESTQ $4, R9
+	JZ nores4
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_4
+	VMOVUPS (R12), K2, Z0
+res1_4:
+	VADDPS Z0, Z12, Z12
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores4:
+	TESTQ $8, R9
+	JZ norelu4
+	VMAXPS Z12, Z1, Z12
+norelu4:
 	VMOVUPS Z12, K1, (DX)
+	TESTQ $16, R9
+	JZ next4
+	VMOVUPS Z12, K2, (R11)
+next4:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $5
+	JLE done
+	TESTQ $1, R9
+	JZ noload5
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_5
+	VMOVUPS (R11), K2, Z0
+load1_5:
+	VADDPS Z0, Z13, Z13
+noload5:
+	TESTQ $2, R9
+	JZ nobias5
+	VADDPS.BCST 20(SI), Z13, Z13
+nobias5:
+	TESTQ $4, R9
+	JZ nores5
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_5
+	VMOVUPS (R12), K2, Z0
+res1_5:
+	VADDPS Z0, Z13, Z13
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores5:
+	TESTQ $8, R9
+	JZ norelu5
+	VMAXPS Z13, Z1, Z13
+norelu5:
 	VMOVUPS Z13, K1, (DX)
+	TESTQ $16, R9
+	JZ next5
+	VMOVUPS Z13, K2, (R11)
+next5:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $6
+	JLE done
+	TESTQ $1, R9
+	JZ noload6
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_6
+	VMOVUPS (R11), K2, Z0
+load1_6:
+	VADDPS Z0, Z14, Z14
+noload6:
+	TESTQ $2, R9
+	JZ nobias6
+	VADDPS.BCST 24(SI), Z14, Z14
+nobias6:
+	TESTQ $4, R9
+	JZ nores6
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_6
+	VMOVUPS (R12), K2, Z0
+res1_6:
+	VADDPS Z0, Z14, Z14
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores6:
+	TESTQ $8, R9
+	JZ norelu6
+	VMAXPS Z14, Z1, Z14
+norelu6:
 	VMOVUPS Z14, K1, (DX)
+	TESTQ $16, R9
+	JZ next6
+	VMOVUPS Z14, K2, (R11)
+next6:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $7
+	JLE done
+	TESTQ $1, R9
+	JZ noload7
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_7
+	VMOVUPS (R11), K2, Z0
+load1_7:
+	VADDPS Z0, Z15, Z15
+noload7:
+	TESTQ $2, R9
+	JZ nobias7
+	VADDPS.BCST 28(SI), Z15, Z15
+nobias7:
+	TESTQ $4, R9
+	JZ nores7
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_7
+	VMOVUPS (R12), K2, Z0
+res1_7:
+	VADDPS Z0, Z15, Z15
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores7:
+	TESTQ $8, R9
+	JZ norelu7
+	VMAXPS Z15, Z1, Z15
+norelu7:
 	VMOVUPS Z15, K1, (DX)
+	TESTQ $16, R9
+	JZ next7
+	VMOVUPS Z15, K2, (R11)
+next7:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $8
+	JLE done
+	TESTQ $1, R9
+	JZ noload8
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_8
+	VMOVUPS (R11), K2, Z0
+load1_8:
+	VADDPS Z0, Z16, Z16
+noload8:
+	TESTQ $2, R9
+	JZ nobias8
+	VADDPS.BCST 32(SI), Z16, Z16
+nobias8:
+	TESTQ $4, R9
+	JZ nores8
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_8
+	VMOVUPS (R12), K2, Z0
+res1_8:
+	VADDPS Z0, Z16, Z16
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores8:
+	TESTQ $8, R9
+	JZ norelu8
+	VMAXPS Z16, Z1, Z16
+norelu8:
 	VMOVUPS Z16, K1, (DX)
+	TESTQ $16, R9
+	JZ next8
+	VMOVUPS Z16, K2, (R11)
+next8:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $9
+	JLE done
+	TESTQ $1, R9
+	JZ noload9
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_9
+	VMOVUPS (R11), K2, Z0
+load1_9:
+	VADDPS Z0, Z17, Z17
+noload9:
+	TESTQ $2, R9
+	JZ nobias9
+	VADDPS.BCST 36(SI), Z17, Z17
+nobias9:
+	TESTQ $4, R9
+	JZ nores9
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_9
+	VMOVUPS (R12), K2, Z0
+res1_9:
+	VADDPS Z0, Z17, Z17
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores9:
+	TESTQ $8, R9
+	JZ norelu9
+	VMAXPS Z17, Z1, Z17
+norelu9:
 	VMOVUPS Z17, K1, (DX)
+	TESTQ $16, R9
+	JZ next9
+	VMOVUPS Z17, K2, (R11)
+next9:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $10
+	JLE done
+	TESTQ $1, R9
+	JZ noload10
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_10
+	VMOVUPS (R11), K2, Z0
+load1_10:
+	VADDPS Z0, Z18, Z18
+noload10:
+	TESTQ $2, R9
+	JZ nobias10
+	VADDPS.BCST 40(SI), Z18, Z18
+nobias10:
+	TESTQ $4, R9
+	JZ nores10
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_10
+	VMOVUPS (R12), K2, Z0
+res1_10:
+	VADDPS Z0, Z18, Z18
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores10:
+	TESTQ $8, R9
+	JZ norelu10
+	VMAXPS Z18, Z1, Z18
+norelu10:
 	VMOVUPS Z18, K1, (DX)
+	TESTQ $16, R9
+	JZ next10
+	VMOVUPS Z18, K2, (R11)
+next10:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $11
+	JLE done
+	TESTQ $1, R9
+	JZ noload11
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_11
+	VMOVUPS (R11), K2, Z0
+load1_11:
+	VADDPS Z0, Z19, Z19
+noload11:
+	TESTQ $2, R9
+	JZ nobias11
+	VADDPS.BCST 44(SI), Z19, Z19
+nobias11:
+	TESTQ $4, R9
+	JZ nores11
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_11
+	VMOVUPS (R12), K2, Z0
+res1_11:
+	VADDPS Z0, Z19, Z19
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores11:
+	TESTQ $8, R9
+	JZ norelu11
+	VMAXPS Z19, Z1, Z19
+norelu11:
 	VMOVUPS Z19, K1, (DX)
+	TESTQ $16, R9
+	JZ next11
+	VMOVUPS Z19, K2, (R11)
+next11:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $12
+	JLE done
+	TESTQ $1, R9
+	JZ noload12
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_12
+	VMOVUPS (R11), K2, Z0
+load1_12:
+	VADDPS Z0, Z20, Z20
+noload12:
+	TESTQ $2, R9
+	JZ nobias12
+	VADDPS.BCST 48(SI), Z20, Z20
+nobias12:
+	TESTQ $4, R9
+	JZ nores12
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_12
+	VMOVUPS (R12), K2, Z0
+res1_12:
+	VADDPS Z0, Z20, Z20
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores12:
+	TESTQ $8, R9
+	JZ norelu12
+	VMAXPS Z20, Z1, Z20
+norelu12:
 	VMOVUPS Z20, K1, (DX)
+	TESTQ $16, R9
+	JZ next12
+	VMOVUPS Z20, K2, (R11)
+next12:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $13
+	JLE done
+	TESTQ $1, R9
+	JZ noload13
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_13
+	VMOVUPS (R11), K2, Z0
+load1_13:
+	VADDPS Z0, Z21, Z21
+noload13:
+	TESTQ $2, R9
+	JZ nobias13
+	VADDPS.BCST 52(SI), Z21, Z21
+nobias13:
+	TESTQ $4, R9
+	JZ nores13
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_13
+	VMOVUPS (R12), K2, Z0
+res1_13:
+	VADDPS Z0, Z21, Z21
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores13:
+	TESTQ $8, R9
+	JZ norelu13
+	VMAXPS Z21, Z1, Z21
+norelu13:
 	VMOVUPS Z21, K1, (DX)
+	TESTQ $16, R9
+	JZ next13
+	VMOVUPS Z21, K2, (R11)
+next13:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $14
+	JLE done
+	TESTQ $1, R9
+	JZ noload14
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_14
+	VMOVUPS (R11), K2, Z0
+load1_14:
+	VADDPS Z0, Z22, Z22
+noload14:
+	TESTQ $2, R9
+	JZ nobias14
+	VADDPS.BCST 56(SI), Z22, Z22
+nobias14:
+	TESTQ $4, R9
+	JZ nores14
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_14
+	VMOVUPS (R12), K2, Z0
+res1_14:
+	VADDPS Z0, Z22, Z22
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores14:
+	TESTQ $8, R9
+	JZ norelu14
+	VMAXPS Z22, Z1, Z22
+norelu14:
 	VMOVUPS Z22, K1, (DX)
+	TESTQ $16, R9
+	JZ next14
+	VMOVUPS Z22, K2, (R11)
+next14:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $15
+	JLE done
+	TESTQ $1, R9
+	JZ noload15
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_15
+	VMOVUPS (R11), K2, Z0
+load1_15:
+	VADDPS Z0, Z23, Z23
+noload15:
+	TESTQ $2, R9
+	JZ nobias15
+	VADDPS.BCST 60(SI), Z23, Z23
+nobias15:
+	TESTQ $4, R9
+	JZ nores15
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_15
+	VMOVUPS (R12), K2, Z0
+res1_15:
+	VADDPS Z0, Z23, Z23
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores15:
+	TESTQ $8, R9
+	JZ norelu15
+	VMAXPS Z23, Z1, Z23
+norelu15:
 	VMOVUPS Z23, K1, (DX)
+	TESTQ $16, R9
+	JZ next15
+	VMOVUPS Z23, K2, (R11)
+next15:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $16
+	JLE done
+	TESTQ $1, R9
+	JZ noload16
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_16
+	VMOVUPS (R11), K2, Z0
+load1_16:
+	VADDPS Z0, Z24, Z24
+noload16:
+	TESTQ $2, R9
+	JZ nobias16
+	VADDPS.BCST 64(SI), Z24, Z24
+nobias16:
+	TESTQ $4, R9
+	JZ nores16
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_16
+	VMOVUPS (R12), K2, Z0
+res1_16:
+	VADDPS Z0, Z24, Z24
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores16:
+	TESTQ $8, R9
+	JZ norelu16
+	VMAXPS Z24, Z1, Z24
+norelu16:
 	VMOVUPS Z24, K1, (DX)
+	TESTQ $16, R9
+	JZ next16
+	VMOVUPS Z24, K2, (R11)
+next16:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $17
+	JLE done
+	TESTQ $1, R9
+	JZ noload17
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_17
+	VMOVUPS (R11), K2, Z0
+load1_17:
+	VADDPS Z0, Z25, Z25
+noload17:
+	TESTQ $2, R9
+	JZ nobias17
+	VADDPS.BCST 68(SI), Z25, Z25
+nobias17:
+	TESTQ $4, R9
+	JZ nores17
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_17
+	VMOVUPS (R12), K2, Z0
+res1_17:
+	VADDPS Z0, Z25, Z25
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores17:
+	TESTQ $8, R9
+	JZ norelu17
+	VMAXPS Z25, Z1, Z25
+norelu17:
 	VMOVUPS Z25, K1, (DX)
+	TESTQ $16, R9
+	JZ next17
+	VMOVUPS Z25, K2, (R11)
+next17:
+	ADDQ R8, DX
+	ADDQ R8, R11
+done:
 	VZEROUPPER
 	RET
 
-// func kernelZ4(kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int)
+// func kernelZ4(kc int, a *float32, pstride int, b *float32, t *zTile)
 //
-// C (rows 24, the first cols of NR columns, row stride ldc) = A*B, where A
-// is 4 MR-row panels pstride floats apart; the flags of kernelAVX2.
-TEXT ·kernelZ4(SB), NOSPLIT, $0-88
+// Up to 24 rows (t.rows) of A*B, A being 4 MR-row panels pstride floats
+// apart, stored as zTile describes.
+TEXT ·kernelZ4(SB), NOSPLIT, $0-40
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R8
-	SHLQ $2, R8
-	MOVQ cols+48(FP), AX
-	MOVL $1, BX
-	SHLXL AX, BX, BX
-	DECL BX
-	KMOVW BX, K1
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -953,261 +1920,918 @@ loop1:
 	DECQ CX
 	JNZ loop1
 store:
-	MOVQ flags+56(FP), R9
+	MOVQ t+32(FP), BX
+	MOVQ 0(BX), DX
+	MOVQ 8(BX), R11
+	MOVQ 16(BX), AX
+	MOVQ 24(BX), R12
+	MOVQ 32(BX), SI
+	MOVQ 40(BX), R8
+	SHLQ $2, R8
+	MOVQ 48(BX), R10
+	MOVQ 64(BX), CX
+	MOVQ 72(BX), R9
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K1
+	MOVQ 56(BX), CX
+	MOVL $1, DI
+	SHLXL CX, DI, DI
+	DECL DI
+	KMOVW DI, K2
+	KANDNW K2, K1, K2
+	MOVQ 64(BX), CX
+	SHLQ $2, CX
+	SUBQ CX, R11
+	SUBQ CX, R12
+	VPXORD Z1, Z1, Z1
 	TESTQ $1, R9
-	JZ bias
-	MOVQ DX, AX
-	VMOVUPS.Z (AX), K1, Z0
+	JZ noload0
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_0
+	VMOVUPS (R11), K2, Z0
+load1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z14, Z14
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z15, Z15
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z16, Z16
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z17, Z17
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z18, Z18
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z19, Z19
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z20, Z20
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z21, Z21
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z22, Z22
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z23, Z23
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z24, Z24
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z25, Z25
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z26, Z26
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z27, Z27
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z28, Z28
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z29, Z29
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z30, Z30
-	ADDQ R8, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z31, Z31
-bias:
+noload0:
 	TESTQ $2, R9
-	JZ residual
-	MOVQ bias+64(FP), AX
-	VADDPS.BCST 0(AX), Z8, Z8
-	VADDPS.BCST 4(AX), Z9, Z9
-	VADDPS.BCST 8(AX), Z10, Z10
-	VADDPS.BCST 12(AX), Z11, Z11
-	VADDPS.BCST 16(AX), Z12, Z12
-	VADDPS.BCST 20(AX), Z13, Z13
-	VADDPS.BCST 24(AX), Z14, Z14
-	VADDPS.BCST 28(AX), Z15, Z15
-	VADDPS.BCST 32(AX), Z16, Z16
-	VADDPS.BCST 36(AX), Z17, Z17
-	VADDPS.BCST 40(AX), Z18, Z18
-	VADDPS.BCST 44(AX), Z19, Z19
-	VADDPS.BCST 48(AX), Z20, Z20
-	VADDPS.BCST 52(AX), Z21, Z21
-	VADDPS.BCST 56(AX), Z22, Z22
-	VADDPS.BCST 60(AX), Z23, Z23
-	VADDPS.BCST 64(AX), Z24, Z24
-	VADDPS.BCST 68(AX), Z25, Z25
-	VADDPS.BCST 72(AX), Z26, Z26
-	VADDPS.BCST 76(AX), Z27, Z27
-	VADDPS.BCST 80(AX), Z28, Z28
-	VADDPS.BCST 84(AX), Z29, Z29
-	VADDPS.BCST 88(AX), Z30, Z30
-	VADDPS.BCST 92(AX), Z31, Z31
-residual:
+	JZ nobias0
+	VADDPS.BCST 0(SI), Z8, Z8
+nobias0:
 	TESTQ $4, R9
-	JZ relu
-	MOVQ res+72(FP), AX
-	MOVQ ldr+80(FP), BX
-	SHLQ $2, BX
+	JZ nores0
 	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_0
+	VMOVUPS (R12), K2, Z0
+res1_0:
 	VADDPS Z0, Z8, Z8
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z9, Z9
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z10, Z10
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z11, Z11
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z12, Z12
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z13, Z13
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z14, Z14
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z15, Z15
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z16, Z16
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z17, Z17
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z18, Z18
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z19, Z19
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z20, Z20
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z21, Z21
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z22, Z22
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z23, Z23
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z24, Z24
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z25, Z25
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z26, Z26
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z27, Z27
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z28, Z28
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z29, Z29
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z30, Z30
-	ADDQ BX, AX
-	VMOVUPS.Z (AX), K1, Z0
-	VADDPS Z0, Z31, Z31
-relu:
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores0:
 	TESTQ $8, R9
-	JZ write
-	VPXORD Z0, Z0, Z0
-	VMAXPS Z8, Z0, Z8
-	VMAXPS Z9, Z0, Z9
-	VMAXPS Z10, Z0, Z10
-	VMAXPS Z11, Z0, Z11
-	VMAXPS Z12, Z0, Z12
-	VMAXPS Z13, Z0, Z13
-	VMAXPS Z14, Z0, Z14
-	VMAXPS Z15, Z0, Z15
-	VMAXPS Z16, Z0, Z16
-	VMAXPS Z17, Z0, Z17
-	VMAXPS Z18, Z0, Z18
-	VMAXPS Z19, Z0, Z19
-	VMAXPS Z20, Z0, Z20
-	VMAXPS Z21, Z0, Z21
-	VMAXPS Z22, Z0, Z22
-	VMAXPS Z23, Z0, Z23
-	VMAXPS Z24, Z0, Z24
-	VMAXPS Z25, Z0, Z25
-	VMAXPS Z26, Z0, Z26
-	VMAXPS Z27, Z0, Z27
-	VMAXPS Z28, Z0, Z28
-	VMAXPS Z29, Z0, Z29
-	VMAXPS Z30, Z0, Z30
-	VMAXPS Z31, Z0, Z31
-write:
+	JZ norelu0
+	VMAXPS Z8, Z1, Z8
+norelu0:
 	VMOVUPS Z8, K1, (DX)
+	TESTQ $16, R9
+	JZ next0
+	VMOVUPS Z8, K2, (R11)
+next0:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $1
+	JLE done
+	TESTQ $1, R9
+	JZ noload1
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_1
+	VMOVUPS (R11), K2, Z0
+load1_1:
+	VADDPS Z0, Z9, Z9
+noload1:
+	TESTQ $2, R9
+	JZ nobias1
+	VADDPS.BCST 4(SI), Z9, Z9
+nobias1:
+	TESTQ $4, R9
+	JZ nores1
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_1
+	VMOVUPS (R12), K2, Z0
+res1_1:
+	VADDPS Z0, Z9, Z9
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores1:
+	TESTQ $8, R9
+	JZ norelu1
+	VMAXPS Z9, Z1, Z9
+norelu1:
 	VMOVUPS Z9, K1, (DX)
+	TESTQ $16, R9
+	JZ next1
+	VMOVUPS Z9, K2, (R11)
+next1:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $2
+	JLE done
+	TESTQ $1, R9
+	JZ noload2
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_2
+	VMOVUPS (R11), K2, Z0
+load1_2:
+	VADDPS Z0, Z10, Z10
+noload2:
+	TESTQ $2, R9
+	JZ nobias2
+	VADDPS.BCST 8(SI), Z10, Z10
+nobias2:
+	TESTQ $4, R9
+	JZ nores2
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_2
+	VMOVUPS (R12), K2, Z0
+res1_2:
+	VADDPS Z0, Z10, Z10
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores2:
+	TESTQ $8, R9
+	JZ norelu2
+	VMAXPS Z10, Z1, Z10
+norelu2:
 	VMOVUPS Z10, K1, (DX)
+	TESTQ $16, R9
+	JZ next2
+	VMOVUPS Z10, K2, (R11)
+next2:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $3
+	JLE done
+	TESTQ $1, R9
+	JZ noload3
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_3
+	VMOVUPS (R11), K2, Z0
+load1_3:
+	VADDPS Z0, Z11, Z11
+noload3:
+	TESTQ $2, R9
+	JZ nobias3
+	VADDPS.BCST 12(SI), Z11, Z11
+nobias3:
+	TESTQ $4, R9
+	JZ nores3
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_3
+	VMOVUPS (R12), K2, Z0
+res1_3:
+	VADDPS Z0, Z11, Z11
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores3:
+	TESTQ $8, R9
+	JZ norelu3
+	VMAXPS Z11, Z1, Z11
+norelu3:
 	VMOVUPS Z11, K1, (DX)
+	TESTQ $16, R9
+	JZ next3
+	VMOVUPS Z11, K2, (R11)
+next3:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $4
+	JLE done
+	TESTQ $1, R9
+	JZ noload4
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_4
+	VMOVUPS (R11), K2, Z0
+load1_4:
+	VADDPS Z0, Z12, Z12
+noload4:
+	TESTQ $2, R9
+	JZ nobias4
+	VADDPS.BCST 16(SI), Z12, Z12
+nobias4:
+	TESTQ $4, R9
+	JZ nores4
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_4
+	VMOVUPS (R12), K2, Z0
+res1_4:
+	VADDPS Z0, Z12, Z12
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores4:
+	TESTQ $8, R9
+	JZ norelu4
+	VMAXPS Z12, Z1, Z12
+norelu4:
 	VMOVUPS Z12, K1, (DX)
+	TESTQ $16, R9
+	JZ next4
+	VMOVUPS Z12, K2, (R11)
+next4:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $5
+	JLE done
+	TESTQ $1, R9
+	JZ noload5
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_5
+	VMOVUPS (R11), K2, Z0
+load1_5:
+	VADDPS Z0, Z13, Z13
+noload5:
+	TESTQ $2, R9
+	JZ nobias5
+	VADDPS.BCST 20(SI), Z13, Z13
+nobias5:
+	TESTQ $4, R9
+	JZ nores5
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_5
+	VMOVUPS (R12), K2, Z0
+res1_5:
+	VADDPS Z0, Z13, Z13
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores5:
+	TESTQ $8, R9
+	JZ norelu5
+	VMAXPS Z13, Z1, Z13
+norelu5:
 	VMOVUPS Z13, K1, (DX)
+	TESTQ $16, R9
+	JZ next5
+	VMOVUPS Z13, K2, (R11)
+next5:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $6
+	JLE done
+	TESTQ $1, R9
+	JZ noload6
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_6
+	VMOVUPS (R11), K2, Z0
+load1_6:
+	VADDPS Z0, Z14, Z14
+noload6:
+	TESTQ $2, R9
+	JZ nobias6
+	VADDPS.BCST 24(SI), Z14, Z14
+nobias6:
+	TESTQ $4, R9
+	JZ nores6
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_6
+	VMOVUPS (R12), K2, Z0
+res1_6:
+	VADDPS Z0, Z14, Z14
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores6:
+	TESTQ $8, R9
+	JZ norelu6
+	VMAXPS Z14, Z1, Z14
+norelu6:
 	VMOVUPS Z14, K1, (DX)
+	TESTQ $16, R9
+	JZ next6
+	VMOVUPS Z14, K2, (R11)
+next6:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $7
+	JLE done
+	TESTQ $1, R9
+	JZ noload7
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_7
+	VMOVUPS (R11), K2, Z0
+load1_7:
+	VADDPS Z0, Z15, Z15
+noload7:
+	TESTQ $2, R9
+	JZ nobias7
+	VADDPS.BCST 28(SI), Z15, Z15
+nobias7:
+	TESTQ $4, R9
+	JZ nores7
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_7
+	VMOVUPS (R12), K2, Z0
+res1_7:
+	VADDPS Z0, Z15, Z15
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores7:
+	TESTQ $8, R9
+	JZ norelu7
+	VMAXPS Z15, Z1, Z15
+norelu7:
 	VMOVUPS Z15, K1, (DX)
+	TESTQ $16, R9
+	JZ next7
+	VMOVUPS Z15, K2, (R11)
+next7:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $8
+	JLE done
+	TESTQ $1, R9
+	JZ noload8
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_8
+	VMOVUPS (R11), K2, Z0
+load1_8:
+	VADDPS Z0, Z16, Z16
+noload8:
+	TESTQ $2, R9
+	JZ nobias8
+	VADDPS.BCST 32(SI), Z16, Z16
+nobias8:
+	TESTQ $4, R9
+	JZ nores8
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_8
+	VMOVUPS (R12), K2, Z0
+res1_8:
+	VADDPS Z0, Z16, Z16
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores8:
+	TESTQ $8, R9
+	JZ norelu8
+	VMAXPS Z16, Z1, Z16
+norelu8:
 	VMOVUPS Z16, K1, (DX)
+	TESTQ $16, R9
+	JZ next8
+	VMOVUPS Z16, K2, (R11)
+next8:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $9
+	JLE done
+	TESTQ $1, R9
+	JZ noload9
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_9
+	VMOVUPS (R11), K2, Z0
+load1_9:
+	VADDPS Z0, Z17, Z17
+noload9:
+	TESTQ $2, R9
+	JZ nobias9
+	VADDPS.BCST 36(SI), Z17, Z17
+nobias9:
+	TESTQ $4, R9
+	JZ nores9
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_9
+	VMOVUPS (R12), K2, Z0
+res1_9:
+	VADDPS Z0, Z17, Z17
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores9:
+	TESTQ $8, R9
+	JZ norelu9
+	VMAXPS Z17, Z1, Z17
+norelu9:
 	VMOVUPS Z17, K1, (DX)
+	TESTQ $16, R9
+	JZ next9
+	VMOVUPS Z17, K2, (R11)
+next9:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $10
+	JLE done
+	TESTQ $1, R9
+	JZ noload10
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_10
+	VMOVUPS (R11), K2, Z0
+load1_10:
+	VADDPS Z0, Z18, Z18
+noload10:
+	TESTQ $2, R9
+	JZ nobias10
+	VADDPS.BCST 40(SI), Z18, Z18
+nobias10:
+	TESTQ $4, R9
+	JZ nores10
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_10
+	VMOVUPS (R12), K2, Z0
+res1_10:
+	VADDPS Z0, Z18, Z18
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores10:
+	TESTQ $8, R9
+	JZ norelu10
+	VMAXPS Z18, Z1, Z18
+norelu10:
 	VMOVUPS Z18, K1, (DX)
+	TESTQ $16, R9
+	JZ next10
+	VMOVUPS Z18, K2, (R11)
+next10:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $11
+	JLE done
+	TESTQ $1, R9
+	JZ noload11
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_11
+	VMOVUPS (R11), K2, Z0
+load1_11:
+	VADDPS Z0, Z19, Z19
+noload11:
+	TESTQ $2, R9
+	JZ nobias11
+	VADDPS.BCST 44(SI), Z19, Z19
+nobias11:
+	TESTQ $4, R9
+	JZ nores11
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_11
+	VMOVUPS (R12), K2, Z0
+res1_11:
+	VADDPS Z0, Z19, Z19
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores11:
+	TESTQ $8, R9
+	JZ norelu11
+	VMAXPS Z19, Z1, Z19
+norelu11:
 	VMOVUPS Z19, K1, (DX)
+	TESTQ $16, R9
+	JZ next11
+	VMOVUPS Z19, K2, (R11)
+next11:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $12
+	JLE done
+	TESTQ $1, R9
+	JZ noload12
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_12
+	VMOVUPS (R11), K2, Z0
+load1_12:
+	VADDPS Z0, Z20, Z20
+noload12:
+	TESTQ $2, R9
+	JZ nobias12
+	VADDPS.BCST 48(SI), Z20, Z20
+nobias12:
+	TESTQ $4, R9
+	JZ nores12
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_12
+	VMOVUPS (R12), K2, Z0
+res1_12:
+	VADDPS Z0, Z20, Z20
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores12:
+	TESTQ $8, R9
+	JZ norelu12
+	VMAXPS Z20, Z1, Z20
+norelu12:
 	VMOVUPS Z20, K1, (DX)
+	TESTQ $16, R9
+	JZ next12
+	VMOVUPS Z20, K2, (R11)
+next12:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $13
+	JLE done
+	TESTQ $1, R9
+	JZ noload13
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_13
+	VMOVUPS (R11), K2, Z0
+load1_13:
+	VADDPS Z0, Z21, Z21
+noload13:
+	TESTQ $2, R9
+	JZ nobias13
+	VADDPS.BCST 52(SI), Z21, Z21
+nobias13:
+	TESTQ $4, R9
+	JZ nores13
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_13
+	VMOVUPS (R12), K2, Z0
+res1_13:
+	VADDPS Z0, Z21, Z21
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores13:
+	TESTQ $8, R9
+	JZ norelu13
+	VMAXPS Z21, Z1, Z21
+norelu13:
 	VMOVUPS Z21, K1, (DX)
+	TESTQ $16, R9
+	JZ next13
+	VMOVUPS Z21, K2, (R11)
+next13:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $14
+	JLE done
+	TESTQ $1, R9
+	JZ noload14
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_14
+	VMOVUPS (R11), K2, Z0
+load1_14:
+	VADDPS Z0, Z22, Z22
+noload14:
+	TESTQ $2, R9
+	JZ nobias14
+	VADDPS.BCST 56(SI), Z22, Z22
+nobias14:
+	TESTQ $4, R9
+	JZ nores14
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_14
+	VMOVUPS (R12), K2, Z0
+res1_14:
+	VADDPS Z0, Z22, Z22
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores14:
+	TESTQ $8, R9
+	JZ norelu14
+	VMAXPS Z22, Z1, Z22
+norelu14:
 	VMOVUPS Z22, K1, (DX)
+	TESTQ $16, R9
+	JZ next14
+	VMOVUPS Z22, K2, (R11)
+next14:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $15
+	JLE done
+	TESTQ $1, R9
+	JZ noload15
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_15
+	VMOVUPS (R11), K2, Z0
+load1_15:
+	VADDPS Z0, Z23, Z23
+noload15:
+	TESTQ $2, R9
+	JZ nobias15
+	VADDPS.BCST 60(SI), Z23, Z23
+nobias15:
+	TESTQ $4, R9
+	JZ nores15
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_15
+	VMOVUPS (R12), K2, Z0
+res1_15:
+	VADDPS Z0, Z23, Z23
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores15:
+	TESTQ $8, R9
+	JZ norelu15
+	VMAXPS Z23, Z1, Z23
+norelu15:
 	VMOVUPS Z23, K1, (DX)
+	TESTQ $16, R9
+	JZ next15
+	VMOVUPS Z23, K2, (R11)
+next15:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $16
+	JLE done
+	TESTQ $1, R9
+	JZ noload16
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_16
+	VMOVUPS (R11), K2, Z0
+load1_16:
+	VADDPS Z0, Z24, Z24
+noload16:
+	TESTQ $2, R9
+	JZ nobias16
+	VADDPS.BCST 64(SI), Z24, Z24
+nobias16:
+	TESTQ $4, R9
+	JZ nores16
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_16
+	VMOVUPS (R12), K2, Z0
+res1_16:
+	VADDPS Z0, Z24, Z24
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores16:
+	TESTQ $8, R9
+	JZ norelu16
+	VMAXPS Z24, Z1, Z24
+norelu16:
 	VMOVUPS Z24, K1, (DX)
+	TESTQ $16, R9
+	JZ next16
+	VMOVUPS Z24, K2, (R11)
+next16:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $17
+	JLE done
+	TESTQ $1, R9
+	JZ noload17
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_17
+	VMOVUPS (R11), K2, Z0
+load1_17:
+	VADDPS Z0, Z25, Z25
+noload17:
+	TESTQ $2, R9
+	JZ nobias17
+	VADDPS.BCST 68(SI), Z25, Z25
+nobias17:
+	TESTQ $4, R9
+	JZ nores17
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_17
+	VMOVUPS (R12), K2, Z0
+res1_17:
+	VADDPS Z0, Z25, Z25
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores17:
+	TESTQ $8, R9
+	JZ norelu17
+	VMAXPS Z25, Z1, Z25
+norelu17:
 	VMOVUPS Z25, K1, (DX)
+	TESTQ $16, R9
+	JZ next17
+	VMOVUPS Z25, K2, (R11)
+next17:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $18
+	JLE done
+	TESTQ $1, R9
+	JZ noload18
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_18
+	VMOVUPS (R11), K2, Z0
+load1_18:
+	VADDPS Z0, Z26, Z26
+noload18:
+	TESTQ $2, R9
+	JZ nobias18
+	VADDPS.BCST 72(SI), Z26, Z26
+nobias18:
+	TESTQ $4, R9
+	JZ nores18
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_18
+	VMOVUPS (R12), K2, Z0
+res1_18:
+	VADDPS Z0, Z26, Z26
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores18:
+	TESTQ $8, R9
+	JZ norelu18
+	VMAXPS Z26, Z1, Z26
+norelu18:
 	VMOVUPS Z26, K1, (DX)
+	TESTQ $16, R9
+	JZ next18
+	VMOVUPS Z26, K2, (R11)
+next18:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $19
+	JLE done
+	TESTQ $1, R9
+	JZ noload19
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_19
+	VMOVUPS (R11), K2, Z0
+load1_19:
+	VADDPS Z0, Z27, Z27
+noload19:
+	TESTQ $2, R9
+	JZ nobias19
+	VADDPS.BCST 76(SI), Z27, Z27
+nobias19:
+	TESTQ $4, R9
+	JZ nores19
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_19
+	VMOVUPS (R12), K2, Z0
+res1_19:
+	VADDPS Z0, Z27, Z27
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores19:
+	TESTQ $8, R9
+	JZ norelu19
+	VMAXPS Z27, Z1, Z27
+norelu19:
 	VMOVUPS Z27, K1, (DX)
+	TESTQ $16, R9
+	JZ next19
+	VMOVUPS Z27, K2, (R11)
+next19:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $20
+	JLE done
+	TESTQ $1, R9
+	JZ noload20
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_20
+	VMOVUPS (R11), K2, Z0
+load1_20:
+	VADDPS Z0, Z28, Z28
+noload20:
+	TESTQ $2, R9
+	JZ nobias20
+	VADDPS.BCST 80(SI), Z28, Z28
+nobias20:
+	TESTQ $4, R9
+	JZ nores20
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_20
+	VMOVUPS (R12), K2, Z0
+res1_20:
+	VADDPS Z0, Z28, Z28
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores20:
+	TESTQ $8, R9
+	JZ norelu20
+	VMAXPS Z28, Z1, Z28
+norelu20:
 	VMOVUPS Z28, K1, (DX)
+	TESTQ $16, R9
+	JZ next20
+	VMOVUPS Z28, K2, (R11)
+next20:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $21
+	JLE done
+	TESTQ $1, R9
+	JZ noload21
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_21
+	VMOVUPS (R11), K2, Z0
+load1_21:
+	VADDPS Z0, Z29, Z29
+noload21:
+	TESTQ $2, R9
+	JZ nobias21
+	VADDPS.BCST 84(SI), Z29, Z29
+nobias21:
+	TESTQ $4, R9
+	JZ nores21
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_21
+	VMOVUPS (R12), K2, Z0
+res1_21:
+	VADDPS Z0, Z29, Z29
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores21:
+	TESTQ $8, R9
+	JZ norelu21
+	VMAXPS Z29, Z1, Z29
+norelu21:
 	VMOVUPS Z29, K1, (DX)
+	TESTQ $16, R9
+	JZ next21
+	VMOVUPS Z29, K2, (R11)
+next21:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $22
+	JLE done
+	TESTQ $1, R9
+	JZ noload22
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_22
+	VMOVUPS (R11), K2, Z0
+load1_22:
+	VADDPS Z0, Z30, Z30
+noload22:
+	TESTQ $2, R9
+	JZ nobias22
+	VADDPS.BCST 88(SI), Z30, Z30
+nobias22:
+	TESTQ $4, R9
+	JZ nores22
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_22
+	VMOVUPS (R12), K2, Z0
+res1_22:
+	VADDPS Z0, Z30, Z30
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores22:
+	TESTQ $8, R9
+	JZ norelu22
+	VMAXPS Z30, Z1, Z30
+norelu22:
 	VMOVUPS Z30, K1, (DX)
+	TESTQ $16, R9
+	JZ next22
+	VMOVUPS Z30, K2, (R11)
+next22:
 	ADDQ R8, DX
+	ADDQ R8, R11
+	CMPQ R10, $23
+	JLE done
+	TESTQ $1, R9
+	JZ noload23
+	VMOVUPS.Z (DX), K1, Z0
+	TESTQ $16, R9
+	JZ load1_23
+	VMOVUPS (R11), K2, Z0
+load1_23:
+	VADDPS Z0, Z31, Z31
+noload23:
+	TESTQ $2, R9
+	JZ nobias23
+	VADDPS.BCST 92(SI), Z31, Z31
+nobias23:
+	TESTQ $4, R9
+	JZ nores23
+	VMOVUPS.Z (AX), K1, Z0
+	TESTQ $16, R9
+	JZ res1_23
+	VMOVUPS (R12), K2, Z0
+res1_23:
+	VADDPS Z0, Z31, Z31
+	ADDQ R8, AX
+	ADDQ R8, R12
+nores23:
+	TESTQ $8, R9
+	JZ norelu23
+	VMAXPS Z31, Z1, Z31
+norelu23:
 	VMOVUPS Z31, K1, (DX)
+	TESTQ $16, R9
+	JZ next23
+	VMOVUPS Z31, K2, (R11)
+next23:
+	ADDQ R8, DX
+	ADDQ R8, R11
+done:
 	VZEROUPPER
 	RET

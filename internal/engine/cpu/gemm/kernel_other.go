@@ -13,6 +13,4 @@ func kernelNarrow(kc int, a, b, c *float32, cols int) { kernelGo(kc, a, b, c, NR
 
 func widePanels() int { return 1 }
 
-func kernelPanels(np, kc int, a *float32, pstride int, b, c *float32, ldc, cols, flags int, bias, res *float32, ldr int) bool {
-	return false
-}
+func kernelPanels(np, kc int, a *float32, pstride int, b *float32, t *zTile) bool { return false }

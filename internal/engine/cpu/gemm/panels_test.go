@@ -41,15 +41,22 @@ func kernelPaths() []struct {
 
 func TestKernelPanels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
+	type shape struct{ np, rowsLess, cols, split int }
+	var shapes []shape
+	for _, np := range []int{1, 2, 3, 4, 5, 9} {
+		for _, less := range []int{0, 1, 5} {
+			for _, cs := range [][2]int{{16, 16}, {1, 1}, {7, 7}, {15, 15}, {16, 1}, {16, 9}, {11, 5}} {
+				shapes = append(shapes, shape{np, less, cs[0], cs[1]})
+			}
+		}
+	}
 	for _, path := range kernelPaths() {
 		restore := path.set()
-		for _, np := range []int{1, 2, 3, 4, 5, 9} {
-			for _, kc := range []int{1, 3, 4, 7, 37, 256} {
-				for _, cols := range []int{1, 7, 15, 16} {
-					for _, flags := range []int{0, 1, 2, 4, 8, 15} {
-						name := fmt.Sprintf("%s/np%d/kc%d/cols%d/flags%b", path.name, np, kc, cols, flags)
-						checkPanels(t, r, name, np, kc, cols, flags)
-					}
+		for _, sh := range shapes {
+			for _, kc := range []int{1, 4, 7, 37, 256} {
+				for _, flags := range []int{0, 1, 2, 4, 8, 15} {
+					name := fmt.Sprintf("%s/np%d/rows-%d/cols%d/split%d/kc%d/flags%b", path.name, sh.np, sh.rowsLess, sh.cols, sh.split, kc, flags)
+					checkPanels(t, r, name, sh.np, sh.np*MR-sh.rowsLess, kc, sh.cols, sh.split, flags)
 				}
 			}
 		}
@@ -57,56 +64,70 @@ func TestKernelPanels(t *testing.T) {
 	}
 }
 
-func checkPanels(t *testing.T, r *rand.Rand, name string, np, kc, cols, flags int) {
+// checkPanels runs KernelPanels on random operands and compares every value
+// of C and C2 with a float64 reference, and the values around them with
+// their old ones.
+func checkPanels(t *testing.T, r *rand.Rand, name string, np, rows, kc, cols, split, flags int) {
 	t.Helper()
-	rows := np * MR
 	pstride := MR*kc + 5 // panels need not be adjacent
-	ldc, ldr := cols+3, cols+1
+	ld := max(split, cols-split) + 3 // as narrow as images of fewer pixels than NR
 	a := randSlice(r, (np-1)*pstride+MR*kc)
 	b := randSlice(r, kc*NR)
-	// C and the residual end exactly at the last value read or written, so
-	// that an access past cols would be caught by the race detector's
-	// bounds or corrupt the guard.
-	c := randSlice(r, (rows-1)*ldc+cols)
-	c0 := append([]float32(nil), c...)
-	var e Epilogue
+	// C, C2 and the residuals end exactly at the last value stored, so that
+	// a store past them shows as a change in the guard band after them.
+	const guard = 40
+	sz := func(c int) int { return (rows-1)*ld + c + guard }
+	tl := Tile{Ld: ld, Rows: rows, Cols: cols, Split: split, ReLU: flags&flagReLU != 0, Load: flags&flagLoad != 0}
+	tl.C = randSlice(r, sz(split))
+	c0 := append([]float32(nil), tl.C...)
+	var c20 []float32
+	if split < cols {
+		tl.C2 = randSlice(r, sz(cols-split))
+		c20 = append([]float32(nil), tl.C2...)
+	}
 	if flags&flagBias != 0 {
-		e.Bias = randSlice(r, rows)
+		tl.Bias = randSlice(r, rows)
 	}
 	if flags&flagRes != 0 {
-		e.Res, e.LdRes = randSlice(r, (rows-1)*ldr+cols), ldr
+		tl.Res, tl.Res2 = randSlice(r, sz(split)), randSlice(r, sz(cols-split))
 	}
-	e.ReLU = flags&flagReLU != 0
-	KernelPanels(np, kc, a, pstride, b, c, ldc, cols, flags&flagLoad != 0, e)
-	for i := 0; i < rows; i++ {
-		pan, ii := i/MR, i%MR
-		for j := 0; j < ldc && i*ldc+j < len(c); j++ {
-			if j >= cols {
-				if c[i*ldc+j] != c0[i*ldc+j] {
-					t.Fatalf("%s: wrote C[%d][%d] past cols", name, i, j)
+	tl.C, tl.C2 = tl.C[:len(tl.C)-guard], tl.C2[:max(0, len(tl.C2)-guard)]
+	KernelPanels(np, kc, a, pstride, b, &tl)
+	tl.C, tl.C2 = tl.C[:len(tl.C)+guard], tl.C2[:cap(tl.C2)]
+	check := func(c, old, res []float32, j0, j1 int) {
+		for i := range c {
+			row, col := i/ld, i%ld+j0
+			if row >= rows || col >= j1 {
+				if c[i] != old[i] {
+					t.Fatalf("%s: wrote outside the tile at [%d]", name, i)
 				}
 				continue
 			}
+			pan, ii := row/MR, row%MR
 			s := 0.0
-			if flags&flagLoad != 0 {
-				s = float64(c0[i*ldc+j])
+			if tl.Load {
+				s = float64(old[i])
 			}
 			for p := 0; p < kc; p++ {
-				s += float64(a[pan*pstride+p*MR+ii]) * float64(b[p*NR+j])
+				s += float64(a[pan*pstride+p*MR+ii]) * float64(b[p*NR+col])
 			}
-			if e.Bias != nil {
-				s += float64(e.Bias[i])
+			if tl.Bias != nil {
+				s += float64(tl.Bias[row])
 			}
-			if e.Res != nil {
-				s += float64(e.Res[i*ldr+j])
+			if res != nil {
+				s += float64(res[i])
 			}
-			if e.ReLU {
+			if tl.ReLU {
 				s = math.Max(s, 0)
 			}
-			if g := float64(c[i*ldc+j]); math.Abs(g-s) > 1e-5*float64(kc+1) {
-				t.Fatalf("%s: C[%d][%d] = %g, want %g", name, i, j, g, s)
+			if g := float64(c[i]); math.Abs(g-s) > 1e-5*float64(kc+1) {
+				t.Fatalf("%s: C[%d][%d] = %g, want %g", name, row, col, g, s)
 			}
 		}
+	}
+	check(tl.C, c0, tl.Res, 0, split)
+	if split < cols {
+		check(tl.C2, c20, tl.Res2, split, cols)
 	}
 }
 
@@ -117,7 +138,7 @@ func TestKernelPanelsNaNReLU(t *testing.T) {
 		b := make([]float32, 4*NR)
 		a[0] = float32(math.NaN())
 		c := make([]float32, MR*NR)
-		KernelPanels(1, 4, a, 4*MR, b, c, NR, NR, false, Epilogue{ReLU: true})
+		KernelPanels(1, 4, a, 4*MR, b, &Tile{C: c, Ld: NR, Rows: MR, Cols: NR, Split: NR, ReLU: true})
 		if !math.IsNaN(float64(c[0])) || c[NR] != 0 {
 			t.Errorf("%s: relu(NaN) = %g, relu(0) = %g; want NaN, 0", path.name, c[0], c[NR])
 		}
@@ -138,7 +159,7 @@ func BenchmarkKernelPanels(b *testing.B) {
 			restore := path.set()
 			defer restore()
 			for b.Loop() {
-				KernelPanels(np, kc, a, MR*kc, bp, c, NR, NR, false, Epilogue{})
+				KernelPanels(np, kc, a, MR*kc, bp, &Tile{C: c, Ld: NR, Rows: np * MR, Cols: NR, Split: NR})
 			}
 			b.ReportMetric(2*float64(np*MR*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})

@@ -464,6 +464,10 @@ func (j *convJob) Run(w, t int) {
 				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
 				pn := &ws.panels[jp]
 				cols := min(nr, n1-n0-jp*nr)
+				// Columns from split on belong to the next image; the
+				// kernel stores a panel spanning at most two in place.
+				split := min(cols, npix-pn.pix)
+				inPlace := cols-split <= npix
 				for ip := ic / mr; ip*mr < ie; {
 					rows := min(mr, ie-ip*mr)
 					var ep gemm.Epilogue
@@ -473,18 +477,28 @@ func (j *convJob) Run(w, t int) {
 							ep.Bias = bias[ip*mr:]
 						}
 					}
-					if rows == mr && pn.pix+cols <= npix && (bias == nil || len(bias)-ip*mr >= mr) {
-						// Whole panels, columns within one image: stored in
-						// place, as many panels per call as the kernel takes.
-						np := min(gemm.WidePanels(), (ie-ip*mr)/mr)
+					if inPlace {
+						np := min(gemm.WidePanels(), (ie-ip*mr+mr-1)/mr)
+						rows := min(np*mr, ie-ip*mr)
 						off := (pn.img*s.outC+g*s.ocg+ip*mr)*npix + pn.pix
-						if last && j.res != nil {
-							ep.Res, ep.LdRes = j.res[off:], npix
+						off2 := ((pn.img+1)*s.outC + g*s.ocg + ip*mr) * npix
+						t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: rows, Cols: cols, Split: split, Load: kb > 0, Bias: ep.Bias, ReLU: ep.ReLU}
+						if split < cols {
+							t.C2 = j.out[off2:]
 						}
-						gemm.KernelPanels(np, kc, a.PanelRun(kb, ip), mr*kc, bpan, j.out[off:], npix, cols, kb > 0, ep)
+						if last && j.res != nil {
+							t.Res = j.res[off:]
+							if split < cols {
+								t.Res2 = j.res[off2:]
+							}
+						}
+						gemm.KernelPanels(np, kc, a.PanelRun(kb, ip), mr*kc, bpan, &t)
 						if last && s.act.post() {
-							for i := 0; i < np*mr; i++ {
-								s.act.apply(j.out[off+i*npix : off+i*npix+cols])
+							for i := 0; i < rows; i++ {
+								s.act.apply(j.out[off+i*npix : off+i*npix+split])
+								if split < cols {
+									s.act.apply(j.out[off2+i*npix : off2+i*npix+cols-split])
+								}
 							}
 						}
 						ip += np
