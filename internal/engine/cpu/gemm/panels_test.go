@@ -69,7 +69,7 @@ func TestKernelPanels(t *testing.T) {
 // their old ones.
 func checkPanels(t *testing.T, r *rand.Rand, name string, np, rows, kc, cols, split, flags int) {
 	t.Helper()
-	pstride := MR*kc + 5 // panels need not be adjacent
+	pstride := MR*kc + 5             // panels need not be adjacent
 	ld := max(split, cols-split) + 3 // as narrow as images of fewer pixels than NR
 	a := randSlice(r, (np-1)*pstride+MR*kc)
 	b := randSlice(r, kc*NR)
