@@ -70,6 +70,30 @@ func kernel(p func(string, ...any), np int) {
 	for r := 0; r < rows; r++ {
 		p("\tVPXORD %s, %s, %s", acc(r), acc(r), acc(r))
 	}
+	// The residual and, for a later K-block, C are read only after the
+	// loop, one line per row and a row per page: prefetched now, their
+	// misses overlap the FMAs instead of following them.
+	p("\tMOVQ t+32(FP), BX")
+	p("\tMOVQ 72(BX), R9")
+	p("\tMOVQ 40(BX), R8")
+	p("\tSHLQ $2, R8")
+	for _, pf := range []struct {
+		flag int
+		off  int
+		name string
+	}{{4, 16, "res"}, {1, 0, "c"}} {
+		p("\tTESTQ $%d, R9", pf.flag)
+		p("\tJZ nopf%s", pf.name)
+		p("\tMOVQ %d(BX), AX", pf.off)
+		for r := 0; r < rows; r++ {
+			p("\tPREFETCHT0 (AX)")
+			p("\tPREFETCHT0 60(AX)")
+			if r < rows-1 {
+				p("\tADDQ R8, AX")
+			}
+		}
+		p("nopf%s:", pf.name)
+	}
 	p("\tMOVQ CX, R9")
 	p("\tSHRQ $%d, R9", 2)
 	p("\tJZ tail")

@@ -12,6 +12,8 @@ import "golang.org/x/sys/cpu"
 var (
 	useAsm    = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	useAVX512 = useAsm && cpu.X86.HasAVX512F
+	// useAVX512DQ adds the mask moves packing uses.
+	useAVX512DQ = useAVX512 && cpu.X86.HasAVX512DQ
 )
 
 // kernelAVX2 is kernelGo in AVX2/FMA assembly (kernel_amd64.s).

@@ -3,7 +3,7 @@
 package gemm
 
 // useAsm and useAVX512 are variables, as on amd64, for the tests.
-var useAsm, useAVX512 = false, false
+var useAsm, useAVX512, useAVX512DQ = false, false, false
 
 func kernel(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int) {
 	kernelGo(kc, a, b, c, ldc, flags, bias, res, ldr)

@@ -13,11 +13,11 @@ func kernelPaths() []struct {
 	name string
 	set  func() (restore func())
 } {
-	asm, z := useAsm, useAVX512
+	asm, z, dq := useAsm, useAVX512, useAVX512DQ
 	sel := func(a, b bool) func() func() {
 		return func() func() {
-			useAsm, useAVX512 = a, b
-			return func() { useAsm, useAVX512 = asm, z }
+			useAsm, useAVX512, useAVX512DQ = a, b, b && dq
+			return func() { useAsm, useAVX512, useAVX512DQ = asm, z, dq }
 		}
 	}
 	paths := []struct {
