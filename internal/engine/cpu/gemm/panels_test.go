@@ -147,21 +147,26 @@ func TestKernelPanelsNaNReLU(t *testing.T) {
 }
 
 // BenchmarkKernelPanels sweeps 32 A panels (192 rows, as the convolution
-// drivers' MC block) over one B panel, per kernel path.
+// drivers' MC block) over one B panel, per kernel path and depth.
 func BenchmarkKernelPanels(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
-	const kc, np = 256, 32
-	a := randSlice(r, np*MR*kc)
-	bp := randSlice(r, kc*NR)
-	c := make([]float32, np*MR*NR)
-	for _, path := range kernelPaths() {
-		b.Run(path.name, func(b *testing.B) {
-			restore := path.set()
-			defer restore()
-			for b.Loop() {
-				KernelPanels(np, kc, a, MR*kc, bp, &Tile{C: c, Ld: NR, Rows: np * MR, Cols: NR, Split: NR})
-			}
-			b.ReportMetric(2*float64(np*MR*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+	const np = 32
+	for _, kc := range benchKCs {
+		a := randSlice(r, np*MR*kc)
+		bp := randSlice(r, kc*NR)
+		const ld = 200 // C rows apart, as output channels are
+		c := make([]float32, np*MR*ld)
+		for _, path := range kernelPaths() {
+			b.Run(fmt.Sprintf("%s/kc%d", path.name, kc), func(b *testing.B) {
+				restore := path.set()
+				defer restore()
+				for b.Loop() {
+					KernelPanels(np, kc, a, MR*kc, bp, &Tile{C: c, Ld: ld, Rows: np * MR, Cols: NR, Split: NR, Load: true})
+				}
+				b.ReportMetric(2*float64(np*MR*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }
+
+var benchKCs = []int{64, 147, 256}

@@ -549,8 +549,9 @@ func (j *phaseJob) Run(_, t int) {
 		src := j.in[p*s.ih*s.iw : (p+1)*s.ih*s.iw]
 		for iy := range ph * sh {
 			py, r := iy%sh, iy/sh
-			if sw == 2 && iy < s.ih && s.iw >= 2 && s.usedPhase[py*2] && s.usedPhase[py*2+1] {
-				// Both column phases of the row at once.
+			if sw == 2 && iy < s.ih && s.iw >= 2 && (s.usedPhase[py*2] || s.usedPhase[py*2+1]) {
+				// Both column phases of the row at once (the phase buffer holds
+				// all of them, read or not).
 				d0 := j.out[((p*sh+py)*sw+0)*ph*pw+r*pw:][:pw]
 				d1 := j.out[((p*sh+py)*sw+1)*ph*pw+r*pw:][:pw]
 				gemm.Deinterleave2(d0, d1, src[iy*s.iw:(iy+1)*s.iw])
