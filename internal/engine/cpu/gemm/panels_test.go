@@ -43,7 +43,7 @@ func TestKernelPanels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	type shape struct{ np, rowsLess, cols, split int }
 	var shapes []shape
-	for _, np := range []int{1, 2, 3, 4, 5, 9} {
+	for _, np := range []int{1, 2, 3, 4, 9} {
 		for _, less := range []int{0, 1, 5} {
 			for _, cs := range [][2]int{{16, 16}, {1, 1}, {7, 7}, {15, 15}, {16, 1}, {16, 9}, {11, 5}} {
 				shapes = append(shapes, shape{np, less, cs[0], cs[1]})
@@ -53,8 +53,8 @@ func TestKernelPanels(t *testing.T) {
 	for _, path := range kernelPaths() {
 		restore := path.set()
 		for _, sh := range shapes {
-			for _, kc := range []int{1, 4, 7, 37, 256} {
-				for _, flags := range []int{0, 1, 2, 4, 8, 15} {
+			for _, kc := range []int{1, 7, 147} {
+				for _, flags := range []int{0, 1, 6, 15} {
 					name := fmt.Sprintf("%s/np%d/rows-%d/cols%d/split%d/kc%d/flags%b", path.name, sh.np, sh.rowsLess, sh.cols, sh.split, kc, flags)
 					checkPanels(t, r, name, sh.np, sh.np*MR-sh.rowsLess, kc, sh.cols, sh.split, flags)
 				}
