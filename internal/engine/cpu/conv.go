@@ -327,7 +327,12 @@ func (j *convJob) Run(w, t int) {
 			for jp := 0; n0+jp*nr < n1; jp++ {
 				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
 				pn := &ws.panels[jp]
-				for ip := ic / mr; ip*mr < ie; ip++ {
+				cols := min(nr, n1-n0-jp*nr)
+				// Columns from split on belong to the next image; the
+				// kernel stores a panel spanning at most two in place.
+				split := min(cols, npix-pn.pix)
+				inPlace := cols-split <= npix
+				for ip := ic / mr; ip*mr < ie; {
 					rows := min(mr, ie-ip*mr)
 					var ep gemm.Epilogue
 					if last {
@@ -336,17 +341,27 @@ func (j *convJob) Run(w, t int) {
 							ep.Bias = bias[ip*mr:]
 						}
 					}
-					if rows == mr && pn.whole {
+					if inPlace {
+						np := min(gemm.WidePanels(), (ie-ip*mr+mr-1)/mr)
+						rows := min(np*mr, ie-ip*mr)
 						off := (pn.img*s.outC+g*s.ocg+ip*mr)*npix + pn.pix
-						if last && j.res != nil {
-							ep.Res, ep.LdRes = j.res[off:], npix
+						off2 := ((pn.img+1)*s.outC + g*s.ocg + ip*mr) * npix
+						t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: rows, Cols: cols, Split: split, Load: kb > 0, Bias: ep.Bias, ReLU: ep.ReLU}
+						if split < cols {
+							t.C2 = j.out[off2:]
 						}
-						gemm.KernelEpilogue(kc, a.Panel(kb, ip), bpan, j.out[off:], npix, kb > 0, ep)
+						if last && j.res != nil {
+							t.Res = j.res[off:]
+							if split < cols {
+								t.Res2 = j.res[off2:]
+							}
+						}
+						gemm.KernelPanels(np, kc, a.PanelRun(kb, ip), mr*kc, bpan, &t)
+						ip += np
 						continue
 					}
 					// A partial tile, or one spanning images: compute it
 					// aside and store it image by image.
-					cols := min(nr, n1-n0-jp*nr)
 					gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
 					img, pix := pn.img, pn.pix
 					for l := 0; l < cols; {
@@ -362,6 +377,7 @@ func (j *convJob) Run(w, t int) {
 						l += seg
 						img, pix = img+1, 0
 					}
+					ip++
 				}
 			}
 		}
@@ -393,6 +409,16 @@ func (j *phaseJob) Run(_, t int) {
 		src := j.in[p*s.ih*s.iw : (p+1)*s.ih*s.iw]
 		for iy := range ph * st {
 			py, r := iy%st, iy/st
+			if st == 2 && iy < s.ih && s.iw >= 2 && (s.usedPhase[py*2] || s.usedPhase[py*2+1]) {
+				// Both column phases of the row at once (the phase buffer holds
+				// all of them, read or not).
+				d0 := j.out[((p*st+py)*st+0)*ph*pw+r*pw:][:pw]
+				d1 := j.out[((p*st+py)*st+1)*ph*pw+r*pw:][:pw]
+				gemm.Deinterleave2(d0, d1, src[iy*s.iw:(iy+1)*s.iw])
+				clear(d0[(s.iw+1)/2:])
+				clear(d1[s.iw/2:])
+				continue
+			}
 			for px := range st {
 				if !s.usedPhase[py*st+px] {
 					continue // no kernel position reads it

@@ -11,7 +11,15 @@ type packFunc func(dst, src []float32, g *Gather)
 func packers() map[string]packFunc {
 	p := map[string]packFunc{"go": packGatherGo}
 	if useAsm {
-		p["asm"] = packGather
+		p["avx2"] = func(dst, src []float32, g *Gather) {
+			z := useAVX512DQ
+			useAVX512DQ = false
+			defer func() { useAVX512DQ = z }()
+			packGather(dst, src, g)
+		}
+	}
+	if useAVX512DQ {
+		p["avx512"] = packGather
 	}
 	return p
 }

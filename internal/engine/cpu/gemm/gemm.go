@@ -195,3 +195,12 @@ func ApplyEpilogue(c []float32, ldc, rows, cols int, e Epilogue) {
 
 // HasAsm reports whether Kernel runs the assembly micro-kernel.
 func HasAsm() bool { return useAsm }
+
+// PanelRun returns panels ip... of block kb, from panel ip to the end of the
+// block: the operand of KernelPanels, whose panels are MR*kc floats apart.
+func (p *PackedA) PanelRun(kb, ip int) []float32 {
+	k0, kc := p.BlockK(kb)
+	off := k0*p.Panels*MR + ip*MR*kc
+	end := (k0 + kc) * p.Panels * MR
+	return p.Data[off:end:end]
+}

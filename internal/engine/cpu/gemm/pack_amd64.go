@@ -8,6 +8,11 @@ package gemm
 //go:noescape
 func packMaskedAVX2(dst, base *float32, lane0, kc int, offs, mask, masks *int32)
 
+// packMaskedAVX512 is packMaskedAVX2 with zmm loads under k-masks.
+//
+//go:noescape
+func packMaskedAVX512(dst, base *float32, lane0, kc int, offs, mask, masks *int32)
+
 // packGatherAVX2 packs kc rows with gathers at base + offs[kk] + lanes[l].
 //
 //go:noescape
@@ -22,6 +27,10 @@ func packGather(dst, src []float32, g *Gather) {
 	// Masked lanes may address outside src (padding above or left of the
 	// image); the instructions do not touch them, and the GC never sees
 	// these addresses.
+	if g.Contiguous && useAVX512DQ {
+		packMaskedAVX512(&dst[0], &src[0], int(g.Lanes[0]), kc, &g.Offs[0], &g.Mask[0], &g.Masks[0])
+		return
+	}
 	if g.Contiguous {
 		packMaskedAVX2(&dst[0], &src[0], int(g.Lanes[0]), kc, &g.Offs[0], &g.Mask[0], &g.Masks[0])
 		return

@@ -61,3 +61,32 @@ loop:
 	JNZ loop
 	VZEROUPPER
 	RET
+
+// func packMaskedAVX512(dst, base *float32, lane0, kc int, offs, mask, masks *int32)
+//
+// packMaskedAVX2 with one zmm load per row under a k-mask taken from the
+// row's mask vector (VPMOVD2M: lane l reads when masks[l] is -1).
+TEXT ·packMaskedAVX512(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ base+8(FP), SI
+	MOVQ lane0+16(FP), AX
+	LEAQ (SI)(AX*4), SI
+	MOVQ kc+24(FP), CX
+	MOVQ offs+32(FP), R8
+	MOVQ mask+40(FP), R9
+	MOVQ masks+48(FP), R10
+loop512:
+	MOVLQSX (R8), AX
+	MOVLQSX (R9), BX
+	SHLQ $6, BX
+	VMOVDQU32 (R10)(BX*1), Z2
+	VPMOVD2M Z2, K1
+	VMOVUPS.Z (SI)(AX*4), K1, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ $64, DI
+	DECQ CX
+	JNZ loop512
+	VZEROUPPER
+	RET
