@@ -119,3 +119,25 @@ func exp(dst, src []float32) {
 	}
 	expGo(dst[n:], src[n:])
 }
+
+//go:noescape
+func tapsAVX2(dst, src *float32, n int, offs *int, w *float32, taps int, bias float32)
+
+func taps(dst, src []float32, offs []int, w []float32, bias float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 && len(offs) > 0 {
+		tapsAVX2(&dst[0], &src[0], n, &offs[0], &w[0], len(offs), bias)
+	} else {
+		n = 0
+	}
+	if n == len(dst) {
+		return
+	}
+	rest := dst[n:]
+	for i := range rest {
+		rest[i] = bias
+	}
+	for t, o := range offs {
+		axpyGo(rest, src[o+n:o+len(dst)], w[t])
+	}
+}

@@ -167,3 +167,69 @@ loop:
 	JNZ loop
 	VZEROUPPER
 	RET
+
+// func tapsAVX2(dst, src *float32, n int, offs *int, w *float32, taps int, bias float32)
+// n is a multiple of 8. Blocks of 32 outputs keep four accumulators in
+// registers across all taps, so each output is stored once; a block of 8
+// finishes the rest.
+TEXT ·tapsAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ offs+24(FP), R8
+	MOVQ w+32(FP), R9
+	MOVQ taps+40(FP), R10
+	VBROADCASTSS bias+48(FP), Y15
+
+taps32:
+	CMPQ CX, $32
+	JLT  taps8
+	VMOVAPS Y15, Y0
+	VMOVAPS Y15, Y1
+	VMOVAPS Y15, Y2
+	VMOVAPS Y15, Y3
+	XORQ BX, BX
+
+tap32:
+	MOVQ (R8)(BX*8), AX
+	LEAQ (SI)(AX*4), DX
+	VBROADCASTSS (R9)(BX*4), Y4
+	VFMADD231PS (DX), Y4, Y0
+	VFMADD231PS 32(DX), Y4, Y1
+	VFMADD231PS 64(DX), Y4, Y2
+	VFMADD231PS 96(DX), Y4, Y3
+	INCQ BX
+	CMPQ BX, R10
+	JLT  tap32
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP  taps32
+
+taps8:
+	CMPQ CX, $8
+	JLT  tapsdone
+	VMOVAPS Y15, Y0
+	XORQ BX, BX
+
+tap8:
+	MOVQ (R8)(BX*8), AX
+	LEAQ (SI)(AX*4), DX
+	VBROADCASTSS (R9)(BX*4), Y4
+	VFMADD231PS (DX), Y4, Y0
+	INCQ BX
+	CMPQ BX, R10
+	JLT  tap8
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP  taps8
+
+tapsdone:
+	VZEROUPPER
+	RET

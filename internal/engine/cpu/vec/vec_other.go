@@ -11,3 +11,6 @@ func maxInto(dst, src []float32)                          { maxGo(dst, src) }
 func sum(v []float32) float32                             { return sumGo(v) }
 func axpy(dst, src []float32, a float32)                  { axpyGo(dst, src, a) }
 func exp(dst, src []float32)                              { expGo(dst, src) }
+func taps(dst, src []float32, offs []int, w []float32, bias float32) {
+	tapsGo(dst, src, offs, w, bias)
+}

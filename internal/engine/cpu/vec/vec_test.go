@@ -118,3 +118,47 @@ func TestExp(t *testing.T) {
 		}
 	}
 }
+
+// TestTaps checks Taps against its definition in float64, on lengths
+// around the assembly's blocks of 8 and 32, for tap counts from 1 to 25.
+func TestTaps(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, taps := range []int{1, 2, 9, 25} {
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 63, 64, 65, 100} {
+			src := data(r, n+50, false)
+			offs := make([]int, taps)
+			w := data(r, taps, false)
+			for i := range offs {
+				offs[i] = r.IntN(51)
+			}
+			dst := data(r, n, false)
+			Taps(dst, src, offs, w, 0.25)
+			for i := range dst {
+				want := 0.25
+				for k, o := range offs {
+					want += float64(w[k]) * float64(src[o+i])
+				}
+				if d := math.Abs(float64(dst[i]) - want); d > 1e-5*(1+math.Abs(want)) {
+					t.Fatalf("taps %d n %d: dst[%d] = %v, want %v", taps, n, i, dst[i], want)
+				}
+			}
+		}
+	}
+}
+
+func TestTapsPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"short source": func() { Taps(make([]float32, 8), make([]float32, 9), []int{2}, []float32{1}, 0) },
+		"negative":     func() { Taps(make([]float32, 8), make([]float32, 9), []int{-1}, []float32{1}, 0) },
+		"lengths":      func() { Taps(make([]float32, 8), make([]float32, 9), []int{0, 1}, []float32{1}, 0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

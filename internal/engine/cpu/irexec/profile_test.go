@@ -1,0 +1,101 @@
+package irexec
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+	"goinfer/internal/torchvision"
+)
+
+// TestProfileArchs prints, per op kind, the time full-size torchvision
+// architectures spend in each step (random weights, compiled). It is a
+// tool, not a check: it runs only with IREXEC_PROFILE=arch[,arch] set, and
+// IREXEC_BATCH (default 1).
+func TestProfileArchs(t *testing.T) {
+	archs := os.Getenv("IREXEC_PROFILE")
+	if archs == "" {
+		t.Skip("a profiling tool: set IREXEC_PROFILE=mobilenet_v3_large,... to run it")
+	}
+	batch := 1
+	if s := os.Getenv("IREXEC_BATCH"); s != "" {
+		batch, _ = strconv.Atoi(s)
+	}
+	for _, arch := range strings.Split(archs, ",") {
+		sd, err := torchvision.RandomStateDict(arch, 1000, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := torchvision.Build(arch, sd, torchvision.Options{ImageSize: 224})
+		sd.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := ir.Optimize(g, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(context.Background(), b, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := p.NewExec()
+		in := tensor.New(tensor.Float32, p.vals[p.inputs[0]].shape...)
+		if _, err := x.RunTensors(context.Background(), []*tensor.Tensor{in}); err != nil {
+			t.Fatal(err)
+		}
+		// Each step's fastest of several runs: the machine is shared, and
+		// the minimum is what the step costs without interference.
+		best := make([]time.Duration, len(p.steps))
+		for it := range 15 {
+			for i, s := range p.steps {
+				t0 := time.Now()
+				if err := s.s.run(x); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(t0); it == 0 || d < best[i] {
+					best[i] = d
+				}
+			}
+		}
+		per := map[string]time.Duration{}
+		count := map[string]int{}
+		const iters = 1
+		var total time.Duration
+		for i, s := range p.steps {
+			k := stepKind(s)
+			per[k] += best[i]
+			count[k]++
+			total += best[i]
+		}
+		keys := make([]string, 0, len(per))
+		for k := range per {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return per[keys[i]] > per[keys[j]] })
+		fmt.Printf("%s bs%d: %.2f ms/forward, %d steps\n", arch, batch, float64(total.Microseconds())/1e3/iters, len(p.steps))
+		for _, k := range keys {
+			fmt.Printf("  %-40s %8.2f ms %5.1f%% (%d)\n", k, float64(per[k].Microseconds())/1e3/iters, 100*float64(per[k])/float64(total), count[k]/iters)
+		}
+		x.Close()
+	}
+}
+
+// stepKind names a step by its node's op kind and Go type.
+func stepKind(s planStep) string {
+	k := s.node
+	if i := strings.Index(k, "("); i > 0 {
+		k = k[i+1:]
+	}
+	if i := strings.IndexAny(k, "( "); i > 0 {
+		k = k[:i]
+	}
+	return fmt.Sprintf("%T %s", s.s, k)
+}
