@@ -97,5 +97,11 @@ func stepKind(s planStep) string {
 	if i := strings.IndexAny(k, "( "); i > 0 {
 		k = k[:i]
 	}
+	if c, ok := s.s.(*convStep); ok {
+		k += fmt.Sprintf(" %dx%d out %dx%d", c.kh, c.kw, c.oh, c.ow)
+		if c.oh*c.ow > 1 {
+			k = fmt.Sprintf("%s %dx%d", s.node[strings.Index(s.node, "(")+1:], c.kh, c.kw)
+		}
+	}
 	return fmt.Sprintf("%T %s", s.s, k)
 }

@@ -141,3 +141,16 @@ func taps(dst, src []float32, offs []int, w []float32, bias float32) {
 		axpyGo(rest, src[o+n:o+len(dst)], w[t])
 	}
 }
+
+//go:noescape
+func actAVX2(v *float32, n, kind int)
+
+func activate(v []float32, kind int) {
+	n := len(v) &^ 7
+	if useAsm && n > 0 {
+		actAVX2(&v[0], n, kind)
+	} else {
+		n = 0
+	}
+	activateGo(v[n:], kind)
+}

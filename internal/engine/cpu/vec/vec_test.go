@@ -162,3 +162,49 @@ func TestTapsPanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestActivations checks the in-place activations against float64 math,
+// and the assembly against the Go loop, on lengths around 8 lanes, over
+// the exponential's clamp and with infinities and NaNs.
+func TestActivations(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	ref := map[string]func(float64) float64{
+		"Sigmoid":   func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+		"SiLU":      func(x float64) float64 { return x / (1 + math.Exp(-x)) },
+		"HardSwish": func(x float64) float64 { return x * min(max(x/6+0.5, 0), 1) },
+		"Tanh":      math.Tanh,
+		"GELU":      func(x float64) float64 { return x / 2 * (1 + math.Erf(x/math.Sqrt2)) },
+	}
+	fns := map[string]func([]float32){"Sigmoid": Sigmoid, "SiLU": SiLU, "HardSwish": HardSwish, "Tanh": Tanh, "GELU": GELU}
+	kinds := map[string]int{"Sigmoid": actSigmoid, "SiLU": actSiLU, "HardSwish": actHardSwish, "Tanh": actTanh, "GELU": actGELU}
+	special := []float32{0, -0, 1e-6, -1e-6, 3, -3, 87.5, -87.5, 100, -100, float32(math.Inf(1)), float32(math.NaN())}
+	for name, f := range fns {
+		for _, n := range []int{1, 7, 8, 9, 17, 64, 100} {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(r.NormFloat64() * 8)
+				if i < len(special) && r.IntN(2) == 0 {
+					v[i] = special[i]
+				}
+			}
+			got := append([]float32(nil), v...)
+			f(got)
+			goPath := append([]float32(nil), v...)
+			activateGo(goPath, kinds[name])
+			for i, x := range v {
+				want := ref[name](float64(x))
+				if x != x {
+					if got[i] == got[i] || goPath[i] == goPath[i] {
+						t.Fatalf("%s(NaN) = %v (asm), %v (Go)", name, got[i], goPath[i])
+					}
+					continue
+				}
+				for path, y := range map[string]float32{"asm": got[i], "Go": goPath[i]} {
+					if d := math.Abs(float64(y) - want); float64(y) != want && !(d <= 1e-6*max(1, math.Abs(want))) {
+						t.Fatalf("%s (%s) n %d: f(%g) = %g, want %g", name, path, n, x, y, want)
+					}
+				}
+			}
+		}
+	}
+}
