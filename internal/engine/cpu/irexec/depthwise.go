@@ -27,7 +27,7 @@ type dwStep struct {
 func newDirectConv(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act) *dwStep {
 	if g.icg == 1 {
 		pg := newPlanesGeom(g)
-		nc.needScratch(pg.scratch(g.oh))
+		nc.needScratch(pg.scratch())
 		return &dwStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], w: w, bias: bias, wv: -1, bv: -1, act: ac, planes: pg}
 	}
 	if g.sw > 1 {

@@ -14,6 +14,9 @@ import "goinfer/internal/engine/cpu/vec"
 // end are computed and dropped.
 type planesGeom struct {
 	hq, wq int
+	// n is the outputs computed per channel: oh rows of wq, rounded up
+	// to whole vectors.
+	n int
 	offs   []int // per tap (ky major), its offset in the planes
 	// planeLen is the floats of all planes plus the slack the last
 	// rows' dropped columns read past them.
@@ -34,19 +37,20 @@ func newPlanesGeom(g convGeom) *planesGeom {
 			maxOff = max(maxOff, o)
 		}
 	}
-	pg.planeLen = max(g.sh*g.sw*plane, maxOff+g.oh*pg.wq)
+	pg.n = roundUp(g.oh*pg.wq, 8)
+	pg.planeLen = max(g.sh*g.sw*plane, maxOff+pg.n)
 	return pg
 }
 
 // scratch is the float32s a worker needs: the planes, then the outputs
 // at row stride wq.
-func (pg *planesGeom) scratch(oh int) int { return pg.planeLen + oh*pg.wq }
+func (pg *planesGeom) scratch() int { return pg.planeLen + pg.n }
 
 // rngPlanes computes output planes [lo, hi) (image-major) through the
 // phase planes.
 func (s *dwStep) rngPlanes(x *Exec, wk, lo, hi int) {
 	pg := s.planes
-	n := s.oh * pg.wq
+	n := pg.n
 	planes := x.scratch[wk][:pg.planeLen]
 	flat := x.scratch[wk][pg.planeLen : pg.planeLen+n]
 	src, dst := x.f32(s.src), x.f32(s.dst)
@@ -115,9 +119,35 @@ func (s *dwStep) fillPlanes(planes, in []float32) {
 			copy(planes[base+prow+x0+s.pl:], row[x0:x1])
 			continue
 		}
-		for ix := x0; ix < x1; ix++ {
-			c := ix + s.pl
-			planes[base+(c%s.sw)*plane+prow+c/s.sw] = row[ix]
+		if s.sw == 2 {
+			c := x0 + s.pl
+			ev, od := planes[base+prow:], planes[base+plane+prow:]
+			ix := x0
+			if c%2 != 0 {
+				od[c/2] = row[ix]
+				ix++
+			}
+			np := (x1 - ix) / 2
+			c = (ix + s.pl) / 2
+			vec.Deinterleave2(ev[c:c+np], od[c:c+np], row[ix:ix+2*np])
+			if ix+2*np < x1 {
+				ev[c+np] = row[x1-1]
+			}
+			continue
+		}
+		// Per column phase, a strided read and a contiguous write (no
+		// division per pixel).
+		for ph := 0; ph < s.sw; ph++ {
+			ix := x0 + ((ph-(x0+s.pl))%s.sw+s.sw)%s.sw // first ix of this phase
+			if ix >= x1 {
+				continue
+			}
+			d := planes[base+ph*plane+prow+(ix+s.pl)/s.sw:]
+			j := 0
+			for ; ix < x1; ix += s.sw {
+				d[j] = row[ix]
+				j++
+			}
 		}
 	}
 }

@@ -103,5 +103,8 @@ func stepKind(s planStep) string {
 			k = fmt.Sprintf("%s %dx%d", s.node[strings.Index(s.node, "(")+1:], c.kh, c.kw)
 		}
 	}
+	if d, ok := s.s.(*dwStep); ok && os.Getenv("IREXEC_PROFILE_DW") != "" {
+		k += fmt.Sprintf(" %dx%d/%d %dx%dx%d act %d", d.kh, d.kw, d.sh, d.inC, d.ih, d.iw, d.act.kind)
+	}
 	return fmt.Sprintf("%T %s", s.s, k)
 }

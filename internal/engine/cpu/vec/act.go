@@ -37,7 +37,7 @@ var actVec = func() (c [16][8]float32) {
 	for i, x := range []float32{
 		math.Float32frombits(0x80000000), // 0: sign bit
 		math.Float32frombits(0x7fffffff), // 1: all but the sign
-		-87, 88, 1.0 / 6, 0.5, 0, 1, // 2..7
+		-87, 88, 1.0 / 6, 0.5, 0, 1,      // 2..7
 		6, 1 / math.Sqrt2, 0.3275911, // 8..10: erf's clamp, 1/sqrt 2, p
 		1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592, // 11..15: a5..a1
 	} {

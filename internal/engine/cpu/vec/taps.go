@@ -27,3 +27,17 @@ func tapsGo(dst, src []float32, offs []int, w []float32, bias float32) {
 		axpyGo(dst, src[o:o+len(dst)], w[t])
 	}
 }
+
+// Deinterleave2 sets even[i] = src[2i] and odd[i] = src[2i+1] for i <
+// len(even); odd must be as long and src twice as long.
+func Deinterleave2(even, odd, src []float32) {
+	n := len(even)
+	odd, src = odd[:n], src[:2*n]
+	deinterleave2(even, odd, src)
+}
+
+func deinterleave2Go(even, odd, src []float32) {
+	for i := range even {
+		even[i], odd[i] = src[2*i], src[2*i+1]
+	}
+}

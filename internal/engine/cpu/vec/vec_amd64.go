@@ -154,3 +154,16 @@ func activate(v []float32, kind int) {
 	}
 	activateGo(v[n:], kind)
 }
+
+//go:noescape
+func deinterleave2AVX2(even, odd, src *float32, n int)
+
+func deinterleave2(even, odd, src []float32) {
+	n := len(even) &^ 7
+	if useAsm && n > 0 {
+		deinterleave2AVX2(&even[0], &odd[0], &src[0], n)
+	} else {
+		n = 0
+	}
+	deinterleave2Go(even[n:], odd[n:], src[2*n:])
+}

@@ -380,3 +380,31 @@ gelu:
 actdone:
 	VZEROUPPER
 	RET
+
+// func deinterleave2AVX2(even, odd, src *float32, n int)
+// n is a multiple of 8: per 16 source floats, SHUFPS picks the even and
+// odd ones of each 128-bit lane and PERMPD puts the lanes' halves in
+// order.
+TEXT ·deinterleave2AVX2(SB), NOSPLIT, $0-32
+	MOVQ even+0(FP), DI
+	MOVQ odd+8(FP), DX
+	MOVQ src+16(FP), SI
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+
+deint:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VSHUFPS $0x88, Y1, Y0, Y2
+	VSHUFPS $0xDD, Y1, Y0, Y3
+	VPERMPD $0xD8, Y2, Y2
+	VPERMPD $0xD8, Y3, Y3
+	VMOVUPS Y2, (DI)
+	VMOVUPS Y3, (DX)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	ADDQ $32, DX
+	DECQ CX
+	JNZ  deint
+	VZEROUPPER
+	RET

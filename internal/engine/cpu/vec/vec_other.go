@@ -15,3 +15,4 @@ func taps(dst, src []float32, offs []int, w []float32, bias float32) {
 	tapsGo(dst, src, offs, w, bias)
 }
 func activate(v []float32, kind int) { activateGo(v, kind) }
+func deinterleave2(even, odd, src []float32) { deinterleave2Go(even, odd, src) }

@@ -208,3 +208,17 @@ func TestActivations(t *testing.T) {
 		}
 	}
 }
+
+func TestDeinterleave2(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 23, 40} {
+		src := data(r, 2*n+1, true)
+		even, odd := make([]float32, n), make([]float32, n)
+		Deinterleave2(even, odd, src)
+		for i := range even {
+			if !same(even[i], src[2*i]) || !same(odd[i], src[2*i+1]) {
+				t.Fatalf("n %d: pair %d = %v, %v; want %v, %v", n, i, even[i], odd[i], src[2*i], src[2*i+1])
+			}
+		}
+	}
+}
