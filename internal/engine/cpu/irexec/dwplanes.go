@@ -16,8 +16,8 @@ type planesGeom struct {
 	hq, wq int
 	// n is the outputs computed per channel: oh rows of wq, rounded up
 	// to whole vectors.
-	n int
-	offs   []int // per tap (ky major), its offset in the planes
+	n    int
+	offs []int // per tap (ky major), its offset in the planes
 	// planeLen is the floats of all planes plus the slack the last
 	// rows' dropped columns read past them.
 	planeLen int

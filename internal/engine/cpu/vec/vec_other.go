@@ -14,5 +14,5 @@ func exp(dst, src []float32)                              { expGo(dst, src) }
 func taps(dst, src []float32, offs []int, w []float32, bias float32) {
 	tapsGo(dst, src, offs, w, bias)
 }
-func activate(v []float32, kind int) { activateGo(v, kind) }
+func activate(v []float32, kind int)         { activateGo(v, kind) }
 func deinterleave2(even, odd, src []float32) { deinterleave2Go(even, odd, src) }
