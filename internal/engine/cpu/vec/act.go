@@ -83,3 +83,18 @@ func clampExp(x float32) float32 {
 	}
 	return x
 }
+
+// ExpShift sets dst[i] = e^(src[i]-m), the exponentials of a softmax
+// shifted by its maximum m; arguments below -87 count as -87 (results
+// under 2e-38 are raised to it, negligible next to the maximum's 1).
+// dst and src must not overlap unless they are the same slice.
+func ExpShift(dst, src []float32, m float32) {
+	src = src[:len(dst)]
+	expShift(dst, src, m)
+}
+
+func expShiftGo(dst, src []float32, m float32) {
+	for i, x := range src {
+		dst[i] = expGo1(max(x-m, -87))
+	}
+}

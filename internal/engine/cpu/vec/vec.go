@@ -25,6 +25,12 @@ func Add(dst, a, b []float32) {
 	add(dst, a, b)
 }
 
+// Mul sets dst[i] = a[i] * b[i].
+func Mul(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	mul(dst, a, b)
+}
+
 // Max sets dst[i] = max(dst[i], src[i]).
 func Max(dst, src []float32) {
 	src = src[:len(dst)]
@@ -68,6 +74,12 @@ func reluGo(dst, src []float32) {
 func addGo(dst, a, b []float32) {
 	for i, v := range a {
 		dst[i] = v + b[i]
+	}
+}
+
+func mulGo(dst, a, b []float32) {
+	for i, v := range a {
+		dst[i] = v * b[i]
 	}
 }
 

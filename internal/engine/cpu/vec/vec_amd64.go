@@ -167,3 +167,29 @@ func deinterleave2(even, odd, src []float32) {
 	}
 	deinterleave2Go(even[n:], odd[n:], src[2*n:])
 }
+
+//go:noescape
+func mulAVX2(dst, a, b *float32, n int)
+
+func mul(dst, a, b []float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		mulAVX2(&dst[0], &a[0], &b[0], n)
+	} else {
+		n = 0
+	}
+	mulGo(dst[n:], a[n:], b[n:])
+}
+
+//go:noescape
+func expShiftAVX2(dst, src *float32, n int, m float32)
+
+func expShift(dst, src []float32, m float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		expShiftAVX2(&dst[0], &src[0], n, m)
+	} else {
+		n = 0
+	}
+	expShiftGo(dst[n:], src[n:], m)
+}

@@ -408,3 +408,55 @@ deint:
 	JNZ  deint
 	VZEROUPPER
 	RET
+
+// func mulAVX2(dst, a, b *float32, n int)
+TEXT ·mulAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+
+mulloop:
+	VMOVUPS (SI), Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  mulloop
+	VZEROUPPER
+	RET
+
+// func expShiftAVX2(dst, src *float32, n int, m float32)
+// dst = e^max(src-m, -87), NaNs kept; n is a multiple of 8.
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	VBROADCASTSS ·expConst+0(SB), Y8
+	VBROADCASTSS ·expConst+4(SB), Y9
+	VBROADCASTSS ·expConst+8(SB), Y10
+	VBROADCASTSS ·expConst+12(SB), Y11
+	VBROADCASTSS ·expConst+16(SB), Y12
+	VBROADCASTSS ·expConst+20(SB), Y13
+	VBROADCASTSS ·expConst+24(SB), Y14
+	VBROADCASTSS ·expConst+28(SB), Y15
+	VBROADCASTSS ·expConst+32(SB), Y6
+	VBROADCASTSS ·expConst+36(SB), Y7
+
+expshift:
+	VMOVUPS (SI), Y0
+	VBROADCASTSS m+24(FP), Y1
+	VSUBPS Y1, Y0, Y0
+	CLAMPEXP
+	EXP
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  expshift
+	VZEROUPPER
+	RET

@@ -222,3 +222,33 @@ func TestDeinterleave2(t *testing.T) {
 		}
 	}
 }
+
+func TestMulExpShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, n := range []int{0, 1, 7, 8, 9, 33, 197} {
+		a, b := data(r, n, true), data(r, n, true)
+		d := make([]float32, n)
+		Mul(d, a, b)
+		for i := range d {
+			if !same(d[i], a[i]*b[i]) {
+				t.Fatalf("Mul n %d: [%d] = %v, want %v", n, i, d[i], a[i]*b[i])
+			}
+		}
+		for i := range a {
+			a[i] *= 30 // past the clamp
+		}
+		ExpShift(d, a, 2)
+		for i, x := range a {
+			want := math.Exp(float64(max(x-2, -87))) // of the float32 difference
+			if x != x {
+				if d[i] == d[i] {
+					t.Fatalf("ExpShift(NaN) = %v", d[i])
+				}
+				continue
+			}
+			if math.Abs(float64(d[i])-want) > 3e-7*want {
+				t.Fatalf("ExpShift n %d: e^(%v-2) = %v, want %v", n, x, d[i], want)
+			}
+		}
+	}
+}
