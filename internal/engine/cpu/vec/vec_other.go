@@ -16,5 +16,5 @@ func taps(dst, src []float32, offs []int, w []float32, bias float32) {
 }
 func activate(v []float32, kind int)         { activateGo(v, kind) }
 func deinterleave2(even, odd, src []float32) { deinterleave2Go(even, odd, src) }
-func mul(dst, a, b []float32) { mulGo(dst, a, b) }
+func mul(dst, a, b []float32)                { mulGo(dst, a, b) }
 func expShift(dst, src []float32, m float32) { expShiftGo(dst, src, m) }
