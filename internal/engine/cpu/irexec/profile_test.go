@@ -134,6 +134,9 @@ func stepKind(s planStep) string {
 			k = fmt.Sprintf("%s %dx%d", s.node[strings.Index(s.node, "(")+1:], c.kh, c.kw)
 		}
 	}
+	if m, ok := s.s.(*mmStep); ok {
+		k += fmt.Sprintf(" constR=%v %dx%dx%d", m.pr != nil, m.rows, m.k, m.cols)
+	}
 	if d, ok := s.s.(*dwStep); ok && os.Getenv("IREXEC_PROFILE_DW") != "" {
 		k += fmt.Sprintf(" %dx%d/%d %dx%dx%d act %d", d.kh, d.kw, d.sh, d.inC, d.ih, d.iw, d.act.kind)
 	}

@@ -193,3 +193,14 @@ func expShift(dst, src []float32, m float32) {
 	}
 	expShiftGo(dst[n:], src[n:], m)
 }
+
+//go:noescape
+func dotAVX2(a, b *float32, n int) float32
+
+func dot(a, b []float32) float32 {
+	n := len(a) &^ 7
+	if !useAsm || n == 0 {
+		return dotGo(a, b)
+	}
+	return dotAVX2(&a[0], &b[0], n) + dotGo(a[n:], b[n:])
+}

@@ -460,3 +460,37 @@ expshift:
 	JNZ  expshift
 	VZEROUPPER
 	RET
+
+// func dotAVX2(a, b *float32, n int) float32
+// n is a multiple of 8; two accumulators halve the FMA latency chain.
+TEXT ·dotAVX2(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DX
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	SHRQ $3, CX
+
+dot:
+	VMOVUPS (SI), Y2
+	VFMADD231PS (DX), Y2, Y0
+	ADDQ $32, SI
+	ADDQ $32, DX
+	DECQ CX
+	JZ   dotdone
+	VMOVUPS (SI), Y2
+	VFMADD231PS (DX), Y2, Y1
+	ADDQ $32, SI
+	ADDQ $32, DX
+	DECQ CX
+	JNZ  dot
+
+dotdone:
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET

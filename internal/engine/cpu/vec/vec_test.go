@@ -252,3 +252,17 @@ func TestMulExpShift(t *testing.T) {
 		}
 	}
 }
+
+func TestDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 24, 33, 768} {
+		a, b := data(r, n, false), data(r, n, false)
+		want := 0.0
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+		}
+		if got := Dot(a, b); math.Abs(float64(got)-want) > 1e-5*(1+math.Abs(want))*math.Sqrt(float64(n+1)) {
+			t.Fatalf("Dot n %d = %v, want %v", n, got, want)
+		}
+	}
+}
