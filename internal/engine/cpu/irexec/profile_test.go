@@ -19,7 +19,8 @@ import (
 // TestProfileArchs prints, per op kind, the time full-size torchvision
 // architectures spend in each step (random weights, compiled). It is a
 // tool, not a check: it runs only with IREXEC_PROFILE=arch[,arch] set, and
-// IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS);
+// IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
+// forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile;
 // an entry ending in .onnx is that file.
 func TestProfileArchs(t *testing.T) {
 	archs := os.Getenv("IREXEC_PROFILE")
@@ -55,7 +56,8 @@ func TestProfileArchs(t *testing.T) {
 		var bestRun, sum time.Duration
 		runs := 0
 		ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
-		for start := time.Now(); runs < 3 || time.Since(start) < 2*time.Second; runs++ {
+		secs, _ := strconv.ParseFloat(os.Getenv("IREXEC_SECONDS"), 64)
+		for start := time.Now(); runs < 3 || time.Since(start).Seconds() < max(secs, 2); runs++ {
 			t0 := time.Now()
 			if err := x.Run(context.Background(), ib, ob); err != nil {
 				t.Fatal(err)
@@ -68,10 +70,14 @@ func TestProfileArchs(t *testing.T) {
 		}
 		fmt.Printf("%s bs%d threads %d: best %.2f ms (%.1f img/s), mean %.2f ms over %d forwards\n", arch, batch, p.threads,
 			float64(bestRun.Microseconds())/1e3, float64(batch)/bestRun.Seconds(), float64(sum.Microseconds())/1e3/float64(runs), runs)
+		if os.Getenv("IREXEC_NOSTEPS") != "" {
+			x.Close()
+			continue
+		}
 		// Each step's fastest of several runs: the machine is shared, and
 		// the minimum is what the step costs without interference.
 		best := make([]time.Duration, len(p.steps))
-		for it := range 15 {
+		for it := range profileIters() {
 			for i, s := range p.steps {
 				t0 := time.Now()
 				if err := s.s.run(x); err != nil {
@@ -141,4 +147,13 @@ func stepKind(s planStep) string {
 		k += fmt.Sprintf(" %dx%d/%d %dx%dx%d act %d", d.kh, d.kw, d.sh, d.inC, d.ih, d.iw, d.act.kind)
 	}
 	return fmt.Sprintf("%T %s", s.s, k)
+}
+
+// profileIters is how often each step runs for its minimum
+// (IREXEC_ITERS, default 15).
+func profileIters() int {
+	if n, err := strconv.Atoi(os.Getenv("IREXEC_ITERS")); err == nil && n > 0 {
+		return n
+	}
+	return 15
 }
