@@ -176,37 +176,39 @@ func (s *binaryStep) rng(x *Exec, _, lo, hi int) {
 	}
 }
 
-// floatRow computes one row; the common arithmetic has its own loops, the
-// rest goes through f.
+// floatRow computes one row; the common arithmetic has its own loops
+// (vectorized where package vec has them, a broadcast operand of an
+// addition or product on either side), the rest goes through f.
 func floatRow(fn ir.BinaryKind, f func(a, b float32) float32, d, a, b []float32, sa, sb int) {
+	if sa == 0 && sb == 1 && (fn == ir.OpAdd || fn == ir.OpMul) {
+		a, b, sa, sb = b, a, sb, sa // commutative: the scalar second
+	}
 	switch {
 	case fn == ir.OpAdd && sa == 1 && sb == 1:
 		vec.Add(d, a, b)
 	case fn == ir.OpAdd && sa == 1 && sb == 0:
-		c := b[0]
-		for i := range d {
-			d[i] = a[i] + c
-		}
+		vec.ScaleShift(d, a, 1, b[0])
 	case fn == ir.OpMul && sa == 1 && sb == 1:
-		a, b = a[:len(d)], b[:len(d)]
-		for i := range d {
-			d[i] = a[i] * b[i]
-		}
+		vec.Mul(d, a, b)
 	case fn == ir.OpMul && sa == 1 && sb == 0:
-		c := b[0]
-		a = a[:len(d)]
-		for i := range d {
-			d[i] = a[i] * c
-		}
+		vec.ScaleShift(d, a, b[0], 0)
 	case fn == ir.OpSub && sa == 1 && sb == 1:
 		a, b = a[:len(d)], b[:len(d)]
 		for i := range d {
 			d[i] = a[i] - b[i]
 		}
+	case fn == ir.OpSub && sa == 1 && sb == 0:
+		vec.ScaleShift(d, a, 1, -b[0])
 	case fn == ir.OpDiv && sa == 1 && sb == 1:
 		a, b = a[:len(d)], b[:len(d)]
 		for i := range d {
 			d[i] = a[i] / b[i]
+		}
+	case fn == ir.OpDiv && sa == 1 && sb == 0:
+		c := b[0]
+		a = a[:len(d)]
+		for i := range d {
+			d[i] = a[i] / c
 		}
 	default:
 		for i := range d {

@@ -19,9 +19,17 @@ type dwStep struct {
 	// constants above).
 	wv, bv int
 	act    act
+	// planes is set when every group has one input channel: the fast
+	// path over phase planes (see planesGeom).
+	planes *planesGeom
 }
 
 func newDirectConv(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act) *dwStep {
+	if g.icg == 1 {
+		pg := newPlanesGeom(g)
+		nc.needScratch(pg.scratch())
+		return &dwStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], w: w, bias: bias, wv: -1, bv: -1, act: ac, planes: pg}
+	}
 	if g.sw > 1 {
 		// Strided: each input row is split into its sw column phases, in
 		// which a strided pass is contiguous.
@@ -36,6 +44,10 @@ func (s *dwStep) run(x *Exec) error {
 }
 
 func (s *dwStep) rng(x *Exec, wk, lo, hi int) {
+	if s.planes != nil {
+		s.rngPlanes(x, wk, lo, hi)
+		return
+	}
 	pw := (s.iw + s.sw - 1) / s.sw
 	var phases []float32
 	if s.sw > 1 {

@@ -49,18 +49,14 @@ func (a act) apply(v []float32) {
 	switch a.kind {
 	case ir.ActNone:
 	case ir.ActRelu:
-		for i, x := range v {
-			v[i] = max(x, 0)
-		}
+		vec.ReLU(v, v)
 	case ir.ActRelu6, ir.ActClip:
 		lo, hi := a.lo, a.hi
 		for i, x := range v {
 			v[i] = min(max(x, lo), hi)
 		}
 	case ir.ActHardSwish:
-		for i, x := range v {
-			v[i] = x * min(max(x*(1.0/6)+0.5, 0), 1)
-		}
+		vec.HardSwish(v)
 	case ir.ActHardSigmoid:
 		for i, x := range v {
 			v[i] = min(max(a.a*x+a.b, 0), 1)
@@ -71,34 +67,14 @@ func (a act) apply(v []float32) {
 				v[i] = a.a * x
 			}
 		}
-	case ir.ActSigmoid, ir.ActSiLU:
-		// 1/(1+e^-x) with e^-x from the vectorized exp, in chunks that
-		// live on the stack.
-		var neg, e [64]float32
-		for o := 0; o < len(v); o += len(e) {
-			c := v[o:min(o+len(e), len(v))]
-			for i, x := range c {
-				neg[i] = -x
-			}
-			vec.Exp(e[:len(c)], neg[:len(c)])
-			if a.kind == ir.ActSiLU {
-				for i, x := range c {
-					c[i] = x / (1 + e[i])
-				}
-			} else {
-				for i := range c {
-					c[i] = 1 / (1 + e[i])
-				}
-			}
-		}
+	case ir.ActSigmoid:
+		vec.Sigmoid(v)
+	case ir.ActSiLU:
+		vec.SiLU(v)
 	case ir.ActTanh:
-		for i, x := range v {
-			v[i] = tanh32(x)
-		}
+		vec.Tanh(v)
 	case ir.ActGELU:
-		for i, x := range v {
-			v[i] = 0.5 * x * (1 + erf32(x*(1/math.Sqrt2)))
-		}
+		vec.GELU(v)
 	case ir.ActGELUTanh:
 		const c = 0.7978845608028654 // sqrt(2/pi)
 		for i, x := range v {

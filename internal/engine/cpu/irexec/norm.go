@@ -175,6 +175,10 @@ func (s *normStep) rng(x *Exec, _, lo, hi int) {
 	for g := lo; g < hi; g++ {
 		v := src[g*s.d : (g+1)*s.d]
 		o := dst[g*s.d : (g+1)*s.d]
+		if !s.perChannel {
+			s.vector(x, g, v, o, scale, bias)
+			continue
+		}
 		var sum float64
 		for _, e := range v {
 			sum += float64(e)
@@ -211,6 +215,29 @@ func (s *normStep) rng(x *Exec, _, lo, hi int) {
 			}
 			o[i] = float32(y)
 		}
+	}
+}
+
+// vector normalizes one group whose scale and bias vary along it (Layer
+// Normalization), in float32 with package vec: the mean, the centred
+// values into o, their variance as a dot product, then o scaled in place.
+func (s *normStep) vector(x *Exec, g int, v, o, scale, bias []float32) {
+	d := float32(s.d)
+	mean := vec.Sum(v) / d
+	vec.ScaleShift(o, v, 1, -mean)
+	inv := float32(1 / math.Sqrt(float64(vec.Dot(o, o)/d)+s.eps))
+	if s.meanV >= 0 {
+		x.f32(s.meanV)[g] = mean
+	}
+	if s.invV >= 0 {
+		x.f32(s.invV)[g] = inv
+	}
+	vec.ScaleShift(o, o, inv, 0)
+	if scale != nil {
+		vec.Mul(o, o, scale)
+	}
+	if bias != nil {
+		vec.Add(o, o, bias)
 	}
 }
 

@@ -56,8 +56,12 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 		o, i := l/s.inner, l%s.inner
 		base := o*s.d*s.inner + i
 		m := math.Inf(-1)
-		for k := 0; k < s.d; k++ {
-			m = math.Max(m, float64(src[base+k*s.inner]))
+		if s.inner == 1 {
+			m = float64(rowMax(src[base : base+s.d]))
+		} else {
+			for k := 0; k < s.d; k++ {
+				m = math.Max(m, float64(src[base+k*s.inner]))
+			}
 		}
 		if s.hard {
 			// One-hot of the first maximum.
@@ -95,23 +99,24 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 	}
 }
 
-// contiguous is softmax of one contiguous row with maximum m.
+// contiguous is softmax of one contiguous row with maximum m: the
+// shifted exponentials vectorized into dst, summed, scaled.
 func (s *softmaxStep) contiguous(src, dst []float32, m float32) {
-	var shifted [64]float32
-	var sum float64
-	for o := 0; o < len(src); o += len(shifted) {
-		c := src[o:min(o+len(shifted), len(src))]
-		for i, v := range c {
-			shifted[i] = v - m
-		}
-		d := dst[o : o+len(c)]
-		vec.Exp(d, shifted[:len(c)])
-		for _, e := range d {
-			sum += float64(e)
-		}
+	vec.ExpShift(dst, src, m)
+	vec.ScaleShift(dst, dst, 1/vec.Sum(dst), 0)
+}
+
+// rowMax is the largest of v (NaN if any is: Go's max propagates it,
+// -Inf if v is empty), in four independent chains.
+func rowMax(v []float32) float32 {
+	inf := float32(math.Inf(-1))
+	m0, m1, m2, m3 := inf, inf, inf, inf
+	i := 0
+	for ; i+4 <= len(v); i += 4 {
+		m0, m1, m2, m3 = max(m0, v[i]), max(m1, v[i+1]), max(m2, v[i+2]), max(m3, v[i+3])
 	}
-	inv := float32(1 / sum)
-	for i := range dst {
-		dst[i] *= inv
+	for ; i < len(v); i++ {
+		m0 = max(m0, v[i])
 	}
+	return max(max(m0, m1), max(m2, m3))
 }

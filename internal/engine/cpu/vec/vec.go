@@ -25,6 +25,12 @@ func Add(dst, a, b []float32) {
 	add(dst, a, b)
 }
 
+// Mul sets dst[i] = a[i] * b[i].
+func Mul(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	mul(dst, a, b)
+}
+
 // Max sets dst[i] = max(dst[i], src[i]).
 func Max(dst, src []float32) {
 	src = src[:len(dst)]
@@ -42,6 +48,13 @@ func Axpy(dst, src []float32, a float32) {
 func Exp(dst, src []float32) {
 	src = src[:len(dst)]
 	exp(dst, src)
+}
+
+// Dot returns the sum of a[i]*b[i] for i < len(a) (in an order of its
+// choosing); b must be at least as long.
+func Dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	return dot(a, b)
 }
 
 // Sum returns the sum of v (in an order of its choosing).
@@ -71,10 +84,31 @@ func addGo(dst, a, b []float32) {
 	}
 }
 
+func mulGo(dst, a, b []float32) {
+	for i, v := range a {
+		dst[i] = v * b[i]
+	}
+}
+
 func maxGo(dst, src []float32) {
 	for i, v := range src {
 		dst[i] = max(dst[i], v)
 	}
+}
+
+func dotGo(a, b []float32) float32 {
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 func sumGo(v []float32) float32 {

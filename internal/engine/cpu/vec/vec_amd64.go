@@ -119,3 +119,88 @@ func exp(dst, src []float32) {
 	}
 	expGo(dst[n:], src[n:])
 }
+
+//go:noescape
+func tapsAVX2(dst, src *float32, n int, offs *int, w *float32, taps int, bias float32)
+
+func taps(dst, src []float32, offs []int, w []float32, bias float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 && len(offs) > 0 {
+		tapsAVX2(&dst[0], &src[0], n, &offs[0], &w[0], len(offs), bias)
+	} else {
+		n = 0
+	}
+	if n == len(dst) {
+		return
+	}
+	rest := dst[n:]
+	for i := range rest {
+		rest[i] = bias
+	}
+	for t, o := range offs {
+		axpyGo(rest, src[o+n:o+len(dst)], w[t])
+	}
+}
+
+//go:noescape
+func actAVX2(v *float32, n, kind int)
+
+func activate(v []float32, kind int) {
+	n := len(v) &^ 7
+	if useAsm && n > 0 {
+		actAVX2(&v[0], n, kind)
+	} else {
+		n = 0
+	}
+	activateGo(v[n:], kind)
+}
+
+//go:noescape
+func deinterleave2AVX2(even, odd, src *float32, n int)
+
+func deinterleave2(even, odd, src []float32) {
+	n := len(even) &^ 7
+	if useAsm && n > 0 {
+		deinterleave2AVX2(&even[0], &odd[0], &src[0], n)
+	} else {
+		n = 0
+	}
+	deinterleave2Go(even[n:], odd[n:], src[2*n:])
+}
+
+//go:noescape
+func mulAVX2(dst, a, b *float32, n int)
+
+func mul(dst, a, b []float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		mulAVX2(&dst[0], &a[0], &b[0], n)
+	} else {
+		n = 0
+	}
+	mulGo(dst[n:], a[n:], b[n:])
+}
+
+//go:noescape
+func expShiftAVX2(dst, src *float32, n int, m float32)
+
+func expShift(dst, src []float32, m float32) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		expShiftAVX2(&dst[0], &src[0], n, m)
+	} else {
+		n = 0
+	}
+	expShiftGo(dst[n:], src[n:], m)
+}
+
+//go:noescape
+func dotAVX2(a, b *float32, n int) float32
+
+func dot(a, b []float32) float32 {
+	n := len(a) &^ 7
+	if !useAsm || n == 0 {
+		return dotGo(a, b)
+	}
+	return dotAVX2(&a[0], &b[0], n) + dotGo(a[n:], b[n:])
+}

@@ -118,3 +118,151 @@ func TestExp(t *testing.T) {
 		}
 	}
 }
+
+// TestTaps checks Taps against its definition in float64, on lengths
+// around the assembly's blocks of 8 and 32, for tap counts from 1 to 25.
+func TestTaps(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, taps := range []int{1, 2, 9, 25} {
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 63, 64, 65, 100} {
+			src := data(r, n+50, false)
+			offs := make([]int, taps)
+			w := data(r, taps, false)
+			for i := range offs {
+				offs[i] = r.IntN(51)
+			}
+			dst := data(r, n, false)
+			Taps(dst, src, offs, w, 0.25)
+			for i := range dst {
+				want := 0.25
+				for k, o := range offs {
+					want += float64(w[k]) * float64(src[o+i])
+				}
+				if d := math.Abs(float64(dst[i]) - want); d > 1e-5*(1+math.Abs(want)) {
+					t.Fatalf("taps %d n %d: dst[%d] = %v, want %v", taps, n, i, dst[i], want)
+				}
+			}
+		}
+	}
+}
+
+func TestTapsPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"short source": func() { Taps(make([]float32, 8), make([]float32, 9), []int{2}, []float32{1}, 0) },
+		"negative":     func() { Taps(make([]float32, 8), make([]float32, 9), []int{-1}, []float32{1}, 0) },
+		"lengths":      func() { Taps(make([]float32, 8), make([]float32, 9), []int{0, 1}, []float32{1}, 0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// TestActivations checks the in-place activations against float64 math,
+// and the assembly against the Go loop, on lengths around 8 lanes, over
+// the exponential's clamp and with infinities and NaNs.
+func TestActivations(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	ref := map[string]func(float64) float64{
+		"Sigmoid":   func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+		"SiLU":      func(x float64) float64 { return x / (1 + math.Exp(-x)) },
+		"HardSwish": func(x float64) float64 { return x * min(max(x/6+0.5, 0), 1) },
+		"Tanh":      math.Tanh,
+		"GELU":      func(x float64) float64 { return x / 2 * (1 + math.Erf(x/math.Sqrt2)) },
+	}
+	fns := map[string]func([]float32){"Sigmoid": Sigmoid, "SiLU": SiLU, "HardSwish": HardSwish, "Tanh": Tanh, "GELU": GELU}
+	kinds := map[string]int{"Sigmoid": actSigmoid, "SiLU": actSiLU, "HardSwish": actHardSwish, "Tanh": actTanh, "GELU": actGELU}
+	special := []float32{0, -0, 1e-6, -1e-6, 3, -3, 87.5, -87.5, 100, -100, float32(math.Inf(1)), float32(math.NaN())}
+	for name, f := range fns {
+		for _, n := range []int{1, 7, 8, 9, 17, 64, 100} {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(r.NormFloat64() * 8)
+				if i < len(special) && r.IntN(2) == 0 {
+					v[i] = special[i]
+				}
+			}
+			got := append([]float32(nil), v...)
+			f(got)
+			goPath := append([]float32(nil), v...)
+			activateGo(goPath, kinds[name])
+			for i, x := range v {
+				want := ref[name](float64(x))
+				if x != x {
+					if got[i] == got[i] || goPath[i] == goPath[i] {
+						t.Fatalf("%s(NaN) = %v (asm), %v (Go)", name, got[i], goPath[i])
+					}
+					continue
+				}
+				for path, y := range map[string]float32{"asm": got[i], "Go": goPath[i]} {
+					if d := math.Abs(float64(y) - want); float64(y) != want && !(d <= 1e-6*max(1, math.Abs(want))) {
+						t.Fatalf("%s (%s) n %d: f(%g) = %g, want %g", name, path, n, x, y, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestDeinterleave2(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 23, 40} {
+		src := data(r, 2*n+1, true)
+		even, odd := make([]float32, n), make([]float32, n)
+		Deinterleave2(even, odd, src)
+		for i := range even {
+			if !same(even[i], src[2*i]) || !same(odd[i], src[2*i+1]) {
+				t.Fatalf("n %d: pair %d = %v, %v; want %v, %v", n, i, even[i], odd[i], src[2*i], src[2*i+1])
+			}
+		}
+	}
+}
+
+func TestMulExpShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, n := range []int{0, 1, 7, 8, 9, 33, 197} {
+		a, b := data(r, n, true), data(r, n, true)
+		d := make([]float32, n)
+		Mul(d, a, b)
+		for i := range d {
+			if !same(d[i], a[i]*b[i]) {
+				t.Fatalf("Mul n %d: [%d] = %v, want %v", n, i, d[i], a[i]*b[i])
+			}
+		}
+		for i := range a {
+			a[i] *= 30 // past the clamp
+		}
+		ExpShift(d, a, 2)
+		for i, x := range a {
+			want := math.Exp(float64(max(x-2, -87))) // of the float32 difference
+			if x != x {
+				if d[i] == d[i] {
+					t.Fatalf("ExpShift(NaN) = %v", d[i])
+				}
+				continue
+			}
+			if math.Abs(float64(d[i])-want) > 3e-7*want {
+				t.Fatalf("ExpShift n %d: e^(%v-2) = %v, want %v", n, x, d[i], want)
+			}
+		}
+	}
+}
+
+func TestDot(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 24, 33, 768} {
+		a, b := data(r, n, false), data(r, n, false)
+		want := 0.0
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+		}
+		if got := Dot(a, b); math.Abs(float64(got)-want) > 1e-5*(1+math.Abs(want))*math.Sqrt(float64(n+1)) {
+			t.Fatalf("Dot n %d = %v, want %v", n, got, want)
+		}
+	}
+}

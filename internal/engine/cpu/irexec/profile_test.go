@@ -1,0 +1,159 @@
+package irexec
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"goinfer/internal/ir"
+	"goinfer/internal/onnx"
+	"goinfer/internal/tensor"
+	"goinfer/internal/torchvision"
+)
+
+// TestProfileArchs prints, per op kind, the time full-size torchvision
+// architectures spend in each step (random weights, compiled). It is a
+// tool, not a check: it runs only with IREXEC_PROFILE=arch[,arch] set, and
+// IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
+// forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile;
+// an entry ending in .onnx is that file.
+func TestProfileArchs(t *testing.T) {
+	archs := os.Getenv("IREXEC_PROFILE")
+	if archs == "" {
+		t.Skip("a profiling tool: set IREXEC_PROFILE=mobilenet_v3_large,... to run it")
+	}
+	batch := 1
+	if s := os.Getenv("IREXEC_BATCH"); s != "" {
+		batch, _ = strconv.Atoi(s)
+	}
+	for _, arch := range strings.Split(archs, ",") {
+		g, err := profileGraph(arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := ir.Optimize(g, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		threads, _ := strconv.Atoi(os.Getenv("IREXEC_THREADS"))
+		p, err := Compile(context.Background(), b, Options{Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := p.NewExec()
+		in := tensor.New(tensor.Float32, p.vals[p.inputs[0]].shape...)
+		outs, err := x.RunTensors(context.Background(), []*tensor.Tensor{in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Whole forwards for about two seconds: the fastest is the figure
+		// comparable across a loaded machine's runs.
+		var bestRun, sum time.Duration
+		runs := 0
+		ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
+		secs, _ := strconv.ParseFloat(os.Getenv("IREXEC_SECONDS"), 64)
+		for start := time.Now(); runs < 3 || time.Since(start).Seconds() < max(secs, 2); runs++ {
+			t0 := time.Now()
+			if err := x.Run(context.Background(), ib, ob); err != nil {
+				t.Fatal(err)
+			}
+			d := time.Since(t0)
+			sum += d
+			if runs == 0 || d < bestRun {
+				bestRun = d
+			}
+		}
+		fmt.Printf("%s bs%d threads %d: best %.2f ms (%.1f img/s), mean %.2f ms over %d forwards\n", arch, batch, p.threads,
+			float64(bestRun.Microseconds())/1e3, float64(batch)/bestRun.Seconds(), float64(sum.Microseconds())/1e3/float64(runs), runs)
+		if os.Getenv("IREXEC_NOSTEPS") != "" {
+			x.Close()
+			continue
+		}
+		// Each step's fastest of several runs: the machine is shared, and
+		// the minimum is what the step costs without interference.
+		best := make([]time.Duration, len(p.steps))
+		for it := range profileIters() {
+			for i, s := range p.steps {
+				t0 := time.Now()
+				if err := s.s.run(x); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(t0); it == 0 || d < best[i] {
+					best[i] = d
+				}
+			}
+		}
+		per := map[string]time.Duration{}
+		count := map[string]int{}
+		const iters = 1
+		var total time.Duration
+		for i, s := range p.steps {
+			k := stepKind(s)
+			per[k] += best[i]
+			count[k]++
+			total += best[i]
+		}
+		keys := make([]string, 0, len(per))
+		for k := range per {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return per[keys[i]] > per[keys[j]] })
+		fmt.Printf("%s bs%d: %.2f ms/forward, %d steps\n", arch, batch, float64(total.Microseconds())/1e3/iters, len(p.steps))
+		for _, k := range keys {
+			fmt.Printf("  %-40s %8.2f ms %5.1f%% (%d)\n", k, float64(per[k].Microseconds())/1e3/iters, 100*float64(per[k])/float64(total), count[k]/iters)
+		}
+		x.Close()
+	}
+}
+
+// profileGraph is a torchvision architecture with random weights, or an
+// ONNX file when name ends in .onnx.
+func profileGraph(name string) (*ir.Graph, error) {
+	if strings.HasSuffix(name, ".onnx") {
+		return onnx.Load(name)
+	}
+	sd, err := torchvision.RandomStateDict(name, 1000, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer sd.Close()
+	return torchvision.Build(name, sd, torchvision.Options{ImageSize: 224})
+}
+
+// stepKind names a step by its node's op kind and Go type.
+func stepKind(s planStep) string {
+	k := s.node
+	if i := strings.Index(k, "("); i > 0 {
+		k = k[i+1:]
+	}
+	if i := strings.IndexAny(k, "( "); i > 0 {
+		k = k[:i]
+	}
+	if c, ok := s.s.(*convStep); ok {
+		k += fmt.Sprintf(" %dx%d out %dx%d", c.kh, c.kw, c.oh, c.ow)
+		if c.oh*c.ow > 1 {
+			k = fmt.Sprintf("%s %dx%d", s.node[strings.Index(s.node, "(")+1:], c.kh, c.kw)
+		}
+	}
+	if m, ok := s.s.(*mmStep); ok {
+		k += fmt.Sprintf(" constR=%v %dx%dx%d", m.pr != nil, m.rows, m.k, m.cols)
+	}
+	if d, ok := s.s.(*dwStep); ok && os.Getenv("IREXEC_PROFILE_DW") != "" {
+		k += fmt.Sprintf(" %dx%d/%d %dx%dx%d act %d", d.kh, d.kw, d.sh, d.inC, d.ih, d.iw, d.act.kind)
+	}
+	return fmt.Sprintf("%T %s", s.s, k)
+}
+
+// profileIters is how often each step runs for its minimum
+// (IREXEC_ITERS, default 15).
+func profileIters() int {
+	if n, err := strconv.Atoi(os.Getenv("IREXEC_ITERS")); err == nil && n > 0 {
+		return n
+	}
+	return 15
+}
