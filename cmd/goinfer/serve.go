@@ -143,7 +143,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.maxRequestBytes, "max_request_bytes", 256<<20, "largest request body or gRPC message in `BYTES`; larger ones get 413 / RESOURCE_EXHAUSTED")
 	fs.Int64Var(&o.maxInflightBytes, "max_inflight_bytes", 0, "bytes that all requests in flight may hold together; a request takes what it declares before its body is read, and is refused with 503 + Retry-After / RESOURCE_EXHAUSTED when it does not fit; a quarter is kept for requests of up to 8 MiB (0: 2 x --max_request_bytes)")
 	fs.DurationVar(&o.readHeaderTO, "read_header_timeout", 10*time.Second, "how long a client may take to send an HTTP request's headers")
-	fs.DurationVar(&o.readTO, "read_timeout", time.Minute, "how long a client may take to send a whole HTTP request, body included; a body still arriving then is cut off with 408")
+	fs.DurationVar(&o.readTO, "read_timeout", time.Minute, "how long a client may take to send a whole HTTP request, body included, or a gRPC inference message; a body still arriving then is cut off with 408, a gRPC message with CANCELED")
 	fs.DurationVar(&o.idleTO, "idle_timeout", 2*time.Minute, "how long an HTTP keep-alive connection may wait for its next request")
 	fs.IntVar(&o.maxConns, "max_connections", 1024, "connections open at once on each of --http and --grpc; further clients wait in the kernel's accept backlog")
 	fs.UintVar(&o.grpcMaxStreams, "grpc_max_concurrent_streams", 256, "RPCs one gRPC connection may have open at once")

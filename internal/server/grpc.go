@@ -102,9 +102,9 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
 	}
-	// gRPC has read the message by now (a tap cannot see its size), so the
-	// budget bounds what requests hold while they wait and run, and the
-	// tap refuses new messages once it is spent.
+	// gRPC has read the message by now: the request holds its decoded
+	// message from here on instead of the tap's receive reservation.
+	releaseRecvReservation(ctx)
 	held := lease{b: s.budget}
 	defer held.release()
 	var resp *kservepb.ModelInferResponse

@@ -28,6 +28,7 @@ type memBudget struct {
 	capacity int64 // bytes in all
 	bigCap   int64 // bytes big requests may hold together
 	used     atomic.Int64
+	peak     atomic.Int64 // the most bytes held at once
 }
 
 func newMemBudget(capacity int64) *memBudget {
@@ -50,10 +51,23 @@ func (b *memBudget) acquire(n, total int64) bool {
 			return false
 		}
 		if b.used.CompareAndSwap(u, u+n) {
+			b.notePeak(u + n)
 			return true
 		}
 	}
 }
+
+func (b *memBudget) notePeak(u int64) {
+	for {
+		p := b.peak.Load()
+		if u <= p || b.peak.CompareAndSwap(p, u) {
+			return
+		}
+	}
+}
+
+// maxInUse is the most bytes held at once since the server started.
+func (b *memBudget) maxInUse() int64 { return b.peak.Load() }
 
 // release gives back n bytes.
 func (b *memBudget) release(n int64) {

@@ -82,7 +82,8 @@ type Config struct {
 	MaxInflightBytes int64
 	// ReadHeaderTimeout bounds the reading of an HTTP request's headers
 	// (default 10 s); ReadTimeout the whole request, body included (default
-	// 60 s: a body still arriving then is cut off with 408); IdleTimeout
+	// 60 s: a body still arriving then is cut off with 408, a gRPC
+	// inference message with CANCELED); IdleTimeout
 	// how long a keep-alive connection may wait for its next request
 	// (default 2 min).
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
@@ -299,6 +300,10 @@ func New(cfg Config) (*Server, error) {
 		Name: "goinfer_inflight_request_bytes", Help: "Bytes that requests in flight hold of --max_inflight_bytes.",
 		ConstLabels: prometheus.Labels{"model": cfg.ModelName},
 	}, func() float64 { return float64(s.budget.inUse()) }))
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "goinfer_inflight_request_bytes_max", Help: "The most bytes requests in flight held at once of --max_inflight_bytes (HTTP bodies, gRPC receive reservations, decoded tensors).",
+		ConstLabels: prometheus.Labels{"model": cfg.ModelName},
+	}, func() float64 { return float64(s.budget.maxInUse()) }))
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -436,9 +441,11 @@ func (s *Server) saturated() bool {
 const inferMethod = "/inference.GRPCInferenceService/ModelInfer"
 
 // tapInfer refuses an inference RPC before its message is read when every
-// queue is full, or when the in-flight byte budget could not take even a
-// typical request, so that an overloaded server does not receive megabytes
-// only to drop them.
+// queue is full, or when the in-flight byte budget cannot take a receive
+// reservation (grpcRecvReserve), so that an overloaded server does not
+// receive megabytes only to drop them. An RPC it lets in holds the
+// reservation until ModelInfer starts or the RPC ends, which bounds the
+// RPCs receiving messages at once by the budget.
 func (s *Server) tapInfer(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if info.FullMethodName != inferMethod {
 		return ctx, nil
@@ -447,11 +454,27 @@ func (s *Server) tapInfer(ctx context.Context, info *tap.Info) (context.Context,
 		s.metrics.requests.WithLabelValues("grpc", kindQueueFull.statusLabel()).Inc()
 		return ctx, status.Error(codes.ResourceExhausted, "the server's queue is full; retry later")
 	}
-	if s.budget.free() < min(firstReadBytes, s.budget.capacity/4) {
+	n := s.grpcRecvReserve()
+	if !s.budget.acquire(n, n) {
 		s.metrics.requests.WithLabelValues("grpc", kindMemoryFull.statusLabel()).Inc()
 		return ctx, status.Error(codes.ResourceExhausted, "the server is holding as many request bytes as it may (--max_inflight_bytes); retry later")
 	}
-	return ctx, nil
+	ctx, cancel := context.WithCancelCause(ctx)
+	r := &recvReservation{b: s.budget, n: n}
+	if t := s.cfg.ReadTimeout; t > 0 {
+		// Like an HTTP body, a message must arrive within --read_timeout:
+		// cutting off the RPC (its receive fails) frees its reservation.
+		r.timer = time.AfterFunc(t, func() {
+			if r.releaseOnce(func() {}) {
+				s.log.Debug("gRPC message did not arrive in time (--read_timeout); RPC cut off", "timeout", t)
+				cancel(errRecvTimeout)
+			}
+		})
+	}
+	// The stream's context ends with the RPC on every path, also one
+	// reset before its handler ran.
+	context.AfterFunc(ctx, func() { r.release(); cancel(nil) })
+	return context.WithValue(ctx, recvReservationKey{}, r), nil
 }
 
 func (s *Server) queueDepth() float64 {

@@ -97,7 +97,9 @@ type Config struct {
 	// The buffers are freed by a complete Close.
 	AllocHost func(n int) (engine.HostBuffer, error)
 	// Observe, if set, is called once per answered batch, from the
-	// batcher's collector goroutine; it must not block.
+	// batcher's collector goroutine or, for a batch a request to an idle
+	// batcher submitted itself, from that request's Infer; it must not
+	// block.
 	Observe func(BatchStats)
 	// Encoded says that the backend decodes encoded images
 	// (backend.Config.NewDecoder), so that Infer takes Input.Encoded.
@@ -238,8 +240,9 @@ func New(sub backend.Submitter, cfg Config) (*Batcher, error) {
 	b.items.New = func() any { return &item{done: make(chan struct{}, 1)} }
 	for id := range cfg.MaxInflight {
 		bt := &batch{
-			id:   id,
-			segs: make([]seg, 0, cfg.MaxBatch),
+			id:    id,
+			segs:  make([]seg, 0, cfg.MaxBatch),
+			reply: make(chan backend.Response, 1),
 			tensor: tensor.Tensor{
 				DType: cfg.DType,
 				Shape: tensor.Shape{0, cfg.Channels, cfg.Height, cfg.Width},
@@ -309,6 +312,7 @@ type batch struct {
 	enc       [][]byte // the encoded images, in batch order
 	submitted time.Time
 	wg        sync.WaitGroup
+	reply     chan backend.Response // the answer to a batch its request submitted itself (cap 1)
 }
 
 // copyJob asks a copy worker to fill images [lo, hi) of a batch.
@@ -400,10 +404,22 @@ func (b *Batcher) Infer(ctx context.Context, in Input, out []float32) (Result, e
 	}
 	b.push(it)
 	b.queued += in.N
-	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
+	if bt := b.idleSlot(in); bt != nil {
+		// Nothing else is queued or running: this goroutine forms and
+		// submits the batch and takes its answer itself, which saves
+		// two goroutine hand-offs (to the dispatcher, from the
+		// collector) on the path of a request to an idle device.
+		b.form(bt, time.Now())
+		b.mu.Unlock()
+		if b.submit(bt, bt.reply) {
+			b.finish(bt, <-bt.reply)
+		}
+	} else {
+		b.mu.Unlock()
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
 	}
 
 	select {
@@ -422,6 +438,22 @@ func (b *Batcher) Infer(ctx context.Context, in Input, out []float32) (Result, e
 	err := it.err
 	b.putItem(it)
 	return res, err
+}
+
+// idleSlot returns a free batch slot for in, which b.push has just made
+// the only queued item, when IdleDispatch would send it at once (no batch
+// in flight) and a slot is free beside the one the dispatcher waits with;
+// else nil. b.mu must be held.
+func (b *Batcher) idleSlot(in Input) *batch {
+	if !b.cfg.IdleDispatch || b.inflight > 0 || b.head != b.tail || in.N > b.cfg.MaxBatch {
+		return nil
+	}
+	select {
+	case bt := <-b.free:
+		return bt
+	default:
+		return nil
+	}
 }
 
 func (b *Batcher) putItem(it *item) {
@@ -553,7 +585,7 @@ func (b *Batcher) dispatch() {
 			b.free <- bt
 			return
 		}
-		b.submit(bt)
+		b.submit(bt, b.replies)
 	}
 }
 
@@ -637,11 +669,13 @@ func (b *Batcher) form(bt *batch, now time.Time) {
 	}
 }
 
-// submit assembles bt's input and hands it to the backend.
-func (b *Batcher) submit(bt *batch) {
+// submit assembles bt's input and hands it to the backend, whose answer
+// arrives on reply. It reports false if the backend did not take it: bt
+// is then finished already, with the error.
+func (b *Batcher) submit(bt *batch, reply chan backend.Response) bool {
 	cfg := &b.cfg
 	imgBytes := b.imgElems * cfg.DType.Size()
-	req := backend.Request{ID: uint64(bt.id), Input: &bt.tensor, Reply: b.replies}
+	req := backend.Request{ID: uint64(bt.id), Input: &bt.tensor, Reply: reply}
 	s := bt.segs[0]
 	whole := len(bt.segs) == 1 && s.itemOff == 0 && s.n == s.it.in.N && bt.padded == s.n
 	bt.outDirect = whole
@@ -671,7 +705,7 @@ func (b *Batcher) submit(bt *batch) {
 	default:
 		if err := b.buffers(bt); err != nil {
 			b.finish(bt, backend.Response{ID: req.ID, Err: err})
-			return
+			return false
 		}
 		bt.tensor.Data = bt.in[:bt.padded*imgBytes]
 		req.Pinned = bt.host != nil
@@ -682,7 +716,9 @@ func (b *Batcher) submit(bt *batch) {
 	req.SentAt = bt.submitted
 	if err := b.sub.Submit(req); err != nil {
 		b.finish(bt, backend.Response{ID: req.ID, Err: err})
+		return false
 	}
+	return true
 }
 
 // gathers reports whether the backend can copy bt's images straight from
