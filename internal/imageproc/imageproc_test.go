@@ -38,17 +38,16 @@ func diff(a, b []uint8) (maxd int, mean float64) {
 func TestGoldenImages(t *testing.T) {
 	tests := []struct {
 		file, ref string
-		// PNG is lossless, so PIL's resampling is matched exactly. For JPEG
-		// Go's IDCT rounds differently from libjpeg's on some samples; with
-		// libjpeg's chroma upsampling and color conversion ported, the
-		// decoded pixels differ by a level or two at most, which the
-		// bilinear filter can only average. Measured: max 3, mean 0.050
-		// (Go's own YCbCr conversion gives max 19, mean 2.04).
+		// PNG is lossless, so PIL's resampling is matched exactly; JPEG
+		// too, since jpegdec decodes with libjpeg's IDCT and the
+		// conversion has libjpeg's chroma upsampling and color math.
+		// (With Go's own IDCT: max 3, mean 0.050; with Go's YCbCr
+		// conversion too: max 19, mean 2.04.)
 		maxDiff  int
 		meanDiff float64
 	}{
 		{"image.png", "image_png_u8.npy", 0, 0},
-		{"image.jpg", "image_jpg_u8.npy", 4, 0.1},
+		{"image.jpg", "image_jpg_u8.npy", 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
