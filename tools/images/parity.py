@@ -128,28 +128,26 @@ def infer(url, data, model_name):
     return np.asarray(out["data"], dtype=np.float64)
 
 
-def served_model(url):
-    with urllib.request.urlopen(f"{url}/v2", timeout=30) as r:
-        md = json.load(r)
-    for _ in range(600):
+def wait_ready(url, seconds=600):
+    """Waits for the server to answer ready (it may still be starting)."""
+    deadline = time.time() + seconds
+    while True:
         try:
             with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=5) as r:
                 if r.status == 200:
-                    break
+                    return
         except OSError:
             pass
+        if time.time() > deadline:
+            raise SystemExit(f"{url} was not ready within {seconds} s")
         time.sleep(0.5)
-    return md
 
 
-def compare(ref, url, report, title, tol, root):
+def compare(ref, url, name, report, title, tol, root, notes):
     with open(os.path.join(ref, "parity.json")) as fh:
         meta = json.load(fh)
     want = np.load(os.path.join(ref, "parity_logits.npy"))
-    served_model(url)
-    with urllib.request.urlopen(f"{url}/v2/models", timeout=30) as r:
-        names = [m["name"] if isinstance(m, dict) else m for m in json.load(r).get("models", [])]
-    name = names[0] if names else "resnet18"
+    wait_ready(url)
     rows, worst, agree = [], 0.0, 0
     for i, f in enumerate(meta["files"]):
         path = f if os.path.isabs(f) else os.path.join(root, f)
@@ -164,7 +162,7 @@ def compare(ref, url, report, title, tol, root):
     lines = [f"# {title}", "",
              f"goinfer server {url} (model {name}, testdata/golden/resnet18_w8.pth, fp32) against torchvision's "
              f"CPU transform ({meta['transform']}) and float64 PyTorch logits of the same checkpoint.", "",
-             f"Reference libraries: {json.dumps(meta['versions'])}", "",
+             f"Reference libraries: {json.dumps(meta['versions'])}", ""] + [n + "\n" for n in notes] + [
              f"**{len(rows)} images: max rel. error {worst:.3g} (tolerance {tol:g}), top-1 identical on "
              f"{agree}/{len(rows)}: {'PASS' if ok else 'FAIL'}**", "",
              "| image | max\\|got-ref\\|/max\\|ref\\| | top-1 goinfer | top-1 torchvision | same |",
@@ -185,7 +183,9 @@ def main():
     ap.add_argument("--out", help="write the references of FILEs into this directory")
     ap.add_argument("--ref", help="a directory written by --out, to check a server against")
     ap.add_argument("--server", help="goinfer server URL (http://host:port) serving resnet18_w8.pth with --images")
+    ap.add_argument("--model", default="resnet18_w8", help="the served model's name (with --server)")
     ap.add_argument("--report", help="Markdown report file (with --server)")
+    ap.add_argument("--note", action="append", default=[], help="a paragraph for the report (repeatable)")
     ap.add_argument("--title", default="Preprocessing parity with torchvision")
     ap.add_argument("--tol", type=float, default=1e-2, help="max|got-ref|/max|ref| allowed per image (with --server)")
     ap.add_argument("--root", default=ROOT, help="directory the relative file names of parity.json are under")
@@ -197,7 +197,7 @@ def main():
         make(a.out, a.files)
         return 0
     if a.ref and a.server:
-        return compare(a.ref, a.server.rstrip("/"), a.report, a.title, a.tol, a.root)
+        return compare(a.ref, a.server.rstrip("/"), a.model, a.report, a.title, a.tol, a.root, a.note)
     ap.error("want --out DIR FILE..., or --ref DIR --server URL")
 
 
