@@ -128,3 +128,24 @@ func abs(x int) int {
 	}
 	return x
 }
+
+// BenchmarkDecode compares jpegdec with image/jpeg on a photograph.
+func BenchmarkDecode(b *testing.B) {
+	data, err := os.ReadFile("../../testdata/photos/astronaut.jpg")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, decode := range map[string]func(r *bytes.Reader) (image.Image, error){
+		"jpegdec":    func(r *bytes.Reader) (image.Image, error) { return Decode(r) },
+		"image-jpeg": func(r *bytes.Reader) (image.Image, error) { return jpeg.Decode(r) },
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := decode(bytes.NewReader(data)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
