@@ -3,6 +3,7 @@ package imageproc
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -340,4 +342,48 @@ func BenchmarkPreprocess(b *testing.B) {
 	for range b.N {
 		Normalize(Preprocess(big))
 	}
+}
+
+// bombJPEG is a valid 8x8 grayscale JPEG whose frame header claims w x h
+// pixels.
+func bombJPEG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, image.NewGray(image.Rect(0, 0, 8, 8)), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	for i := 0; i+9 < len(b); i++ {
+		if b[i] == 0xff && b[i+1] == 0xc0 {
+			binary.BigEndian.PutUint16(b[i+5:], uint16(h))
+			binary.BigEndian.PutUint16(b[i+7:], uint16(w))
+			return b
+		}
+	}
+	t.Fatal("no SOF0 marker")
+	return nil
+}
+
+// TestBombRefusedBeforeAllocation: a 16,000 x 16,000 JPEG header (256 Mi
+// pixels, 768 MiB of RGB) is refused by the pixel limit, read from the
+// header, having allocated almost nothing.
+func TestBombRefusedBeforeAllocation(t *testing.T) {
+	bomb := bombJPEG(t, 16000, 16000)
+	var err error
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	n := allocated(func() { _, err = DecodeBytes(bomb, 40<<20) })
+	if !errors.Is(err, ErrTooManyPixels) || !strings.Contains(err.Error(), "16000x16000") {
+		t.Fatalf("error %v, want ErrTooManyPixels naming the size", err)
+	}
+	if n > 1<<20 {
+		t.Errorf("refusing the bomb allocated %d bytes", n)
+	}
+	t.Logf("refused having allocated %d bytes", n)
 }
