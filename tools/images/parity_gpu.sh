@@ -28,8 +28,9 @@ WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$WORK" "$OUT"
 
 if [ "$ENGINE" = cuda ]; then
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-  device=$(echo "$gpu" | tr 'A-Z' 'a-z' | grep -oE '\b[a-z]?[0-9]{2,4}[a-z]?\b' | head -1)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+  device=$(echo "$gpu" | tr 'A-Z' 'a-z' | grep -oE '\b[a-z]?[0-9]{2,4}[a-z]?\b' | head -1 || true)
+  gpu=${gpu:-a GPU}
   device=${device:-gpu}
 else
   gpu="CPU ($(nproc) cores)"
