@@ -130,7 +130,7 @@ func runRemoteImageBench(ctx context.Context, o *benchOptions, stdout, stderr io
 	if conns <= 0 {
 		conns = min(16, max(1, max(o.concurrency, 64)/4))
 	}
-	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: inflight, Conns: conns})
+	c, err := client.DialOptions(dctx, o.url, client.Options{MaxInflight: inflight, Conns: conns, HTTPClient: o.httpClient})
 	if err != nil {
 		return err
 	}

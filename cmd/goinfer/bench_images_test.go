@@ -29,13 +29,14 @@ func TestBenchImagesUsageErrors(t *testing.T) {
 // on loopback over both protocols: photographs in, top-k out, one CSV row.
 func TestBenchRemoteImages(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{Images: true})
-	for _, tc := range []struct{ url, engine string }{
-		{"http://" + s.HTTPAddr, "remote-http+images"},
-		{"grpc://" + s.GRPCAddr, "remote-grpc+images"},
+	for _, tc := range []struct{ url, engine, httpClient string }{
+		{"http://" + s.HTTPAddr, "remote-http+images", "lean"},
+		{"http://" + s.HTTPAddr, "remote-http+images", "nethttp"},
+		{"grpc://" + s.GRPCAddr, "remote-grpc+images", "lean"},
 	} {
-		t.Run(tc.engine, func(t *testing.T) {
+		t.Run(tc.engine+"/"+tc.httpClient, func(t *testing.T) {
 			dir := t.TempDir()
-			r := runBenchArgs(context.Background(), "--url", tc.url, "--images", "../../testdata/photos", "--num_iters", "5",
+			r := runBenchArgs(context.Background(), "--url", tc.url, "--http_client", tc.httpClient, "--images", "../../testdata/photos", "--num_iters", "5",
 				"--batch_size", "3", "--concurrency", "2", "--top_k", "2", "--results_dir", dir)
 			if r.code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)

@@ -62,6 +62,11 @@ type Options struct {
 	// http://: HTTPLean (default) or HTTPNetHTTP. Other requests, and
 	// all of https://, use net/http.
 	HTTPClient string
+	// JSONImages makes InferImages over HTTP send the images as base64
+	// strings in the request's JSON, the form of the KServe v2 protocol
+	// that needs no extension, and get the classifications back in JSON,
+	// instead of both in the binary data extension. gRPC ignores it.
+	JSONImages bool
 	// SharedMemory passes the input tensor and the logits through system
 	// shared memory (Linux only; the server must be on this host and
 	// allow it, as `goinfer serve --allow_shared_memory` does) instead of

@@ -33,7 +33,9 @@ type httpTransport struct {
 	base string
 	hc   *http.Client
 	h1   *h1Client // inference requests, unless net/http was asked for
-	hdrs sync.Pool // *[]byte for request JSON headers
+	// jsonImages sends images as base64 in JSON (Options.JSONImages).
+	jsonImages bool
+	hdrs       sync.Pool // *[]byte for request JSON headers
 }
 
 func newHTTPTransport(base string, opts Options) *httpTransport {
@@ -48,7 +50,7 @@ func newHTTPTransport(base string, opts Options) *httpTransport {
 		WriteBufferSize:     64 << 10,
 		ReadBufferSize:      64 << 10,
 	}
-	t := &httpTransport{base: base, hc: &http.Client{Transport: tr}}
+	t := &httpTransport{base: base, hc: &http.Client{Transport: tr}, jsonImages: opts.JSONImages}
 	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && opts.HTTPClient != HTTPNetHTTP {
 		t.h1 = newH1Client(u.Host, opts.MaxInflight)
 	}
@@ -363,30 +365,9 @@ var errLogitsInMessage = errors.New("response carries the logits in the message"
 // size the server declares alone.
 func decodeInferBody(body io.Reader, jsonLen, contentLength int64, out []float32, inPlace bool) (inferResponse, []float32, error) {
 	var ir inferResponse
-	if jsonLen < 0 {
-		jsonLen = contentLength
-	}
-	var js []byte
-	var err error
-	switch {
-	case jsonLen > maxResponseJSON:
-		return ir, nil, fmt.Errorf("response JSON of %d bytes is over the limit of %d", jsonLen, maxResponseJSON)
-	case contentLength >= 0 && jsonLen > contentLength:
-		return ir, nil, fmt.Errorf("response %s %d is over its Content-Length %d", headerContentLength, jsonLen, contentLength)
-	case jsonLen < 0:
-		if js, err = io.ReadAll(io.LimitReader(body, maxResponseJSON+1)); err != nil {
-			return ir, nil, fmt.Errorf("reading the response JSON: %w", err)
-		}
-		if len(js) > maxResponseJSON {
-			return ir, nil, fmt.Errorf("response JSON is over the limit of %d bytes", maxResponseJSON)
-		}
-	default:
-		if js, err = io.ReadAll(io.LimitReader(body, jsonLen)); err != nil {
-			return ir, nil, fmt.Errorf("reading the response JSON: %w", err)
-		}
-		if int64(len(js)) != jsonLen {
-			return ir, nil, fmt.Errorf("response ended after %d bytes of its %d-byte JSON part: %w", len(js), jsonLen, io.ErrUnexpectedEOF)
-		}
+	js, err := readJSONPart(body, jsonLen, contentLength)
+	if err != nil {
+		return ir, nil, err
 	}
 	if err := json.Unmarshal(js, &ir); err != nil {
 		return ir, nil, fmt.Errorf("response JSON: %w", err)
@@ -431,6 +412,38 @@ func decodeInferBody(body io.Reader, jsonLen, contentLength int64, out []float32
 		return ir, nil, fmt.Errorf("reading the response's binary logits: %w", err)
 	}
 	return ir, logits, nil
+}
+
+// readJSONPart reads the JSON part of an answer's body: jsonLen bytes, or
+// with jsonLen < 0 the whole body (contentLength bytes when not negative),
+// up to maxResponseJSON.
+func readJSONPart(body io.Reader, jsonLen, contentLength int64) ([]byte, error) {
+	if jsonLen < 0 {
+		jsonLen = contentLength
+	}
+	var js []byte
+	var err error
+	switch {
+	case jsonLen > maxResponseJSON:
+		return nil, fmt.Errorf("response JSON of %d bytes is over the limit of %d", jsonLen, maxResponseJSON)
+	case contentLength >= 0 && jsonLen > contentLength:
+		return nil, fmt.Errorf("response %s %d is over its Content-Length %d", headerContentLength, jsonLen, contentLength)
+	case jsonLen < 0:
+		if js, err = io.ReadAll(io.LimitReader(body, maxResponseJSON+1)); err != nil {
+			return nil, fmt.Errorf("reading the response JSON: %w", err)
+		}
+		if len(js) > maxResponseJSON {
+			return nil, fmt.Errorf("response JSON is over the limit of %d bytes", maxResponseJSON)
+		}
+	default:
+		if js, err = io.ReadAll(io.LimitReader(body, jsonLen)); err != nil {
+			return nil, fmt.Errorf("reading the response JSON: %w", err)
+		}
+		if int64(len(js)) != jsonLen {
+			return nil, fmt.Errorf("response ended after %d bytes of its %d-byte JSON part: %w", len(js), jsonLen, io.ErrUnexpectedEOF)
+		}
+	}
+	return js, nil
 }
 
 // readFloats reads n little-endian float32 values from r into out when it

@@ -56,7 +56,8 @@ type h1Conn struct {
 	nc   net.Conn
 	br   *bufio.Reader
 	head []byte
-	used bool // has carried a request before
+	bufs net.Buffers // the parts of the request being written
+	used bool        // has carried a request before
 }
 
 func newH1Client(hostport string, maxIdle int) *h1Client {
@@ -126,18 +127,36 @@ func (h *h1Client) close() error {
 // post sends an inference request to path: the JSON in js, followed by
 // bin in the binary tensor data extension when bin is not nil. It returns
 // the response's JSON and its logits, read into out when it has room
-// (with inPlace, the logits are elsewhere: see decodeInferBody). A
-// request that fails on a reused connection before any byte of the
-// response arrived (the server had closed it while idle, or as it
-// drained) is sent once more on a new one.
+// (with inPlace, the logits are elsewhere: see decodeInferBody).
 func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []float32, inPlace bool) (inferResponse, []float32, error) {
+	var ir inferResponse
+	var logits []float32
+	err := h.exchange(ctx, path, js, [][]byte{bin}, bin != nil, func(body io.Reader, jsonLen, contentLength int64) error {
+		var err error
+		ir, logits, err = decodeInferBody(body, jsonLen, contentLength, out, inPlace)
+		return err
+	})
+	if err != nil {
+		return ir, nil, err
+	}
+	return ir, logits, nil
+}
+
+// exchange sends an inference POST to path: the JSON in js and, with
+// binary (the binary data extension), the parts of bin after it, handed
+// to the socket in one writev without being copied together. decode
+// reads the body of a 200 answer (see readBody); other answers are
+// ServerErrors. A request that fails on a reused connection before any
+// byte of the response arrived (the server had closed it while idle, or
+// as it drained) is sent once more on a new one.
+func (h *h1Client) exchange(ctx context.Context, path string, js []byte, bin [][]byte, binary bool, decode bodyDecoder) error {
 	for attempt := 0; ; attempt++ {
 		c, err := h.get(ctx)
 		if err != nil {
-			return inferResponse{}, nil, h.fail(ctx, path, "connecting", err)
+			return h.fail(ctx, path, "connecting", err)
 		}
 		reused := c.used
-		ir, logits, keep, started, err := h.roundTrip(ctx, c, path, js, bin, out, inPlace)
+		keep, started, err := h.roundTrip(ctx, c, path, js, bin, binary, decode)
 		if keep {
 			h.put(c)
 		} else {
@@ -149,11 +168,11 @@ func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []
 		if err != nil {
 			var se *ServerError
 			if errors.As(err, &se) || errors.Is(err, errLogitsInMessage) {
-				return ir, nil, err
+				return err
 			}
-			return ir, nil, h.fail(ctx, path, "", err)
+			return h.fail(ctx, path, "", err)
 		}
-		return ir, logits, nil
+		return nil
 	}
 }
 
@@ -182,7 +201,7 @@ func closedByPeer(err error) bool {
 
 // roundTrip runs one request on c. keep says whether c may carry another;
 // started whether any of the response arrived.
-func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js, bin []byte, out []float32, inPlace bool) (ir inferResponse, logits []float32, keep, started bool, err error) {
+func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js []byte, bin [][]byte, binary bool, decode bodyDecoder) (keep, started bool, err error) {
 	// The context's deadline bounds the socket calls; its cancellation
 	// cuts them short. A connection whose calls were cut short is closed,
 	// not reused: its stream is in an unknown state.
@@ -198,35 +217,48 @@ func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js, bi
 		}
 	}()
 
-	c.head = appendRequestHead(c.head[:0], h.host, path, len(js), len(bin), bin != nil)
-	bufs := net.Buffers{c.head, js}
-	if len(bin) > 0 {
-		bufs = append(bufs, bin)
+	binLen := 0
+	for _, b := range bin {
+		binLen += len(b)
 	}
-	if _, werr := bufs.WriteTo(c.nc); werr != nil {
+	c.head = appendRequestHead(c.head[:0], h.host, path, len(js), binLen, binary)
+	// WriteTo consumes the slice it writes, element by element: the
+	// connection's own copy of the parts list keeps the caller's intact
+	// (and is reused, not allocated, by the next request).
+	c.bufs = append(c.bufs[:0], c.head, js)
+	if binary {
+		for _, b := range bin {
+			if len(b) > 0 {
+				c.bufs = append(c.bufs, b)
+			}
+		}
+	}
+	bufs := c.bufs
+	_, werr := bufs.WriteTo(c.nc)
+	clear(c.bufs) // drop the references to the caller's buffers
+	if werr != nil {
 		// The server may have answered (and closed) before reading the
 		// whole body, as it does when it refuses a request: read what
 		// it said, if it said anything.
 		rh, rerr := readResponseHead(c.br)
 		if rerr != nil {
-			return ir, nil, false, false, fmt.Errorf("sending the request: %w", werr)
+			return false, false, fmt.Errorf("sending the request: %w", werr)
 		}
-		ir, logits, err = readInferBody(c.br, &rh, out, inPlace)
-		return ir, logits, false, true, err
+		return false, true, readBody(c.br, &rh, decode)
 	}
 	if _, perr := c.br.Peek(1); perr != nil {
-		return ir, nil, false, false, fmt.Errorf("waiting for the response: %w", perr)
+		return false, false, fmt.Errorf("waiting for the response: %w", perr)
 	}
 	rh, err := readResponseHead(c.br)
 	if err != nil {
-		return ir, nil, false, true, err
+		return false, true, err
 	}
-	ir, logits, err = readInferBody(c.br, &rh, out, inPlace)
+	err = readBody(c.br, &rh, decode)
 	// A refusal read whole leaves the connection usable: an overloaded
 	// server's 503s do not cost a new connection each.
 	var se *ServerError
 	keep = !rh.close && (err == nil || errors.As(err, &se))
-	return ir, logits, keep, true, err
+	return keep, true, err
 }
 
 // appendRequestHead appends the request line and headers of an inference
@@ -383,12 +415,33 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// readInferBody reads the body the head rh announced: an error answer
-// becomes a ServerError; an inference answer is decoded. Having returned
-// without error, or with a ServerError while rh.close is false, it has
-// read the body exactly, so that the connection can carry another
-// request; it sets rh.close when it leaves an error answer's body unread.
+// bodyDecoder decodes the body of a 200 answer to an inference request:
+// all JSON, or, when jsonLen >= 0, a JSON part of jsonLen bytes and binary
+// data after it; contentLength, when not negative, is the body's length.
+// Having returned without error, it has read the body to its end.
+type bodyDecoder func(body io.Reader, jsonLen, contentLength int64) error
+
+// readInferBody is readBody decoding an answer of logits (decodeInferBody).
 func readInferBody(br *bufio.Reader, rh *responseHead, out []float32, inPlace bool) (inferResponse, []float32, error) {
+	var ir inferResponse
+	var logits []float32
+	err := readBody(br, rh, func(body io.Reader, jsonLen, contentLength int64) error {
+		var err error
+		ir, logits, err = decodeInferBody(body, jsonLen, contentLength, out, inPlace)
+		return err
+	})
+	if err != nil {
+		return ir, nil, err
+	}
+	return ir, logits, nil
+}
+
+// readBody reads the body the head rh announced: an error answer
+// becomes a ServerError; an inference answer goes to decode. Having
+// returned without error, or with a ServerError while rh.close is false,
+// it has read the body exactly, so that the connection can carry another
+// request; it sets rh.close when it leaves an error answer's body unread.
+func readBody(br *bufio.Reader, rh *responseHead, decode bodyDecoder) error {
 	var body io.Reader
 	switch {
 	case rh.status == 204 || rh.status == 304:
@@ -404,7 +457,7 @@ func readInferBody(br *bufio.Reader, rh *responseHead, out []float32, inPlace bo
 	if rh.status != 200 {
 		b, err := io.ReadAll(io.LimitReader(body, maxErrorBody+1))
 		if err != nil {
-			return inferResponse{}, nil, fmt.Errorf("reading the body of a %d answer: %w", rh.status, err)
+			return fmt.Errorf("reading the body of a %d answer: %w", rh.status, err)
 		}
 		if len(b) > maxErrorBody || rh.chunked || rh.contentLength < 0 {
 			// The rest, a chunked body's trailer or the end of the
@@ -412,15 +465,14 @@ func readInferBody(br *bufio.Reader, rh *responseHead, out []float32, inPlace bo
 			rh.close = true
 			b = b[:min(len(b), maxErrorBody)]
 		}
-		return inferResponse{}, nil, serverErrorFrom(rh.status, rh.retryAfter, b)
+		return serverErrorFrom(rh.status, rh.retryAfter, b)
 	}
 	cl := rh.contentLength
 	if rh.chunked {
 		cl = -1
 	}
-	ir, logits, err := decodeInferBody(body, rh.jsonLen, cl, out, inPlace)
-	if err != nil {
-		return ir, nil, err
+	if err := decode(body, rh.jsonLen, cl); err != nil {
+		return err
 	}
 	if rh.chunked || rh.contentLength < 0 {
 		// The last chunk, or the end of the connection, follows.
@@ -428,7 +480,7 @@ func readInferBody(br *bufio.Reader, rh *responseHead, out []float32, inPlace bo
 			if err == nil {
 				err = errors.New("response body is longer than its JSON and binary parts")
 			}
-			return ir, nil, err
+			return err
 		}
 	}
 	if rh.chunked {
@@ -437,12 +489,12 @@ func readInferBody(br *bufio.Reader, rh *responseHead, out []float32, inPlace bo
 		for {
 			line, err := readLine(br, &total)
 			if err != nil {
-				return ir, nil, fmt.Errorf("reading the response's trailer: %w", err)
+				return fmt.Errorf("reading the response's trailer: %w", err)
 			}
 			if len(line) == 0 {
 				break
 			}
 		}
 	}
-	return ir, logits, nil
+	return nil
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -127,73 +128,148 @@ func bytesSize(images [][]byte) int {
 	return n
 }
 
+// maxClassBytes bounds the binary classifications of an answer.
+const maxClassBytes = 64 << 20
+
 func (t *httpTransport) inferImages(ctx context.Context, model string, r imageRequest) (ImageResult, error) {
 	var res ImageResult
 	in, _ := json.Marshal(r.input)
 	out, _ := json.Marshal(r.output)
-	h := fmt.Appendf(nil, `{"inputs":[{"name":%s,"datatype":"BYTES","shape":[%d],"parameters":{"binary_data_size":%d}}],`+
-		`"outputs":[{"name":%s,"parameters":{"classification":%d,"binary_data":true}}]}`, in, len(r.images), bytesSize(r.images), out, r.k)
-	// The images go to the socket from the caller's slices, each after
-	// its length: nothing is copied into one body.
-	parts := make(net.Buffers, 0, 1+2*len(r.images))
-	prefixes := make([]byte, 4*len(r.images))
-	parts = append(parts, h)
-	for i, im := range r.images {
-		p := prefixes[4*i : 4*i+4]
-		binary.LittleEndian.PutUint32(p, uint32(len(im)))
-		parts = append(parts, p, im)
-	}
-	req, err := http.NewRequestWithContext(ctx, "POST", t.base+"/v2/models/"+url.PathEscape(model)+"/infer", &parts)
-	if err != nil {
-		return res, err
-	}
-	req.ContentLength = int64(len(h) + bytesSize(r.images))
-	req.Header["Content-Type"] = ctBinary
-	req.Header[headerContentLength] = []string{strconv.Itoa(len(h))}
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		return res, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return res, httpError(resp)
-	}
-	jsonLen := resp.ContentLength
-	if v := resp.Header.Get(headerContentLength); v != "" {
-		if jsonLen, err = strconv.ParseInt(v, 10, 64); err != nil || jsonLen < 0 || jsonLen > 16<<20 {
-			return res, fmt.Errorf("response %s %q is not a valid size", headerContentLength, v)
+	var h []byte
+	var parts [][]byte
+	if t.jsonImages {
+		h = fmt.Appendf(nil, `{"inputs":[{"name":%s,"datatype":"BYTES","shape":[%d],"data":[`, in, len(r.images))
+		for i, im := range r.images {
+			if i > 0 {
+				h = append(h, ',')
+			}
+			h = append(h, '"')
+			h = base64.StdEncoding.AppendEncode(h, im)
+			h = append(h, '"')
 		}
-	} else if jsonLen < 0 || jsonLen > 1<<30 {
-		jsonLen = 1 << 30
+		h = fmt.Appendf(h, `]}],"outputs":[{"name":%s,"parameters":{"classification":%d}}]}`, out, r.k)
+	} else {
+		h = fmt.Appendf(nil, `{"inputs":[{"name":%s,"datatype":"BYTES","shape":[%d],"parameters":{"binary_data_size":%d}}],`+
+			`"outputs":[{"name":%s,"parameters":{"classification":%d,"binary_data":true}}]}`, in, len(r.images), bytesSize(r.images), out, r.k)
+		// The images go to the socket from the caller's slices, each
+		// after its length: nothing is copied into one body.
+		parts = make([][]byte, 0, 2*len(r.images))
+		prefixes := make([]byte, 4*len(r.images))
+		for i, im := range r.images {
+			p := prefixes[4*i : 4*i+4]
+			binary.LittleEndian.PutUint32(p, uint32(len(im)))
+			parts = append(parts, p, im)
+		}
 	}
+	path := "/v2/models/" + url.PathEscape(model) + "/infer"
 	var ir inferResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, jsonLen)).Decode(&ir); err != nil {
-		return res, fmt.Errorf("response JSON: %w", err)
-	}
-	if len(ir.Outputs) != 1 || ir.Outputs[0].Datatype != "BYTES" || len(ir.Outputs[0].Shape) != 2 {
-		return res, fmt.Errorf("response has %d outputs; want one BYTES [images, k] classification", len(ir.Outputs))
-	}
-	o := ir.Outputs[0]
 	var entries []string
-	if sz := o.Parameters.BinaryDataSize; sz != nil {
-		if *sz < 0 || *sz > 64<<20 {
-			return res, fmt.Errorf("response binary_data_size %d is not valid", *sz)
-		}
-		raw := make([]byte, *sz)
-		if _, err := io.ReadFull(resp.Body, raw); err != nil {
-			return res, fmt.Errorf("reading the response's classifications: %w", err)
-		}
-		if entries, err = splitEntries(raw); err != nil {
-			return res, err
-		}
-	} else if err := json.Unmarshal(o.Data, &entries); err != nil {
-		return res, fmt.Errorf("response data is not a list of classification strings: %w", err)
+	var err error
+	if t.h1 != nil {
+		err = t.h1.exchange(ctx, path, h, parts, !t.jsonImages, func(body io.Reader, jsonLen, contentLength int64) error {
+			var err error
+			ir, entries, err = decodeClassBody(body, jsonLen, contentLength)
+			return err
+		})
+	} else {
+		ir, entries, err = t.inferImagesNetHTTP(ctx, path, h, parts)
 	}
-	if res.Classes, err = parseClasses(entries, o.Shape); err != nil {
+	if err != nil {
+		return res, err
+	}
+	if res.Classes, err = parseClasses(entries, ir.Outputs[0].Shape); err != nil {
 		return res, err
 	}
 	res.QueueWait, res.Compute, res.BatchSize = ir.serverParams()
 	return res, nil
+}
+
+// inferImagesNetHTTP is inferImages' request through net/http: the JSON
+// h, then, when parts is not nil, the binary parts after it.
+func (t *httpTransport) inferImagesNetHTTP(ctx context.Context, path string, h []byte, parts [][]byte) (inferResponse, []string, error) {
+	body := append(net.Buffers{h}, parts...)
+	size := 0
+	for _, b := range body {
+		size += len(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", t.base+path, &body)
+	if err != nil {
+		return inferResponse{}, nil, err
+	}
+	req.ContentLength = int64(size)
+	if parts != nil {
+		req.Header["Content-Type"] = ctBinary
+		req.Header[headerContentLength] = []string{strconv.Itoa(len(h))}
+	} else {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return inferResponse{}, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return inferResponse{}, nil, httpError(resp)
+	}
+	jsonLen := int64(-1)
+	if v := resp.Header.Get(headerContentLength); v != "" {
+		if jsonLen, err = strconv.ParseInt(v, 10, 64); err != nil || jsonLen < 0 {
+			return inferResponse{}, nil, fmt.Errorf("response %s %q is not a valid size", headerContentLength, v)
+		}
+	}
+	return decodeClassBody(resp.Body, jsonLen, resp.ContentLength)
+}
+
+// decodeClassBody decodes the body of an answer of classifications: one
+// BYTES output [images, k] of "value:index[:label]" strings, in the JSON
+// or, when jsonLen >= 0, after it in the binary data extension. It reads
+// the body to its end; memory grows as the body arrives, never from a size
+// the server declares alone.
+func decodeClassBody(body io.Reader, jsonLen, contentLength int64) (inferResponse, []string, error) {
+	var ir inferResponse
+	js, err := readJSONPart(body, jsonLen, contentLength)
+	if err != nil {
+		return ir, nil, err
+	}
+	if err := json.Unmarshal(js, &ir); err != nil {
+		return ir, nil, fmt.Errorf("response JSON: %w", err)
+	}
+	if len(ir.Outputs) != 1 || ir.Outputs[0].Datatype != "BYTES" || len(ir.Outputs[0].Shape) != 2 {
+		return ir, nil, fmt.Errorf("response has %d outputs; want one BYTES [images, k] classification", len(ir.Outputs))
+	}
+	o := ir.Outputs[0]
+	rest := int64(-1) // bytes after the JSON, when known
+	if contentLength >= 0 {
+		rest = contentLength - int64(len(js))
+	}
+	sz := o.Parameters.BinaryDataSize
+	if sz == nil {
+		if rest > 0 {
+			return ir, nil, fmt.Errorf("response has %d bytes after its JSON, which announces no binary output", rest)
+		}
+		var entries []string
+		if err := json.Unmarshal(o.Data, &entries); err != nil {
+			return ir, nil, fmt.Errorf("response data is not a list of classification strings: %w", err)
+		}
+		return ir, entries, nil
+	}
+	switch {
+	case *sz < 0 || *sz > maxClassBytes:
+		return ir, nil, fmt.Errorf("response binary_data_size %d is not valid", *sz)
+	case jsonLen < 0:
+		return ir, nil, fmt.Errorf("response announces %d bytes of binary classifications without an %s header", *sz, headerContentLength)
+	case rest >= 0 && rest != *sz:
+		return ir, nil, fmt.Errorf("response Content-Length %d is not its %d-byte JSON part and %d bytes of classifications", contentLength, len(js), *sz)
+	}
+	raw, err := io.ReadAll(io.LimitReader(body, *sz))
+	if err == nil && int64(len(raw)) != *sz {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return ir, nil, fmt.Errorf("reading the response's classifications: %w", err)
+	}
+	entries, err := splitEntries(raw)
+	return ir, entries, err
 }
 
 func (t *grpcTransport) inferImages(ctx context.Context, model string, r imageRequest) (ImageResult, error) {

@@ -7,9 +7,9 @@
 //	Normalize(mean, std)
 //
 // The resampling is a port of PIL's fixed-point two-pass algorithm, so PNG
-// inputs give the same bytes as PIL. JPEG decoding uses Go's decoder with
-// libjpeg's chroma upsampling and color conversion, which PIL gets from
-// libjpeg; what remains is IDCT rounding (a level or two on a few pixels).
+// inputs give the same bytes as PIL. JPEGs are decoded by jpegdec (Go's
+// decoder with libjpeg's integer IDCT) and converted with libjpeg's chroma
+// upsampling and color conversion, which PIL gets from libjpeg-turbo.
 package imageproc
 
 import (
@@ -18,11 +18,12 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/jpeg"
 	"image/png"
 	"io"
 	"math"
 	"os"
+
+	"goinfer/internal/jpegdec"
 )
 
 // ImageNet statistics torchvision normalizes with.
@@ -77,7 +78,7 @@ func DecodeBytes(data []byte, maxPixels int) (*RGB, error) {
 	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
 		decode, config, format = png.Decode, png.DecodeConfig, "PNG"
 	case bytes.HasPrefix(data, []byte("\xff\xd8")):
-		decode, config, format = jpeg.Decode, jpeg.DecodeConfig, "JPEG"
+		decode, config, format = jpegdec.Decode, jpegdec.DecodeConfig, "JPEG"
 	case len(data) == 0:
 		return nil, errors.New("the image file is empty")
 	default:

@@ -3,6 +3,7 @@ package imageproc
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -38,17 +40,16 @@ func diff(a, b []uint8) (maxd int, mean float64) {
 func TestGoldenImages(t *testing.T) {
 	tests := []struct {
 		file, ref string
-		// PNG is lossless, so PIL's resampling is matched exactly. For JPEG
-		// Go's IDCT rounds differently from libjpeg's on some samples; with
-		// libjpeg's chroma upsampling and color conversion ported, the
-		// decoded pixels differ by a level or two at most, which the
-		// bilinear filter can only average. Measured: max 3, mean 0.050
-		// (Go's own YCbCr conversion gives max 19, mean 2.04).
+		// PNG is lossless, so PIL's resampling is matched exactly; JPEG
+		// too, since jpegdec decodes with libjpeg's IDCT and the
+		// conversion has libjpeg's chroma upsampling and color math.
+		// (With Go's own IDCT: max 3, mean 0.050; with Go's YCbCr
+		// conversion too: max 19, mean 2.04.)
 		maxDiff  int
 		meanDiff float64
 	}{
 		{"image.png", "image_png_u8.npy", 0, 0},
-		{"image.jpg", "image_jpg_u8.npy", 4, 0.1},
+		{"image.jpg", "image_jpg_u8.npy", 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -341,4 +342,48 @@ func BenchmarkPreprocess(b *testing.B) {
 	for range b.N {
 		Normalize(Preprocess(big))
 	}
+}
+
+// bombJPEG is a valid 8x8 grayscale JPEG whose frame header claims w x h
+// pixels.
+func bombJPEG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, image.NewGray(image.Rect(0, 0, 8, 8)), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	for i := 0; i+9 < len(b); i++ {
+		if b[i] == 0xff && b[i+1] == 0xc0 {
+			binary.BigEndian.PutUint16(b[i+5:], uint16(h))
+			binary.BigEndian.PutUint16(b[i+7:], uint16(w))
+			return b
+		}
+	}
+	t.Fatal("no SOF0 marker")
+	return nil
+}
+
+// TestBombRefusedBeforeAllocation: a 16,000 x 16,000 JPEG header (256 Mi
+// pixels, 768 MiB of RGB) is refused by the pixel limit, read from the
+// header, having allocated almost nothing.
+func TestBombRefusedBeforeAllocation(t *testing.T) {
+	bomb := bombJPEG(t, 16000, 16000)
+	var err error
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	n := allocated(func() { _, err = DecodeBytes(bomb, 40<<20) })
+	if !errors.Is(err, ErrTooManyPixels) || !strings.Contains(err.Error(), "16000x16000") {
+		t.Fatalf("error %v, want ErrTooManyPixels naming the size", err)
+	}
+	if n > 1<<20 {
+		t.Errorf("refusing the bomb allocated %d bytes", n)
+	}
+	t.Logf("refused having allocated %d bytes", n)
 }
