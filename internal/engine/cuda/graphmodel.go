@@ -220,6 +220,7 @@ type constKey struct {
 type devPlan struct {
 	p     *gplan
 	meta  []cu.DevPtr // per step: its ewMeta (stEW)
+	bias  []cu.DevPtr // per step: a fused convolution's bias in the storage dtype
 	scale []cu.DevPtr // per step: scale or layer-norm gain (float32)
 	shift []cu.DevPtr // per step: shift, bias or layer-norm bias (float32)
 	bufs  []cu.DevPtr // allocations to free
@@ -268,7 +269,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 			return nil, fmt.Errorf("cuda engine: value %q of batch %d holds %d elements, more than the kernels index; use a smaller batch", v.name, n, v.elems)
 		}
 	}
-	dp := &devPlan{p: p, meta: make([]cu.DevPtr, len(p.steps)), scale: make([]cu.DevPtr, len(p.steps)), shift: make([]cu.DevPtr, len(p.steps))}
+	dp := &devPlan{p: p, meta: make([]cu.DevPtr, len(p.steps)), bias: make([]cu.DevPtr, len(p.steps)), scale: make([]cu.DevPtr, len(p.steps)), shift: make([]cu.DevPtr, len(p.steps))}
 	rt := m.dev.rt
 	upload := func(b []byte, what string) (cu.DevPtr, error) {
 		ptr, err := m.dev.alloc(int64(len(b)), what)
@@ -306,6 +307,9 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		}
 		if s.scale != nil {
 			put(&dp.scale[k], tensor.F32Bytes(s.scale))
+		}
+		if s.fused {
+			put(&dp.bias[k], encode(s.shift, m.prec.tensorDType))
 		}
 		if s.shift != nil {
 			put(&dp.shift[k], tensor.F32Bytes(s.shift))

@@ -333,7 +333,15 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 									}
 								}
 							}
-							out[ob+int64(n)*ys[0]+int64(k)*ys[1]+int64(oy)*ys[2]+int64(ox)*ys[3]] = sum
+							oi := int64(n)*ys[0] + int64(k)*ys[1] + int64(oy)*ys[2] + int64(ox)*ys[3]
+							if s.fused {
+								sum += float64(s.shift[k])
+								if res, rb := view(s.res); res != nil {
+									sum += res[rb+oi]
+								}
+								sum = simUnary(s.op, sum, 0, 0)
+							}
+							out[ob+oi] = sum
 						}
 					}
 				}
