@@ -273,6 +273,13 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(dp.meta[k]).Int64(s.n).Int(s.op), s.p0), s.p1)
 		}
 	case stAffine:
+		if vn := int64(16 / p.elem); s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 {
+			rs.fn = kern.affineVec
+			rs.grid, rs.block = gridFor(s.n / vn)
+			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int(int(s.n/vn)).
+				Int(s.channels).Int(s.op), s.p0), s.p1)
+			break
+		}
 		rs.fn = kern.affine
 		rs.grid, rs.block = gridFor(s.n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int64(s.n).
@@ -304,10 +311,14 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(s.rows).Int(s.rowLen), s.eps)
 	case stDW:
+		n := s.n
 		rs.fn = kern.dw
-		rs.grid, rs.block = gridFor(s.n)
+		if s.vec {
+			rs.fn, n = kern.dwVec, s.n/int64(16/p.elem)
+		}
+		rs.grid, rs.block = gridFor(n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
-			Int(int(s.n)).Int(s.op), s.p0), s.p1)
+			Int(int(n)).Int(s.op), s.p0), s.p1)
 	case stGemm:
 		c := gemmCallOf(s.gemm)
 		rs.a, rs.b, rs.c = b, a, out

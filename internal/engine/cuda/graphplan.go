@@ -206,6 +206,7 @@ type gstep struct {
 	meta                ewMeta
 	flat, bScalar       bool
 	fused               bool      // a convolution with its epilogue in the cuDNN call
+	vec                 bool      // depthwise: 16-byte vectors of channels, the filter [kh][kw][C]
 	scale, shift        []float32 // affine (float32, uploaded per plan)
 	channels, inner     int       // affine: c = (i / inner) % channels
 	rows, rowLen, redOp int       // reduce, softmax, layernorm
@@ -975,6 +976,17 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		s := &gstep{kind: stDW, out: y, a: x, b: -1, res: -1, conv: g, scale: w, shift: bias, n: nc.val(y).elems, op: act, p0: p0, p1: p1}
 		for k, v := range []int{g.n, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.strH, g.strW, g.padH, g.padW, g.dilH, g.dilW} {
 			s.meta[k] = int32(v)
+		}
+		if g.c%(16/nc.pl.p.elem) == 0 {
+			// Vectors of channels: the filter as [kh][kw][C].
+			s.vec = true
+			t := make([]float32, len(w))
+			for c := 0; c < g.c; c++ {
+				for j := 0; j < g.kh*g.kw; j++ {
+					t[j*g.c+c] = w[c*g.kh*g.kw+j]
+				}
+			}
+			s.scale = t
 		}
 		if fuseRes {
 			s.res = res

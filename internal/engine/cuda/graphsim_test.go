@@ -259,7 +259,11 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 						if ix < 0 || ix >= g.w {
 							continue
 						}
-						acc += a[ab+int64(((bt*g.h+iy)*g.w+ix)*g.c+c)] * float64(s.scale[(c*g.kh+ky)*g.kw+kx])
+						wi := (c*g.kh+ky)*g.kw + kx
+						if s.vec {
+							wi = (ky*g.kw+kx)*g.c + c
+						}
+						acc += a[ab+int64(((bt*g.h+iy)*g.w+ix)*g.c+c)] * float64(s.scale[wi])
 					}
 				}
 				if res != nil {
