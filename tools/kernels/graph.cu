@@ -52,12 +52,57 @@ __device__ __forceinline__ u16 f2b(float f) {
   return h;
 }
 
+__device__ __forceinline__ unsigned f32_bits(float f) {
+  unsigned b;
+  asm("mov.b32 %0, %1;" : "=r"(b) : "f"(f));
+  return b;
+}
+
+// 16 bytes: one vector load or store.
+struct alignas(16) U4 { unsigned a, b, c, d; };
+
 __device__ __forceinline__ float load(const float* p) { return *p; }
 __device__ __forceinline__ float load(const f16* p) { return h2f(p->v); }
 __device__ __forceinline__ float load(const bf16* p) { return b2f(p->v); }
 __device__ __forceinline__ void store(float* p, float f) { *p = f; }
 __device__ __forceinline__ void store(f16* p, float f) { p->v = f2h(f); }
 __device__ __forceinline__ void store(bf16* p, float f) { p->v = f2b(f); }
+
+// Vectors of 16 bytes: 4 floats or 8 halves, unpacked to floats.
+template <typename T> struct Vec;
+template <> struct Vec<float> {
+  enum { N = 4 };
+  static __device__ __forceinline__ void unpack(U4 u, float* f) {
+    f[0] = bits_f32(u.a); f[1] = bits_f32(u.b); f[2] = bits_f32(u.c); f[3] = bits_f32(u.d);
+  }
+  static __device__ __forceinline__ U4 pack(const float* f) {
+    U4 u; u.a = f32_bits(f[0]); u.b = f32_bits(f[1]); u.c = f32_bits(f[2]); u.d = f32_bits(f[3]);
+    return u;
+  }
+};
+template <float (*TO)(u16), u16 (*FROM)(float)> struct Vec16 {
+  enum { N = 8 };
+  static __device__ __forceinline__ void unpack(U4 u, float* f) {
+    unsigned w[4] = {u.a, u.b, u.c, u.d};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      f[2 * i] = TO((u16)(w[i] & 0xffff));
+      f[2 * i + 1] = TO((u16)(w[i] >> 16));
+    }
+  }
+  static __device__ __forceinline__ U4 pack(const float* f) {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = (unsigned)FROM(f[2 * i]) | ((unsigned)FROM(f[2 * i + 1]) << 16);
+    U4 u; u.a = w[0]; u.b = w[1]; u.c = w[2]; u.d = w[3];
+    return u;
+  }
+};
+template <> struct Vec<f16> : Vec16<h2f, f2h> {};
+template <> struct Vec<bf16> : Vec16<b2f, f2b> {};
+
+template <typename T> __device__ __forceinline__ void vload(const T* p, float* f) { Vec<T>::unpack(*(const U4*)p, f); }
+template <typename T> __device__ __forceinline__ void vstore(T* p, const float* f) { *(U4*)p = Vec<T>::pack(f); }
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -540,6 +585,75 @@ __device__ __forceinline__ void dwconv(T* y, const T* x, const float* w, const f
   }
 }
 
+// affine_vec is affine over 16-byte vectors when the channel is the
+// innermost dimension (inner 1) and C is a multiple of the vector: n counts
+// vectors.
+template <typename T>
+__device__ __forceinline__ void affine_vec(T* y, const T* x, const float* scale, const float* shift, const T* res, int n, int C,
+                                           int act, float p0, float p1) {
+  const int V = Vec<T>::N;
+  GRID_LOOP(i, n) {
+    int e = i * V;
+    int c = e % C;
+    float v[V], r[V];
+    vload(x + e, v);
+    if (res) vload(res + e, r);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+      float t = v[k];
+      if (scale) t *= scale[c + k];
+      if (shift) t += shift[c + k];
+      if (res) t += r[k];
+      v[k] = unary(act, t, p0, p1);
+    }
+    vstore(y + e, v);
+  }
+}
+
+// dwconv_vec is dwconv over 16-byte vectors of channels (C a multiple of
+// the vector), its filter laid out [kh][kw][C]: n counts vectors.
+template <typename T>
+__device__ __forceinline__ void dwconv_vec(T* y, const T* x, const float* w, const float* bias, const T* res, const int* meta,
+                                           int n, int act, float p0, float p1) {
+  const int V = Vec<T>::N;
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5], kh = meta[6], kw = meta[7];
+  int sh = meta[8], sw = meta[9], ph = meta[10], pw = meta[11], dh = meta[12], dw = meta[13];
+  int CV = C / V;
+  GRID_LOOP(i, n) {
+    int c = (i % CV) * V;
+    int q = i / CV;
+    int ox = q % OW;
+    int oy = (q / OW) % OH;
+    int b = q / (OW * OH);
+    const T* src = x + b * H * W * C + c;
+    float acc[V], v[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = bias ? bias[c + k] : 0.f;
+    int y0 = oy * sh - ph, x0 = ox * sw - pw;
+    for (int ky = 0; ky < kh; ky++) {
+      int iy = y0 + ky * dh;
+      if (iy < 0 || iy >= H) continue;
+      for (int kx = 0; kx < kw; kx++) {
+        int ix = x0 + kx * dw;
+        if (ix < 0 || ix >= W) continue;
+        vload(src + (iy * W + ix) * C, v);
+        const float* wk = w + (ky * kw + kx) * C + c;
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] += v[k] * wk[k];
+      }
+    }
+    int e = q * C + c;
+    if (res) {
+      vload(res + e, v);
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] += v[k];
+    }
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = unary(act, acc[k], p0, p1);
+    vstore(y + e, acc);
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -590,6 +704,14 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   extern "C" __global__ void g_dwconv_##S(T* y, const T* x, const float* w, const float* bias, const T* res,     \
                                           const int* meta, int n, int act, float p0, float p1) {                 \
     dwconv<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                         \
+  }                                                                                                              \
+  extern "C" __global__ void g_affine_vec_##S(T* y, const T* x, const float* scale, const float* shift,          \
+                                              const T* res, int n, int C, int act, float p0, float p1) {         \
+    affine_vec<T>(y, x, scale, shift, res, n, C, act, p0, p1);                                                   \
+  }                                                                                                              \
+  extern "C" __global__ void g_dwconv_vec_##S(T* y, const T* x, const float* w, const float* bias, const T* res, \
+                                              const int* meta, int n, int act, float p0, float p1) {             \
+    dwconv_vec<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                     \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }

@@ -264,8 +264,11 @@ func TestGraphGPUSpeed(t *testing.T) {
 		d1 := timeIt(1, 200)
 		t.Logf("SPEED %s %s batch %d: %.0f img/s (%.2f ms); batch 1: %.3f ms; load+compile %v",
 			arch, p, big, float64(big)/d256.Seconds(), float64(d256.Microseconds())/1000, float64(d1.Microseconds())/1000, load.Round(time.Millisecond))
-		if os.Getenv("GOINFER_GRAPH_PROFILE") != "" {
-			lts, err := inst.(Profiler).ProfileLayers(big, 3)
+		for _, pn := range []int{big, 1} {
+			if os.Getenv("GOINFER_GRAPH_PROFILE") == "" {
+				break
+			}
+			lts, err := inst.(Profiler).ProfileLayers(pn, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +279,7 @@ func TestGraphGPUSpeed(t *testing.T) {
 				total += lt.Time
 			}
 			slices.SortFunc(lts, func(a, b LayerTime) int { return int(b.Time - a.Time) })
-			t.Logf("PROFILE %s batch %d: %d steps, sum %v, by kind %v", arch, big, len(lts), total.Round(time.Microsecond), byKind)
+			t.Logf("PROFILE %s batch %d: %d steps, sum %v, by kind %v", arch, pn, len(lts), total.Round(time.Microsecond), byKind)
 			for _, lt := range lts[:min(8, len(lts))] {
 				t.Logf("PROFILE   %-40s %-12s %-22s %v", lt.Name, lt.Kind, lt.Algo, lt.Time.Round(time.Microsecond))
 			}

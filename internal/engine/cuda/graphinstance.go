@@ -37,6 +37,15 @@ type runStep struct {
 	strideC    int64
 	strideAcol int64
 	strideBcol int64
+	// A convolution with its epilogue: fused into cuDNN's call (bias in
+	// bd/bias, residual z, activation act) or, where cuDNN refuses, the
+	// affine kernel after the convolution (fn, args).
+	fused bool
+	bd    cu.TensorDesc
+	act   cu.ActivationDesc
+	z     cu.DevPtr
+	bias  cu.DevPtr
+	algoF int
 }
 
 // prepared is one batch size's runnable steps on an instance, and its
@@ -63,6 +72,8 @@ type graphInstance struct {
 	arena   cu.DevPtr
 	arenaSz int64
 	preps   map[int]*prepared
+	relu    cu.ActivationDesc
+	ident   cu.ActivationDesc
 	closed  bool
 }
 
@@ -126,6 +137,12 @@ func (i *graphInstance) init(ctx context.Context) error {
 		return err
 	}
 	if i.ws, err = i.d.alloc(graphWorkspace, "the cuDNN workspace"); err != nil {
+		return err
+	}
+	if i.relu, err = m.libs.DNN.NewActivation(cu.ActivationRelu); err != nil {
+		return err
+	}
+	if i.ident, err = m.libs.DNN.NewActivation(cu.ActivationIdentity); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -256,6 +273,13 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(dp.meta[k]).Int64(s.n).Int(s.op), s.p0), s.p1)
 		}
 	case stAffine:
+		if vn := int64(16 / p.elem); s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 {
+			rs.fn = kern.affineVec
+			rs.grid, rs.block = gridFor(s.n / vn)
+			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int(int(s.n/vn)).
+				Int(s.channels).Int(s.op), s.p0), s.p1)
+			break
+		}
 		rs.fn = kern.affine
 		rs.grid, rs.block = gridFor(s.n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int64(s.n).
@@ -287,10 +311,14 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(s.rows).Int(s.rowLen), s.eps)
 	case stDW:
+		n := s.n
 		rs.fn = kern.dw
-		rs.grid, rs.block = gridFor(s.n)
+		if s.vec {
+			rs.fn, n = kern.dwVec, s.n/int64(16/p.elem)
+		}
+		rs.grid, rs.block = gridFor(n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
-			Int(int(s.n)).Int(s.op), s.p0), s.p1)
+			Int(int(n)).Int(s.op), s.p0), s.p1)
 	case stGemm:
 		c := gemmCallOf(s.gemm)
 		rs.a, rs.b, rs.c = b, a, out
@@ -307,6 +335,37 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 	case stConv:
 		if err := i.buildConv(rs, p, s, a, out); err != nil {
 			return nil, err
+		}
+		if s.fused {
+			rs.fused = true
+			rs.bias, rs.z = dp.bias[k], i.ptr(p, s.res)
+			rs.act = i.ident
+			if s.op == ewRelu {
+				rs.act = i.relu
+			}
+			// The fallback epilogue kernel, in place on y.
+			rs.fn = kern.affine
+			rs.grid, rs.block = gridFor(s.n)
+			f32arg(f32arg(rs.args.Ptr(out).Ptr(out).Ptr(0).Ptr(dp.shift[k]).Ptr(rs.z).Int64(s.n).
+				Int(s.channels).Int(s.inner).Int(s.op), 0), 0)
+			format := cu.TensorNCHW
+			if s.conv.nhwc {
+				format = cu.TensorNHWC
+			}
+			var err error
+			if rs.bd, err = i.m.libs.DNN.NewTensor4d(format, m.prec.dnnType, 1, s.conv.k, 1, 1); err != nil {
+				return nil, err
+			}
+			rs.algoF = rs.algo
+			if s.op == ewCopy {
+				// cuDNN's fused call takes an identity activation with
+				// this algorithm only.
+				rs.algoF = cu.ConvFwdAlgoImplicitPrecompGemm
+				need, err := i.m.libs.DNN.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, rs.algoF)
+				if err != nil || need > graphWorkspace {
+					rs.fused = false
+				}
+			}
 		}
 	default:
 		return nil, fmt.Errorf("step kind %s", s.kind)
@@ -382,7 +441,23 @@ func (i *graphInstance) run(rs *runStep) error {
 	m := i.m
 	switch rs.s.kind {
 	case stConv:
-		return m.libs.DNN.ConvForward(i.h, rs.xd, rs.x, rs.wd, rs.w, rs.cd, rs.algo, i.ws, graphWorkspace, rs.yd, rs.y)
+		if rs.fused {
+			err := m.libs.DNN.ConvBiasActForward(i.h, rs.xd, rs.x, rs.wd, rs.w, rs.cd, rs.algoF, i.ws, graphWorkspace,
+				rs.yd, rs.z, rs.bd, rs.bias, rs.act, rs.yd, rs.y)
+			if err == nil || !(errors.Is(err, cu.ErrNotSupported) || isBadParam(err)) {
+				return err
+			}
+			// Refused (this runs outside capture first): convolution and
+			// epilogue kernel from now on.
+			rs.fused = false
+		}
+		if err := m.libs.DNN.ConvForward(i.h, rs.xd, rs.x, rs.wd, rs.w, rs.cd, rs.algo, i.ws, graphWorkspace, rs.yd, rs.y); err != nil {
+			return err
+		}
+		if rs.s.fused {
+			return i.d.libs.Driver.Launch(rs.fn, rs.grid, rs.block, i.stream, rs.args)
+		}
+		return nil
 	case stGemm:
 		g := rs.s.gemm
 		return m.libs.BLAS.GemmStridedBatchedEx(i.blas, rs.opA, rs.opB, g.n, g.m, g.k, &g.alpha,
@@ -447,6 +522,7 @@ func (pr *prepared) destroy(i *graphInstance) {
 	for _, rs := range pr.steps {
 		dnn.DestroyTensor(rs.xd)
 		dnn.DestroyTensor(rs.yd)
+		dnn.DestroyTensor(rs.bd)
 		dnn.DestroyFilter(rs.wd)
 		dnn.DestroyConv(rs.cd)
 	}
@@ -587,6 +663,11 @@ func (i *graphInstance) ProfileLayers(n, iters int) ([]LayerTime, error) {
 		lt := LayerTime{Name: rs.s.node, Kind: rs.s.kind.String(), Time: time.Duration(float64(best) / float64(reps) * float64(time.Millisecond))}
 		if rs.s.kind == stConv {
 			lt.Algo = cu.ConvFwdAlgoName(rs.algo)
+			if rs.fused {
+				lt.Algo = cu.ConvFwdAlgoName(rs.algoF) + " fused"
+			} else if rs.s.fused {
+				lt.Algo += " + epilogue"
+			}
 		}
 		res = append(res, lt)
 	}
@@ -619,6 +700,8 @@ func (i *graphInstance) release() {
 		pr.destroy(i)
 	}
 	i.preps = nil
+	i.m.libs.DNN.DestroyActivation(i.relu)
+	i.m.libs.DNN.DestroyActivation(i.ident)
 	if i.h != 0 {
 		i.m.libs.DNN.Destroy(i.h)
 		i.h = 0

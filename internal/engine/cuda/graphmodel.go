@@ -53,7 +53,7 @@ type graphKernels struct {
 	mod                                             cu.Module
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
-	softmaxWarp, normWarp, dw                       cu.Function
+	softmaxWarp, normWarp, dw, dwVec, affineVec     cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -73,6 +73,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.reduce, "g_reduce_"}, {&k.softmax, "g_softmax_"}, {&k.norm, "g_layernorm_"},
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
+		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
@@ -220,6 +221,7 @@ type constKey struct {
 type devPlan struct {
 	p     *gplan
 	meta  []cu.DevPtr // per step: its ewMeta (stEW)
+	bias  []cu.DevPtr // per step: a fused convolution's bias in the storage dtype
 	scale []cu.DevPtr // per step: scale or layer-norm gain (float32)
 	shift []cu.DevPtr // per step: shift, bias or layer-norm bias (float32)
 	bufs  []cu.DevPtr // allocations to free
@@ -268,7 +270,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 			return nil, fmt.Errorf("cuda engine: value %q of batch %d holds %d elements, more than the kernels index; use a smaller batch", v.name, n, v.elems)
 		}
 	}
-	dp := &devPlan{p: p, meta: make([]cu.DevPtr, len(p.steps)), scale: make([]cu.DevPtr, len(p.steps)), shift: make([]cu.DevPtr, len(p.steps))}
+	dp := &devPlan{p: p, meta: make([]cu.DevPtr, len(p.steps)), bias: make([]cu.DevPtr, len(p.steps)), scale: make([]cu.DevPtr, len(p.steps)), shift: make([]cu.DevPtr, len(p.steps))}
 	rt := m.dev.rt
 	upload := func(b []byte, what string) (cu.DevPtr, error) {
 		ptr, err := m.dev.alloc(int64(len(b)), what)
@@ -306,6 +308,9 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		}
 		if s.scale != nil {
 			put(&dp.scale[k], tensor.F32Bytes(s.scale))
+		}
+		if s.fused {
+			put(&dp.bias[k], encode(s.shift, m.prec.tensorDType))
 		}
 		if s.shift != nil {
 			put(&dp.shift[k], tensor.F32Bytes(s.shift))

@@ -205,6 +205,8 @@ type gstep struct {
 	p0, p1              float32
 	meta                ewMeta
 	flat, bScalar       bool
+	fused               bool      // a convolution with its epilogue in the cuDNN call
+	vec                 bool      // depthwise: 16-byte vectors of channels, the filter [kh][kw][C]
 	scale, shift        []float32 // affine (float32, uploaded per plan)
 	channels, inner     int       // affine: c = (i / inner) % channels
 	rows, rowLen, redOp int       // reduce, softmax, layernorm
@@ -951,8 +953,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		if x, err = nc.contig(x); err != nil {
 			return err
 		}
-		nc.add(&gstep{kind: stConv, out: nc.out[0], a: x, b: -1, res: -1, conv: g})
-		return nc.epilogue(nc.out[0], bias, g.k, g.oh*g.ow, res, op.Epilogue)
+		return nc.convStep(g, x, nc.out[0], bias, res, op.Epilogue)
 	}
 	g.nhwc = true
 	nc.outCL(nc.out[0])
@@ -975,6 +976,17 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		s := &gstep{kind: stDW, out: y, a: x, b: -1, res: -1, conv: g, scale: w, shift: bias, n: nc.val(y).elems, op: act, p0: p0, p1: p1}
 		for k, v := range []int{g.n, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.strH, g.strW, g.padH, g.padW, g.dilH, g.dilW} {
 			s.meta[k] = int32(v)
+		}
+		if g.c%(16/nc.pl.p.elem) == 0 {
+			// Vectors of channels: the filter as [kh][kw][C].
+			s.vec = true
+			t := make([]float32, len(w))
+			for c := 0; c < g.c; c++ {
+				for j := 0; j < g.kh*g.kw; j++ {
+					t[j*g.c+c] = w[c*g.kh*g.kw+j]
+				}
+			}
+			s.scale = t
 		}
 		if fuseRes {
 			s.res = res
@@ -1001,8 +1013,32 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	} else if x, err = nc.asNHWC(x); err != nil {
 		return err
 	}
+	return nc.convStep(g, x, y, bias, res, op.Epilogue)
+}
+
+// convStep adds a cuDNN convolution and its epilogue: fused into the call
+// (cudnnConvolutionBiasActivationForward: bias, residual, ReLU or
+// identity) where cuDNN can, else a kernel after it.
+func (nc *nodeCtx) convStep(g *convGeom, x, y int, bias []float32, res int, e ir.Epilogue) error {
+	act, _, _, err := actCode(e)
+	if err != nil {
+		return err
+	}
+	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
+	if (act == ewRelu || act == ewCopy) && resOK && (bias != nil || res >= 0 || act == ewRelu) {
+		if bias == nil {
+			bias = make([]float32, g.k) // the fused call needs one
+		}
+		inner := g.oh * g.ow
+		if g.nhwc {
+			inner = 1
+		}
+		nc.add(&gstep{kind: stConv, out: y, a: x, b: -1, res: res, conv: g, fused: true, shift: bias, op: act,
+			channels: g.k, inner: inner, n: nc.val(y).elems})
+		return nil
+	}
 	nc.add(&gstep{kind: stConv, out: y, a: x, b: -1, res: -1, conv: g})
-	return nc.epilogue(y, bias, g.k, g.oh*g.ow, res, op.Epilogue)
+	return nc.epilogue(y, bias, g.k, g.oh*g.ow, res, e)
 }
 
 // biasVector returns a bias for an output of n columns when c (broadcast

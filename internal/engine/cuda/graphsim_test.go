@@ -259,7 +259,11 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 						if ix < 0 || ix >= g.w {
 							continue
 						}
-						acc += a[ab+int64(((bt*g.h+iy)*g.w+ix)*g.c+c)] * float64(s.scale[(c*g.kh+ky)*g.kw+kx])
+						wi := (c*g.kh+ky)*g.kw + kx
+						if s.vec {
+							wi = (ky*g.kw+kx)*g.c + c
+						}
+						acc += a[ab+int64(((bt*g.h+iy)*g.w+ix)*g.c+c)] * float64(s.scale[wi])
 					}
 				}
 				if res != nil {
@@ -333,7 +337,15 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 									}
 								}
 							}
-							out[ob+int64(n)*ys[0]+int64(k)*ys[1]+int64(oy)*ys[2]+int64(ox)*ys[3]] = sum
+							oi := int64(n)*ys[0] + int64(k)*ys[1] + int64(oy)*ys[2] + int64(ox)*ys[3]
+							if s.fused {
+								sum += float64(s.shift[k])
+								if res, rb := view(s.res); res != nil {
+									sum += res[rb+oi]
+								}
+								sum = simUnary(s.op, sum, 0, 0)
+							}
+							out[ob+oi] = sum
 						}
 					}
 				}
