@@ -155,8 +155,11 @@ func (s *mmStep) task(x *Exec, w, t int) {
 		k0, kc := kb*s.kc, min(s.kc, s.k-kb*s.kc)
 		for jp := 0; jp*nr < j1-j0; jp++ {
 			bp := rp[k0*nw+(p0+jp)*nr*kc : k0*nw+(p0+jp+1)*nr*kc]
-			for ip := 0; ip < panels; ip++ {
-				gemm.Kernel(kc, pa.Panel(kb, ip), bp, acc[ip*mr*ld+jp*nr:], ld, kb > 0)
+			for ip := 0; ip < panels; {
+				np := min(gemm.WidePanels(), panels-ip)
+				t := gemm.Tile{C: acc[ip*mr*ld+jp*nr:], Ld: ld, Rows: np * mr, Cols: nr, Split: nr, Load: kb > 0}
+				gemm.KernelPanels(np, kc, pa.PanelRun(kb, ip), mr*kc, bp, &t)
+				ip += np
 			}
 		}
 	}
