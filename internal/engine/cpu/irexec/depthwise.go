@@ -2,14 +2,15 @@ package irexec
 
 import "goinfer/internal/engine/cpu/vec"
 
-// dwStep is a convolution computed directly: each output row accumulates,
-// per input channel of its group and kernel position, a scaled and shifted
-// input row (vec.Axpy), so the work is streaming passes over rows that
-// stay in L1, with the padding handled by clipping each pass's column
-// range instead of testing every pixel. It is the kernel of depthwise
-// convolutions (one input channel per group, any channel multiplier), and
-// of any convolution whose weights or bias are computed at run time (which
-// cannot be packed ahead).
+// dwStep is a convolution computed directly, the kernel of depthwise
+// convolutions (one input channel per group, any channel multiplier) and
+// of any convolution whose weights or bias are computed at run time
+// (which cannot be packed ahead). With one input channel per group it
+// runs over zero-padded phase planes, a channel per vec.Taps call
+// (dwplanes.go). Otherwise each output row accumulates, per input channel
+// of its group and kernel position, a scaled and shifted input row
+// (vec.Axpy): streaming passes over rows that stay in L1, the padding
+// handled by clipping each pass's column range.
 type dwStep struct {
 	convGeom
 	src, res, dst int

@@ -55,6 +55,7 @@ func TestProfileArchs(t *testing.T) {
 		// comparable across a loaded machine's runs.
 		var bestRun, sum time.Duration
 		runs := 0
+		cpu0 := processCPU()
 		ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
 		secs, _ := strconv.ParseFloat(os.Getenv("IREXEC_SECONDS"), 64)
 		for start := time.Now(); runs < 3 || time.Since(start).Seconds() < max(secs, 2); runs++ {
@@ -68,8 +69,10 @@ func TestProfileArchs(t *testing.T) {
 				bestRun = d
 			}
 		}
-		fmt.Printf("%s bs%d threads %d: best %.2f ms (%.1f img/s), mean %.2f ms over %d forwards\n", arch, batch, p.threads,
-			float64(bestRun.Microseconds())/1e3, float64(batch)/bestRun.Seconds(), float64(sum.Microseconds())/1e3/float64(runs), runs)
+		cpu := processCPU() - cpu0
+		fmt.Printf("%s bs%d threads %d: best %.2f ms (%.1f img/s), mean %.2f ms over %d forwards, %.2f CPU-ms each\n", arch, batch, p.threads,
+			float64(bestRun.Microseconds())/1e3, float64(batch)/bestRun.Seconds(), float64(sum.Microseconds())/1e3/float64(runs), runs,
+			float64(cpu.Microseconds())/1e3/float64(runs))
 		if os.Getenv("IREXEC_NOSTEPS") != "" {
 			x.Close()
 			continue

@@ -18,4 +18,4 @@ func activate(v []float32, kind int)         { activateGo(v, kind) }
 func deinterleave2(even, odd, src []float32) { deinterleave2Go(even, odd, src) }
 func mul(dst, a, b []float32)                { mulGo(dst, a, b) }
 func expShift(dst, src []float32, m float32) { expShiftGo(dst, src, m) }
-func dot(a, b []float32) float32 { return dotGo(a, b) }
+func dot(a, b []float32) float32             { return dotGo(a, b) }
