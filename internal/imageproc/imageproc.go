@@ -7,9 +7,10 @@
 //	Normalize(mean, std)
 //
 // The resampling is a port of PIL's fixed-point two-pass algorithm, so PNG
-// inputs give the same bytes as PIL. JPEGs are decoded by jpegdec (Go's
-// decoder with libjpeg's integer IDCT) and converted with libjpeg's chroma
-// upsampling and color conversion, which PIL gets from libjpeg-turbo.
+// inputs give the same bytes as PIL. JPEGs are decoded by Go's image/jpeg
+// and converted with libjpeg's chroma upsampling and color conversion, which
+// PIL gets from libjpeg-turbo; Go's inverse DCT rounds differently from
+// libjpeg's, so a few samples differ by one or two levels.
 package imageproc
 
 import (
@@ -18,12 +19,11 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"io"
 	"math"
 	"os"
-
-	"goinfer/internal/jpegdec"
 )
 
 // ImageNet statistics torchvision normalizes with.
@@ -78,7 +78,7 @@ func DecodeBytes(data []byte, maxPixels int) (*RGB, error) {
 	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
 		decode, config, format = png.Decode, png.DecodeConfig, "PNG"
 	case bytes.HasPrefix(data, []byte("\xff\xd8")):
-		decode, config, format = jpegdec.Decode, jpegdec.DecodeConfig, "JPEG"
+		decode, config, format = jpeg.Decode, jpeg.DecodeConfig, "JPEG"
 	case len(data) == 0:
 		return nil, errors.New("the image file is empty")
 	default:

@@ -239,6 +239,13 @@ func Run(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config) (*R
 	}
 	seen := make([]bool, n+1)
 	devices := map[int]*DeviceResult{}
+	// Every device is listed, also one that answered nothing (a fast
+	// device can take a short run's every request).
+	if d, ok := sub.(interface{ Devices() []backend.DeviceInfo }); ok {
+		for _, info := range d.Devices() {
+			devices[info.Index] = &DeviceResult{Device: info.Index}
+		}
+	}
 	for done := 0; done < n; {
 		var r backend.Response
 		select {
