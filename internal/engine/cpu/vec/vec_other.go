@@ -19,3 +19,4 @@ func deinterleave2(even, odd, src []float32) { deinterleave2Go(even, odd, src) }
 func mul(dst, a, b []float32)                { mulGo(dst, a, b) }
 func expShift(dst, src []float32, m float32) { expShiftGo(dst, src, m) }
 func dot(a, b []float32) float32             { return dotGo(a, b) }
+func clamp(v []float32, a, b, lo, hi float32) { clampGo(v, a, b, lo, hi) }
