@@ -51,16 +51,11 @@ func (a act) apply(v []float32) {
 	case ir.ActRelu:
 		vec.ReLU(v, v)
 	case ir.ActRelu6, ir.ActClip:
-		lo, hi := a.lo, a.hi
-		for i, x := range v {
-			v[i] = min(max(x, lo), hi)
-		}
+		vec.Clamp(v, 1, 0, a.lo, a.hi)
 	case ir.ActHardSwish:
 		vec.HardSwish(v)
 	case ir.ActHardSigmoid:
-		for i, x := range v {
-			v[i] = min(max(a.a*x+a.b, 0), 1)
-		}
+		vec.Clamp(v, a.a, a.b, 0, 1)
 	case ir.ActLeakyRelu:
 		for i, x := range v {
 			if x < 0 {

@@ -98,3 +98,14 @@ func expShiftGo(dst, src []float32, m float32) {
 		dst[i] = expGo1(max(x-m, -87))
 	}
 }
+
+// Clamp sets v[i] = min(max(a*v[i]+b, lo), hi) (Clip and Relu6 with a = 1,
+// b = 0; HardSigmoid with lo = 0, hi = 1); NaNs stay NaN, as with Go's
+// min and max.
+func Clamp(v []float32, a, b, lo, hi float32) { clamp(v, a, b, lo, hi) }
+
+func clampGo(v []float32, a, b, lo, hi float32) {
+	for i, x := range v {
+		v[i] = min(max(a*x+b, lo), hi)
+	}
+}

@@ -204,3 +204,16 @@ func dot(a, b []float32) float32 {
 	}
 	return dotAVX2(&a[0], &b[0], n) + dotGo(a[n:], b[n:])
 }
+
+//go:noescape
+func clampAVX2(v *float32, n int, a, b, lo, hi float32)
+
+func clamp(v []float32, a, b, lo, hi float32) {
+	n := len(v) &^ 7
+	if useAsm && n > 0 {
+		clampAVX2(&v[0], n, a, b, lo, hi)
+	} else {
+		n = 0
+	}
+	clampGo(v[n:], a, b, lo, hi)
+}

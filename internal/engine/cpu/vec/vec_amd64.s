@@ -494,3 +494,27 @@ dotdone:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
+
+// func clampAVX2(v *float32, n int, a, b, lo, hi float32)
+// n is a multiple of 8. The value is MAXPS's and MINPS's last (Intel)
+// operand, which they return when either is NaN.
+TEXT ·clampAVX2(SB), NOSPLIT, $0-32
+	MOVQ v+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS a+16(FP), Y4
+	VBROADCASTSS b+20(FP), Y5
+	VBROADCASTSS lo+24(FP), Y6
+	VBROADCASTSS hi+28(FP), Y7
+	SHRQ $3, CX
+
+clamploop:
+	VMOVUPS (DI), Y0
+	VFMADD213PS Y5, Y4, Y0
+	VMAXPS Y0, Y6, Y0
+	VMINPS Y0, Y7, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  clamploop
+	VZEROUPPER
+	RET

@@ -14,8 +14,9 @@ func exp(dst, src []float32)                              { expGo(dst, src) }
 func taps(dst, src []float32, offs []int, w []float32, bias float32) {
 	tapsGo(dst, src, offs, w, bias)
 }
-func activate(v []float32, kind int)         { activateGo(v, kind) }
-func deinterleave2(even, odd, src []float32) { deinterleave2Go(even, odd, src) }
-func mul(dst, a, b []float32)                { mulGo(dst, a, b) }
-func expShift(dst, src []float32, m float32) { expShiftGo(dst, src, m) }
-func dot(a, b []float32) float32             { return dotGo(a, b) }
+func activate(v []float32, kind int)          { activateGo(v, kind) }
+func deinterleave2(even, odd, src []float32)  { deinterleave2Go(even, odd, src) }
+func mul(dst, a, b []float32)                 { mulGo(dst, a, b) }
+func expShift(dst, src []float32, m float32)  { expShiftGo(dst, src, m) }
+func dot(a, b []float32) float32              { return dotGo(a, b) }
+func clamp(v []float32, a, b, lo, hi float32) { clampGo(v, a, b, lo, hi) }

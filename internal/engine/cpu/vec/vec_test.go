@@ -266,3 +266,23 @@ func TestDot(t *testing.T) {
 		}
 	}
 }
+
+func TestClamp(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	for _, n := range []int{0, 1, 7, 8, 9, 17, 40} {
+		v := data(r, n, true)
+		for i := range v {
+			v[i] *= 8
+		}
+		for _, p := range [][4]float32{{1, 0, 0, 6}, {0.2, 0.5, 0, 1}, {1, 0, -0.5, 1.5}} {
+			got := append([]float32(nil), v...)
+			Clamp(got, p[0], p[1], p[2], p[3])
+			for i, x := range v {
+				want := min(max(p[0]*x+p[1], p[2]), p[3])
+				if !same(got[i], want) && math.Abs(float64(got[i]-want)) > 1e-6 {
+					t.Fatalf("Clamp%v n %d: f(%v) = %v, want %v", p, n, x, got[i], want)
+				}
+			}
+		}
+	}
+}
