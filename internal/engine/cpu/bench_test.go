@@ -105,7 +105,7 @@ func BenchmarkResNet18Graph(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, n := range []int{1, 8} {
+		for _, n := range []int{1, 8, 32} {
 			for _, compile := range []bool{false, true} {
 				mode := "eager"
 				if compile {
