@@ -457,21 +457,33 @@ __device__ __forceinline__ void layernorm_strided(T* y, const T* x, const float*
 }
 
 // reduce_cl: y[b*C + c] = mean, max or sum (op 0, 1, 2) over the hw pixels
-// of channels-last x, one thread per (b, c): neighbouring threads read
-// neighbouring channels.
+// of channels-last x. A block of 256 threads takes 32 channels of one
+// image: each warp reads 32 neighbouring channels of a pixel, the 8 warps
+// split the pixels, and shared memory adds their partial results (batch 1
+// has too few (image, channel) pairs for a thread each).
 template <typename T>
 __device__ __forceinline__ void reduce_cl(T* y, const T* x, int nb, int C, int hw, int op) {
-  i64 n = (i64)nb * C;
-  GRID_LOOP(i, n) {
-    int b = i / C;
-    int c = i - b * C;
-    const T* src = x + b * hw * C + c;
+  __shared__ float sh[8][33];
+  int groups = (C + 31) / 32;
+  int tx = TID_X & 31, ty = TID_X >> 5;
+  for (int g = CTAID_X; g < nb * groups; g += NCTAID_X) {
+    int b = g / groups;
+    int c = (g - b * groups) * 32 + tx;
     float acc = op == 1 ? -3.4028234663852886e38f : 0.f;
-    for (int p = 0; p < hw; p++) {
-      float v = load(src + p * C);
-      acc = op == 1 ? fmax_(acc, v) : acc + v;
+    if (c < C) {
+      const T* src = x + b * hw * C + c;
+      for (int p = ty; p < hw; p += 8) {
+        float v = load(src + p * C);
+        acc = op == 1 ? fmax_(acc, v) : acc + v;
+      }
     }
-    store(y + i, op == 0 ? acc / hw : acc);
+    sh[ty][tx] = acc;
+    SYNC();
+    if (ty == 0 && c < C) {
+      for (int k = 1; k < 8; k++) acc = op == 1 ? fmax_(acc, sh[k][tx]) : acc + sh[k][tx];
+      store(y + b * C + c, op == 0 ? acc / hw : acc);
+    }
+    SYNC();
   }
 }
 

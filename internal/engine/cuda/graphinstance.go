@@ -295,7 +295,7 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.rowLen).Int(s.redOp)
 	case stReduceCL:
 		rs.fn = kern.reduceCL
-		rs.grid, rs.block = gridFor(s.n)
+		rs.grid, rs.block = rowGrid(s.rows*((s.channels+31)/32)), 256
 		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.channels).Int(s.rowLen).Int(s.redOp)
 	case stSoftmax:
 		rs.fn, rs.grid, rs.block = kern.softmax, rowGrid(s.rows), 256
@@ -352,17 +352,20 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			if s.conv.nhwc {
 				format = cu.TensorNHWC
 			}
-			var err error
-			if rs.bd, err = i.m.libs.DNN.NewTensor4d(format, m.prec.dnnType, 1, s.conv.k, 1, 1); err != nil {
+			bd, err := i.m.libs.DNN.NewTensor4d(format, m.prec.dnnType, 1, s.conv.k, 1, 1)
+			if err != nil {
 				return nil, err
 			}
-			rs.algoF = rs.algo
-			if s.op == ewCopy {
-				// cuDNN's fused call takes an identity activation with
-				// this algorithm only.
-				rs.algoF = cu.ConvFwdAlgoImplicitPrecompGemm
-				need, err := i.m.libs.DNN.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, rs.algoF)
-				if err != nil || need > graphWorkspace {
+			rs.bd = bd
+			// The fused call runs implicit precomputed GEMM: cuDNN takes an
+			// identity activation with this algorithm only, and with the
+			// plain implicit GEMM Find may rank first at batch 1 the fused
+			// call ran 10 to 40 times slower (a generic kernel).
+			rs.algoF = cu.ConvFwdAlgoImplicitPrecompGemm
+			need, err := i.m.libs.DNN.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, rs.algoF)
+			if err != nil || need > graphWorkspace {
+				rs.algoF = rs.algo
+				if s.op == ewCopy {
 					rs.fused = false
 				}
 			}
