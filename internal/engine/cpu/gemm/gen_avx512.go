@@ -70,30 +70,21 @@ func kernel(p func(string, ...any), np int) {
 	for r := 0; r < rows; r++ {
 		p("\tVPXORD %s, %s, %s", acc(r), acc(r), acc(r))
 	}
-	// The residual and, for a later K-block, C are read only after the
-	// loop, one line per row and a row per page: prefetched now, their
-	// misses overlap the FMAs instead of following them.
+	// The residual and C are touched only after the loop, one line per row
+	// and a row per page: prefetched now, their misses (C's read for
+	// ownership too, when it is only written) overlap the FMAs instead of
+	// following them.
 	p("\tMOVQ t+32(FP), BX")
 	p("\tMOVQ 72(BX), R9")
 	p("\tMOVQ 40(BX), R8")
 	p("\tSHLQ $2, R8")
-	for _, pf := range []struct {
-		flag int
-		off  int
-		name string
-	}{{4, 16, "res"}, {1, 0, "c"}} {
-		p("\tTESTQ $%d, R9", pf.flag)
-		p("\tJZ nopf%s", pf.name)
-		p("\tMOVQ %d(BX), AX", pf.off)
-		for r := 0; r < rows; r++ {
-			p("\tPREFETCHT0 (AX)")
-			p("\tPREFETCHT0 60(AX)")
-			if r < rows-1 {
-				p("\tADDQ R8, AX")
-			}
-		}
-		p("nopf%s:", pf.name)
-	}
+	p("\tTESTQ $4, R9")
+	p("\tJZ nopfres")
+	p("\tMOVQ 16(BX), AX")
+	prefetchRows(p, rows)
+	p("nopfres:")
+	p("\tMOVQ 0(BX), AX")
+	prefetchRows(p, rows)
 	p("\tMOVQ CX, R9")
 	p("\tSHRQ $%d, R9", 2)
 	p("\tJZ tail")
@@ -202,4 +193,16 @@ func kernel(p func(string, ...any), np int) {
 	p("done:")
 	p("\tVZEROUPPER")
 	p("\tRET")
+}
+
+// prefetchRows prefetches the first 16 floats of rows rows from AX on, R8
+// bytes apart.
+func prefetchRows(p func(string, ...any), rows int) {
+	for r := 0; r < rows; r++ {
+		p("\tPREFETCHT0 (AX)")
+		p("\tPREFETCHT0 60(AX)")
+		if r < rows-1 {
+			p("\tADDQ R8, AX")
+		}
+	}
 }
