@@ -24,6 +24,15 @@
 // with the same arithmetic. The linear layer runs in float32 and logits
 // always come back as float32.
 //
+// General graphs (ONNX models, torchvision architectures; Engine.LoadGraph)
+// are lowered from the IR per batch size (graphplan.go, pure and tested
+// without a GPU): convolutions through cuDNN (grouped ones included) with
+// bias, residual and ReLU fused into cudnnConvolutionBiasActivationForward
+// where cuDNN allows, depthwise convolutions, products (cuBLAS, strided
+// batched) and every other op through the kernels of tools/kernels/graph.cu;
+// values share arena slots by liveness; fp16 and bf16 keep the 4-d values
+// around convolutions channels-last.
+//
 // Every call that touches CUDA pins its goroutine to the OS thread for the
 // call and makes the model's device current first, so callers need not lock
 // threads.

@@ -80,6 +80,7 @@ type graphInstance struct {
 var (
 	_ engine.Instance = (*graphInstance)(nil)
 	_ Profiler        = (*graphInstance)(nil)
+	_ Memoryer        = (*graphInstance)(nil)
 )
 
 // NewInstance implements engine.Model: a stream, cuDNN and cuBLAS handles,
