@@ -90,6 +90,15 @@ type Request struct {
 	// overlaps the forward of another. Images that fail to decode are
 	// reported in Response.ImageErrs; the others are answered.
 	Encoded [][]byte
+	// Inline says that the submitter waits for this Response and submits
+	// nothing meanwhile, so that, when a device is idle (nothing of it in
+	// any stage, no request queued, a slot free) and Reply has room,
+	// Submit may run the request on the submitting goroutine and send the
+	// Response before it returns, without the stages' four goroutine
+	// hand-offs. A goroutine that submits many requests before reading
+	// their answers must not set it: each Submit would wait for its
+	// request, and the device would run them one at a time.
+	Inline bool
 }
 
 // Decoder decodes encoded images into a pipeline's device input buffer: a

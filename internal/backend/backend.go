@@ -50,13 +50,8 @@ type Config struct {
 	// CopyStreams) of the pipeline of device index (the position of its
 	// loader in StartDevices). Without it such requests are refused.
 	NewDecoder func(device int, dev engine.Device, info engine.Info) (Decoder, error)
-	// NoInline sends every request through the stage goroutines. Without
-	// it, a request submitted while a device is idle (nothing of it in any
-	// stage, no request queued, a slot free) runs on the submitting
-	// goroutine instead: Submit copies it in, runs the forward, waits for
-	// the logits and sends the Response before it returns, saving the
-	// stages' hand-offs on the latency of a lone request. Requests that
-	// arrive while the device is busy are pipelined as always.
+	// NoInline sends every request through the stage goroutines, also
+	// those marked Request.Inline.
 	NoInline bool
 }
 
@@ -109,7 +104,7 @@ type DeviceStats struct {
 	Images   uint64 // images of the requests answered with logits
 	Errors   uint64 // requests answered with an error
 	// Inline counts the requests run on their submitter's goroutine
-	// (Config.NoInline) rather than by the stages.
+	// (Request.Inline) rather than by the stages.
 	Inline uint64
 }
 
@@ -359,9 +354,9 @@ func (b *Backend) Stats() []DeviceStats {
 // done (its error is returned) or Close begins (ErrClosed). A nil error
 // means exactly one Response will arrive on req.Reply (unless Close has to
 // abandon a client that does not read its Reply channel). Submit may be
-// called before Start: requests wait for the model. When a device is idle
-// and req.Reply has room, Submit runs req itself and returns once its
-// Response is sent (Config.NoInline).
+// called before Start: requests wait for the model. A request marked
+// Inline may be run by Submit itself, which then returns once its
+// Response is sent.
 func (b *Backend) Submit(req Request) error { return b.submit(req, true) }
 
 // TrySubmit is Submit without waiting: it returns ErrQueueFull at once when

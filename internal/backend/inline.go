@@ -12,15 +12,15 @@ import (
 // no request is between its H2D stage's admission and its reply stage's
 // end; the pipeline's gate keeps the stages out while an inline run lasts.
 
-// runInline runs req on an idle device and returns true, or returns false
-// (having done nothing) when no device is idle or the request should queue:
+// runInline runs it on an idle device and returns true, or returns false
+// (having done nothing) when it should queue: it is not marked Inline,
 // inline runs are off, requests are queued, the backend has not loaded or
-// is stopping, or req.Reply has no room (an unbuffered Reply is read by the
-// submitter only after Submit returns). The caller holds b.submits; the
-// reply is sent after done is called, so that Close never waits for a
-// client that does not read.
+// is stopping, it.req.Reply has no room (an unbuffered Reply is read by
+// the submitter only after Submit returns), or no device is idle. The
+// caller holds b.submits, and runInline calls done before it sends the
+// reply, so that Close never waits for a client that does not read.
 func (b *Backend) runInline(it item, done func()) bool {
-	if b.cfg.NoInline || len(b.queue) > 0 || cap(it.req.Reply) == len(it.req.Reply) {
+	if !it.req.Inline || b.cfg.NoInline || len(b.queue) > 0 || cap(it.req.Reply) == len(it.req.Reply) {
 		return false
 	}
 	select {
