@@ -205,7 +205,7 @@ func TestInlineMixedLoad(t *testing.T) {
 }
 
 func testMixedLoad(t *testing.T, b *Backend, inputs []*tensor.Tensor, want func(i int) []float32) {
-	const submitters, rounds, burst = 4, 6, 4
+	const submitters, rounds, burst = 4, 9, 4
 	var wg sync.WaitGroup
 	var closed sync.Once
 	stop := make(chan struct{})
@@ -236,7 +236,7 @@ func testMixedLoad(t *testing.T, b *Backend, inputs []*tensor.Tensor, want func(
 					closed.Do(func() { close(stop) })
 				}
 				k := 1
-				if round%2 == 1 {
+				if round%3 == 2 {
 					k = burst
 				}
 				sent := 0
@@ -266,6 +266,9 @@ func testMixedLoad(t *testing.T, b *Backend, inputs []*tensor.Tensor, want func(
 	wg.Wait()
 	if inlineCount(b) == 0 {
 		t.Log("no request ran inline (a busy machine keeps the device busy)")
+	}
+	if testing.Verbose() {
+		t.Logf("stats %+v", b.Stats())
 	}
 }
 
