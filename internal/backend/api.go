@@ -33,6 +33,15 @@
 // staging buffer only after the event of the copy that read it. With
 // Config.CopyStreams off, the copies run on the worker's stream instead.
 //
+// A request marked Request.Inline that finds a device idle (nothing of it
+// between the H2D stage's admission and the reply stage's end, no request
+// queued, a slot free) skips the stages: the submitting goroutine runs
+// the same steps on the same streams, slot and worker 0's instance, and
+// sends the Response before Submit returns. The pipeline's gate keeps the
+// stages from admitting a request until such a run ends, and a run starts
+// only when no request is admitted, so the two never share a slot, stream
+// or instance.
+//
 // Goroutines that call the engine lock their OS thread, since CUDA keeps
 // its current device per thread. Requests cancelled while queued, requests
 // the model cannot run and requests arriving after a failed load are
