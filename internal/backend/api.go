@@ -33,6 +33,15 @@
 // staging buffer only after the event of the copy that read it. With
 // Config.CopyStreams off, the copies run on the worker's stream instead.
 //
+// A request marked Request.Inline that finds a device idle (nothing of it
+// between the H2D stage's admission and the reply stage's end, no request
+// queued, a slot free) skips the stages: the submitting goroutine runs
+// the same steps on the same streams, slot and worker 0's instance, and
+// sends the Response before Submit returns. The pipeline's gate keeps the
+// stages from admitting a request until such a run ends, and a run starts
+// only when no request is admitted, so the two never share a slot, stream
+// or instance.
+//
 // Goroutines that call the engine lock their OS thread, since CUDA keeps
 // its current device per thread. Requests cancelled while queued, requests
 // the model cannot run and requests arriving after a failed load are
@@ -90,6 +99,15 @@ type Request struct {
 	// overlaps the forward of another. Images that fail to decode are
 	// reported in Response.ImageErrs; the others are answered.
 	Encoded [][]byte
+	// Inline says that the submitter waits for this Response and submits
+	// nothing meanwhile, so that, when a device is idle (nothing of it in
+	// any stage, no request queued, a slot free) and Reply has room,
+	// Submit may run the request on the submitting goroutine and send the
+	// Response before it returns, without the stages' four goroutine
+	// hand-offs. A goroutine that submits many requests before reading
+	// their answers must not set it: each Submit would wait for its
+	// request, and the device would run them one at a time.
+	Inline bool
 }
 
 // Decoder decodes encoded images into a pipeline's device input buffer: a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"goinfer/internal/engine"
@@ -49,6 +50,9 @@ type Config struct {
 	// CopyStreams) of the pipeline of device index (the position of its
 	// loader in StartDevices). Without it such requests are refused.
 	NewDecoder func(device int, dev engine.Device, info engine.Info) (Decoder, error)
+	// NoInline sends every request through the stage goroutines, also
+	// those marked Request.Inline.
+	NoInline bool
 }
 
 // DefaultQueueDepth is the request queue's capacity when Config leaves it 0.
@@ -99,6 +103,9 @@ type DeviceStats struct {
 	Requests uint64 // answered, with logits or an error
 	Images   uint64 // images of the requests answered with logits
 	Errors   uint64 // requests answered with an error
+	// Inline counts the requests run on their submitter's goroutine
+	// (Request.Inline) rather than by the stages.
+	Inline uint64
 }
 
 // Backend is the pipeline of one or more devices behind one request queue.
@@ -123,6 +130,8 @@ type Backend struct {
 	ready chan struct{} // closed once loading finished (or failed)
 	err   error         // load error; written before ready is closed
 	pipes []*pipeline   // written before ready is closed
+
+	nextInline atomic.Uint64 // spreads inline runs over idle devices
 
 	done      chan struct{} // closed once every goroutine ended and resources are freed
 	closeErr  error         // errors freeing resources; written before done is closed
@@ -336,7 +345,7 @@ func (b *Backend) Stats() []DeviceStats {
 	}
 	out := make([]DeviceStats, len(b.pipes))
 	for i, p := range b.pipes {
-		out[i] = DeviceStats{Requests: p.requests.Load(), Images: p.images.Load(), Errors: p.errors.Load()}
+		out[i] = DeviceStats{Requests: p.requests.Load(), Images: p.images.Load(), Errors: p.errors.Load(), Inline: p.inlined.Load()}
 	}
 	return out
 }
@@ -345,7 +354,9 @@ func (b *Backend) Stats() []DeviceStats {
 // done (its error is returned) or Close begins (ErrClosed). A nil error
 // means exactly one Response will arrive on req.Reply (unless Close has to
 // abandon a client that does not read its Reply channel). Submit may be
-// called before Start: requests wait for the model.
+// called before Start: requests wait for the model. A request marked
+// Inline may be run by Submit itself, which then returns once its
+// Response is sent.
 func (b *Backend) Submit(req Request) error { return b.submit(req, true) }
 
 // TrySubmit is Submit without waiting: it returns ErrQueueFull at once when
@@ -363,9 +374,12 @@ func (b *Backend) submit(req Request, block bool) error {
 	}
 	b.submits.Add(1)
 	b.mu.RUnlock()
+	it := item{req: req, queued: time.Now()}
+	if b.runInline(it, b.submits.Done) {
+		return nil
+	}
 	defer b.submits.Done()
 
-	it := item{req: req, queued: time.Now()}
 	select {
 	case b.queue <- it:
 		return nil

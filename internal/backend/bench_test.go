@@ -54,3 +54,44 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIdleRequest measures a lone request's round trip: batch 1, one
+// request in flight, the submitter waiting for each answer, so that the
+// device is idle whenever a request arrives. With inline=true the request
+// is marked Request.Inline and runs on the submitter's goroutine; with
+// false it crosses the stages. The "sync" device runs every op at enqueue
+// time (the pipeline's cost alone), the "async" device on its streams'
+// goroutines.
+func BenchmarkIdleRequest(b *testing.B) {
+	for _, device := range []string{"sync", "async"} {
+		for _, copyStreams := range []bool{true, false} {
+			for _, inline := range []bool{false, true} {
+				b.Run(fmt.Sprintf("device=%s/copy_streams=%v/inline=%v", device, copyStreams, inline), func(b *testing.B) {
+					m := newAsyncModel(tClasses, tC, tH, tW, tMaxBatch, 0)
+					m.dev.sync = device == "sync"
+					be := New(Config{CopyStreams: copyStreams})
+					be.Start(context.Background(), loaderOf(m))
+					<-be.Ready()
+					in := randInput(rand.New(rand.NewPCG(1, 1)), 1)
+					reply := make(chan Response, 1)
+					out := make([]float32, tMaxBatch*tClasses)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := range b.N {
+						if err := be.Submit(Request{ID: uint64(i), Input: in, Reply: reply, Output: out, Inline: inline}); err != nil {
+							b.Fatal(err)
+						}
+						if r := <-reply; r.Err != nil {
+							b.Fatal(r.Err)
+						}
+					}
+					b.StopTimer()
+					if got := be.Stats()[0].Inline; inline != (got == uint64(b.N)) {
+						b.Fatalf("%d of %d requests ran inline", got, b.N)
+					}
+					be.Close(context.Background())
+				})
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -150,7 +151,10 @@ func TestPartsGatherImages(t *testing.T) {
 			t.Fatalf("request %d: %v", r.ID, r.Err)
 		}
 		n := inputs[r.ID].Shape[0]
-		if got := r.Logits[:n*10]; !slices.Equal(got, want[r.ID]) {
+		// A padded batch is a larger batch, which the cpu engine's kernels
+		// may sum in another order: its real images' logits agree to
+		// rounding.
+		if got := r.Logits[:n*10]; !slices.EqualFunc(got, want[r.ID], closeF32) {
 			t.Fatalf("request %d: logits of the gathered images differ:\n got %v\nwant %v", r.ID, got, want[r.ID])
 		}
 	}
@@ -170,4 +174,9 @@ func TestPartsGatherImages(t *testing.T) {
 		}
 	}
 	closeBackend(t, b)
+}
+
+// closeF32 reports whether a and b agree to float32 rounding of sums.
+func closeF32(a, b float32) bool {
+	return math.Abs(float64(a-b)) <= 1e-5*(1+math.Abs(float64(b)))
 }

@@ -107,7 +107,15 @@ type pipeline struct {
 	anchorAt  time.Time       // host time of anchor
 	streams   []engine.Stream // streams this pipeline created, for release
 
-	requests, images, errors atomic.Uint64
+	// gate is held by an inline run (inline.go) for its whole length;
+	// inflight counts the requests past the H2D stage's admission that the
+	// reply stage has not finished. An inline run starts only with the gate
+	// and inflight at 0, and the H2D stage counts a request before it waits
+	// for the gate, so the two never share a slot, stream or instance.
+	gate     sync.Mutex
+	inflight atomic.Int64
+
+	requests, images, errors, inlined atomic.Uint64
 }
 
 // newPipeline loads the model and allocates everything the pipeline needs.
@@ -305,6 +313,11 @@ func (p *pipeline) h2dLoop() {
 			p.answerEarly(it, err)
 			continue
 		}
+		// Counted before the gate, so that no inline run starts while this
+		// request waits for one to end.
+		p.inflight.Add(1)
+		p.gate.Lock()
+		p.gate.Unlock()
 		s.reset(it, n, now)
 		if b.cfg.CopyStreams {
 			p.stageIn(s, p.h2dStream, p.rings[0])
@@ -422,104 +435,125 @@ func (p *pipeline) stageOut(s *slot, st engine.Stream) {
 	s.record(st, evD2HEnd)
 }
 
-// workerLoop runs forwards on worker k's instance. With CopyStreams it
-// makes its stream wait for the H2D copy on the device (the goroutine does
-// not block); without, it does the copies itself on its stream.
+// workerLoop runs forwards on worker k's instance.
 func (p *pipeline) workerLoop(k int, next chan<- *slot) {
-	inst := p.insts[k]
-	st := inst.Stream()
-	copyStreams := p.b.cfg.CopyStreams
 	for s := range p.work {
-		s.worker = k
-		s.st.WorkerStart = time.Now()
-		if !copyStreams {
-			p.stageIn(s, st, p.rings[k])
-		} else if s.err == nil {
-			if err := st.Wait(s.ev[evH2DEnd]); err != nil {
-				s.fail(fmt.Errorf("worker %d: waiting for the H2D copy: %w", k, err))
-			}
-		}
-		if s.err == nil {
-			s.record(st, evComputeStart)
-			if err := inst.Forward(s.devIn, s.devOut, s.n); err != nil {
-				s.fail(fmt.Errorf("worker %d: forward of %d images: %w", k, s.n, err))
-			}
-			s.record(st, evComputeEnd)
-		}
-		if !copyStreams && s.err == nil {
-			p.stageOut(s, st)
-		}
-		s.st.WorkerEnd = time.Now()
+		p.compute(s, k)
 		next <- s
 	}
 }
 
-// d2hLoop copies logits back on the D2H stream, after the forward's event.
+// compute runs s's forward on worker k's instance. With CopyStreams it
+// makes the worker's stream wait for the H2D copy on the device (the
+// goroutine does not block); without, it does the copies itself on its
+// stream.
+func (p *pipeline) compute(s *slot, k int) {
+	inst := p.insts[k]
+	st := inst.Stream()
+	copyStreams := p.b.cfg.CopyStreams
+	s.worker = k
+	s.st.WorkerStart = time.Now()
+	if !copyStreams {
+		p.stageIn(s, st, p.rings[k])
+	} else if s.err == nil {
+		if err := st.Wait(s.ev[evH2DEnd]); err != nil {
+			s.fail(fmt.Errorf("worker %d: waiting for the H2D copy: %w", k, err))
+		}
+	}
+	if s.err == nil {
+		s.record(st, evComputeStart)
+		if err := inst.Forward(s.devIn, s.devOut, s.n); err != nil {
+			s.fail(fmt.Errorf("worker %d: forward of %d images: %w", k, s.n, err))
+		}
+		s.record(st, evComputeEnd)
+	}
+	if !copyStreams && s.err == nil {
+		p.stageOut(s, st)
+	}
+	s.st.WorkerEnd = time.Now()
+}
+
+// d2hLoop copies logits back on the D2H stream.
 func (p *pipeline) d2hLoop() {
 	defer close(p.replies)
-	st := p.d2hStream
 	for s := range p.d2h {
-		s.st.D2HStart = time.Now()
-		if s.err == nil {
-			if err := st.Wait(s.ev[evComputeEnd]); err != nil {
-				s.fail(fmt.Errorf("D2H stage: waiting for the forward: %w", err))
-			} else {
-				p.stageOut(s, st)
-			}
-		}
-		s.st.D2HEnd = time.Now()
+		p.copyBack(s)
 		p.replies <- s
 	}
 }
 
-// replyLoop waits for each slot's device work, copies its logits into the
-// response, frees the slot and answers the client. Slots arrive in the
-// order the D2H stage (or the workers) enqueued their copies.
+// copyBack enqueues s's logits copy on the D2H stream, after the forward's
+// event.
+func (p *pipeline) copyBack(s *slot) {
+	st := p.d2hStream
+	s.st.D2HStart = time.Now()
+	if s.err == nil {
+		if err := st.Wait(s.ev[evComputeEnd]); err != nil {
+			s.fail(fmt.Errorf("D2H stage: waiting for the forward: %w", err))
+		} else {
+			p.stageOut(s, st)
+		}
+	}
+	s.st.D2HEnd = time.Now()
+}
+
+// replyLoop answers each slot's request. Slots arrive in the order the D2H
+// stage (or the workers) enqueued their copies.
 func (p *pipeline) replyLoop() {
 	for s := range p.replies {
-		s.st.ReplyStart = time.Now()
-		if s.last != nil {
-			if err := s.last.Synchronize(); err != nil {
-				s.fail(fmt.Errorf("waiting for the device: %w", err))
-			}
-		}
 		req := s.it.req
-		resp := Response{
-			ID:        req.ID,
-			N:         s.n,
-			Classes:   p.classes,
-			SentAt:    req.SentAt,
-			Err:       s.err,
-			QueueWait: s.st.Dequeued.Sub(s.st.Queued),
-			Worker:    s.worker,
-			Device:    p.index,
-			ImageErrs: s.imageErrs,
-		}
-		if s.err == nil {
-			m := s.n * p.classes
-			logits := req.Output
-			if cap(logits) >= m {
-				logits = logits[:m]
-			} else {
-				logits = make([]float32, m)
-			}
-			copy(logits, s.out[:m])
-			resp.Logits = logits
-			resp.Compute = p.deviceTimes(s)
-		}
-		resp.Stages = s.st
-		resp.DoneAt = time.Now()
-		// Every event of the slot has completed (the last one follows them
-		// all), so its buffers are free again.
-		p.free <- s
-		p.requests.Add(1)
-		if resp.Err != nil {
-			p.errors.Add(1)
-		} else {
-			p.images.Add(uint64(resp.N))
-		}
+		resp := p.finish(s)
+		p.inflight.Add(-1)
 		p.b.reply(req.Reply, resp)
 	}
+}
+
+// finish waits for s's device work, copies its logits into the response,
+// counts it and frees the slot.
+func (p *pipeline) finish(s *slot) Response {
+	s.st.ReplyStart = time.Now()
+	if s.last != nil {
+		if err := s.last.Synchronize(); err != nil {
+			s.fail(fmt.Errorf("waiting for the device: %w", err))
+		}
+	}
+	req := s.it.req
+	resp := Response{
+		ID:        req.ID,
+		N:         s.n,
+		Classes:   p.classes,
+		SentAt:    req.SentAt,
+		Err:       s.err,
+		QueueWait: s.st.Dequeued.Sub(s.st.Queued),
+		Worker:    s.worker,
+		Device:    p.index,
+		ImageErrs: s.imageErrs,
+	}
+	if s.err == nil {
+		m := s.n * p.classes
+		logits := req.Output
+		if cap(logits) >= m {
+			logits = logits[:m]
+		} else {
+			logits = make([]float32, m)
+		}
+		copy(logits, s.out[:m])
+		resp.Logits = logits
+		resp.Compute = p.deviceTimes(s)
+	}
+	resp.Stages = s.st
+	resp.DoneAt = time.Now()
+	// Every event of the slot has completed (the last one follows them
+	// all), so its buffers are free again.
+	s.it = item{}
+	p.free <- s
+	p.requests.Add(1)
+	if resp.Err != nil {
+		p.errors.Add(1)
+	} else {
+		p.images.Add(uint64(resp.N))
+	}
+	return resp
 }
 
 // deviceTimes returns the forward's device time and, with Profile, fills

@@ -172,7 +172,7 @@ func Run(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config) (*R
 
 	// Warmup: one request, and wait for it.
 	sentAt[0] = time.Now()
-	if err := sub.Submit(backend.Request{ID: 0, Input: in.For(0), SentAt: sentAt[0], Ctx: ctx, Reply: reply, Pinned: in.Pinned}); err != nil {
+	if err := sub.Submit(backend.Request{ID: 0, Input: in.For(0), SentAt: sentAt[0], Ctx: ctx, Reply: reply, Pinned: in.Pinned, Inline: true}); err != nil {
 		return nil, fmt.Errorf("warmup request: %w", err)
 	}
 	var w backend.Response
@@ -342,6 +342,9 @@ func send(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config, re
 	var rng *rand.Rand
 	var timer *time.Timer
 	var next time.Time
+	// A closed loop of one waits for each answer before the next request,
+	// so the backend may run it on this goroutine (Request.Inline).
+	inline := cfg.Mode == Concurrency && cfg.Concurrency == 1
 	if cfg.Mode == Rate {
 		rng = rand.New(rand.NewPCG(cfg.Seed, 0xa0761d6478bd642f))
 		timer = time.NewTimer(time.Hour)
@@ -379,7 +382,7 @@ func send(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config, re
 			at = next // latency counts from the scheduled arrival
 		}
 		sentAt[id] = at
-		err := sub.Submit(backend.Request{ID: uint64(id), Input: in.For(id), SentAt: at, Ctx: ctx, Reply: reply, Output: out, Pinned: in.Pinned})
+		err := sub.Submit(backend.Request{ID: uint64(id), Input: in.For(id), SentAt: at, Ctx: ctx, Reply: reply, Output: out, Pinned: in.Pinned, Inline: inline})
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -675,7 +675,9 @@ func (b *Batcher) form(bt *batch, now time.Time) {
 func (b *Batcher) submit(bt *batch, reply chan backend.Response) bool {
 	cfg := &b.cfg
 	imgBytes := b.imgElems * cfg.DType.Size()
-	req := backend.Request{ID: uint64(bt.id), Input: &bt.tensor, Reply: reply}
+	// A batch's own reply channel is read by the goroutine that submits it
+	// (a request to an idle batcher), which may then run it (Inline).
+	req := backend.Request{ID: uint64(bt.id), Input: &bt.tensor, Reply: reply, Inline: reply == bt.reply}
 	s := bt.segs[0]
 	whole := len(bt.segs) == 1 && s.itemOff == 0 && s.n == s.it.in.N && bt.padded == s.n
 	bt.outDirect = whole

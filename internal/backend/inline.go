@@ -1,0 +1,92 @@
+package backend
+
+import (
+	"time"
+)
+
+// An inline run takes a request that arrives at an idle device through the
+// whole pipeline on the submitter's goroutine: input copy, forward, logits
+// copy, the wait for the device and the reply, on the same streams, slot
+// and buffers as the stage goroutines use, but without their four channel
+// hand-offs (each a thread wake-up on an idle host). A device is idle when
+// no request is between its H2D stage's admission and its reply stage's
+// end; the pipeline's gate keeps the stages out while an inline run lasts.
+
+// runInline runs it on an idle device and returns true, or returns false
+// (having done nothing) when it should queue: it is not marked Inline,
+// inline runs are off, requests are queued, the backend has not loaded or
+// is stopping, it.req.Reply has no room (an unbuffered Reply is read by
+// the submitter only after Submit returns), or no device is idle. The
+// caller holds b.submits, and runInline calls done before it sends the
+// reply, so that Close never waits for a client that does not read.
+func (b *Backend) runInline(it item, done func()) bool {
+	if !it.req.Inline || b.cfg.NoInline || len(b.queue) > 0 || cap(it.req.Reply) == len(it.req.Reply) {
+		return false
+	}
+	select {
+	case <-b.ready:
+	default:
+		return false
+	}
+	if b.err != nil || b.aborted() {
+		return false
+	}
+	n := len(b.pipes)
+	first := int(b.nextInline.Add(1) % uint64(n))
+	for i := range n {
+		p := b.pipes[(first+i)%n]
+		s := p.claim()
+		if s == nil {
+			continue
+		}
+		resp := p.inline(s, it)
+		done()
+		b.reply(it.req.Reply, resp)
+		return true
+	}
+	return false
+}
+
+// claim returns a free slot of an idle pipeline, holding its gate, or nil.
+func (p *pipeline) claim() *slot {
+	if !p.gate.TryLock() {
+		return nil
+	}
+	if p.inflight.Load() == 0 {
+		select {
+		case s := <-p.free:
+			return s
+		default:
+		}
+	}
+	p.gate.Unlock()
+	return nil
+}
+
+// inline runs it on s as the stages would, with worker 0's instance, and
+// releases s and the gate.
+func (p *pipeline) inline(s *slot, it item) Response {
+	defer p.gate.Unlock()
+	now := time.Now()
+	n, err := p.admit(it)
+	if err == nil && p.b.aborted() {
+		err = p.b.abortErr()
+	}
+	if err != nil {
+		p.free <- s
+		p.requests.Add(1)
+		p.errors.Add(1)
+		return earlyResponse(it, err, p.index)
+	}
+	p.inlined.Add(1)
+	s.reset(it, n, now)
+	copyStreams := p.b.cfg.CopyStreams
+	if copyStreams {
+		p.stageIn(s, p.h2dStream, p.rings[0])
+	}
+	p.compute(s, 0)
+	if copyStreams {
+		p.copyBack(s)
+	}
+	return p.finish(s)
+}
