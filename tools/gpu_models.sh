@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # goinfer against PyTorch on the models of issue 13, side by side in one
 # session on one GPU: `goinfer compute` (cuda engine, fp16, compiled, input
-# already on the GPU in fp16) for each model at batch 256 and batch 1, then
+# already on the GPU in fp32) for each model at batch 256 and batch 1, then
 # tools/pytorch_compute.py --models (eager fp16 channels-last, the same in a
 # CUDA graph, torch.compile mode="reduce-overhead") for the same cells, then
 # one table (tools/models/table.py) with the issue's goals and the ratio
@@ -27,8 +27,8 @@
 # Environment (defaults in brackets): GOINFER [.bin/goinfer], PYTHON
 # [/opt/torch/.venv/bin/python3 where it exists, else python3], MODELS
 # [the issue's seven], BATCHES [256,1: throughput, then latency], IMAGE
-# [224], ENGINE [cuda], PRECISION [fp16], INPUT_DTYPE [fp16: the bytes
-# PyTorch's input has], ITERS [100], WARMUP [10], PROFILE_BATCHES [256:
+# [224], ENGINE [cuda], PRECISION [fp16], INPUT_DTYPE [fp32: general graphs
+# convert it on the GPU; fp16 only for the ResNet path], ITERS [100], WARMUP [10], PROFILE_BATCHES [256:
 # goinfer's per-layer profile at these batch sizes], OUT [results/models],
 # PYARGS (more tools/pytorch_compute.py flags).
 # To try it on a machine without a GPU (tiny and wrong, but every step runs):
