@@ -71,11 +71,17 @@ func (g *MaxPool2D) Plane(out, in, tmp []float32) {
 			fill(orow, ninf)
 			continue
 		}
-		copy(row, in[y*g.InW:(y+1)*g.InW])
-		for ky, y = ky+1, y+g.DH; ky < g.KH && y < g.InH; ky, y = ky+1, y+g.DH {
-			maxInto(row, in[y*g.InW:(y+1)*g.InW])
-		}
+		rows := min(g.KH-ky, (g.InH-y+g.DH-1)/g.DH)
+		maxRows(row, in[y*g.InW:(y+(rows-1)*g.DH+1)*g.InW], rows, g.DH*g.InW)
 		maxWindows(orow, tmp, g.KW, g.SW, g.DW)
+	}
+}
+
+// maxRowsGo sets dst[i] to the maximum of src[r*stride+i] for r < rows.
+func maxRowsGo(dst, src []float32, rows, stride int) {
+	copy(dst, src[:len(dst)])
+	for r := 1; r < rows; r++ {
+		maxGo(dst, src[r*stride:r*stride+len(dst)])
 	}
 }
 

@@ -8,6 +8,21 @@ func maxWin1AVX2(dst, src *float32, n, k, dil int)
 //go:noescape
 func maxWin2AVX2(dst, src *float32, n, k, dil int)
 
+//go:noescape
+func maxRowsAVX2(dst, src *float32, n, rows, stride int)
+
+func maxRows(dst, src []float32, rows, stride int) {
+	n := len(dst) &^ 7
+	if useAsm && n > 0 {
+		maxRowsAVX2(&dst[0], &src[0], n, rows, 4*stride)
+	} else {
+		n = 0
+	}
+	if n < len(dst) {
+		maxRowsGo(dst[n:], src[n:], rows, stride)
+	}
+}
+
 func maxWindows(dst, src []float32, k, stride, dil int) {
 	n := 0
 	if useAsm && stride <= 2 {

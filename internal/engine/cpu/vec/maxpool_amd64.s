@@ -126,3 +126,38 @@ w2pstore:
 	JNZ     w2pairs
 	VZEROUPPER
 	RET
+
+// func maxRowsAVX2(dst, src *float32, n, rows, stride int)
+// n is a multiple of 8; rows >= 1; stride is in bytes. Eight columns at a
+// time, all rows folded in registers: each row is read once and dst
+// written once.
+TEXT ·maxRowsAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R8
+	MOVQ stride+32(FP), R9
+	SHRQ $3, CX
+
+mrblock:
+	VMOVUPS (SI), Y1
+	MOVQ    SI, AX
+	MOVQ    R8, BX
+	DECQ    BX
+	JZ      mrstore
+
+mrrow:
+	ADDQ    R9, AX
+	VMOVUPS (AX), Y0
+	MAXNAN(Y0, Y1, Y3)
+	DECQ    BX
+	JNZ     mrrow
+
+mrstore:
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     mrblock
+	VZEROUPPER
+	RET
