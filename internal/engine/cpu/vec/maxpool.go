@@ -17,14 +17,21 @@ func MaxWindows(dst, src []float32, k, stride, dil int) {
 	maxWindows(dst, src, k, stride, dil)
 }
 
+// maxWindowsGo uses the builtin max (NaN if either is): branch-free,
+// where a compare and branch per tap mispredicts on real data.
 func maxWindowsGo(dst, src []float32, k, stride, dil int) {
+	if k == 3 && dil == 1 { // the common 3-wide window, unrolled
+		for i := range dst {
+			w := src[i*stride : i*stride+3]
+			dst[i] = max(w[0], w[1], w[2])
+		}
+		return
+	}
 	for i := range dst {
 		w := src[i*stride:]
 		m := w[0]
 		for t := 1; t < k; t++ {
-			if v := w[t*dil]; v > m || v != v {
-				m = v
-			}
+			m = max(m, w[t*dil])
 		}
 		dst[i] = m
 	}
@@ -79,9 +86,17 @@ func (g *MaxPool2D) Plane(out, in, tmp []float32) {
 
 // maxRowsGo sets dst[i] to the maximum of src[r*stride+i] for r < rows.
 func maxRowsGo(dst, src []float32, rows, stride int) {
-	copy(dst, src[:len(dst)])
+	n := len(dst)
+	if rows == 3 { // the common 3-high window in one pass
+		a, b, c := src[:n], src[stride:stride+n], src[2*stride:2*stride+n]
+		for i := range dst {
+			dst[i] = max(a[i], b[i], c[i])
+		}
+		return
+	}
+	copy(dst, src[:n])
 	for r := 1; r < rows; r++ {
-		maxGo(dst, src[r*stride:r*stride+len(dst)])
+		maxGo(dst, src[r*stride:r*stride+n])
 	}
 }
 
