@@ -135,6 +135,11 @@ func TestMaxPool(t *testing.T) {
 		{model.Pool{K: 3, Stride: 1, Pad: 1}, 5, 7},
 		{model.Pool{K: 5, Stride: 3, Pad: 2}, 11, 12},
 		{model.Pool{K: 1, Stride: 1, Pad: 0}, 3, 3},
+		// Wide enough for the vector kernels' 8-wide blocks and a tail.
+		{model.Pool{K: 3, Stride: 2, Pad: 1}, 23, 37},
+		{model.Pool{K: 2, Stride: 1, Pad: 1}, 7, 19},
+		{model.Pool{K: 5, Stride: 2, Pad: 2}, 17, 33},
+		{model.Pool{K: 3, Stride: 3, Pad: 0}, 9, 50},
 	}
 	for _, tt := range tests {
 		const c, n = 3, 2

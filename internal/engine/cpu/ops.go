@@ -3,7 +3,6 @@ package cpu
 import (
 	"goinfer/internal/engine/cpu/gemm"
 	"goinfer/internal/engine/cpu/vec"
-	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
 
@@ -29,9 +28,8 @@ type eltStep struct {
 	src, src2, dst int
 	c, hw          int // channels and pixels per plane of the input
 	scale, shift   []float32
-	in, out        model.Dims // pooling only
-	pool           model.Pool
-	dtype          tensor.DType // eltInput only
+	mp             vec.MaxPool2D // max pooling only
+	dtype          tensor.DType  // eltInput only
 }
 
 func (s *eltStep) run(in *instance, n int) {
@@ -53,7 +51,7 @@ type eltJob struct {
 	inBytes []byte // eltInput: raw input
 	planes  int
 	per     int         // planes per task
-	rows    [][]float32 // per worker, a row of the widest pooled input
+	rows    [][]float32 // per worker, max pooling's scratch row
 }
 
 // runPlanes runs j over planes planes of hw floats each.
@@ -79,9 +77,9 @@ func (j *eltJob) Run(w, t int) {
 	case eltAdd:
 		vec.Add(j.out[p0*hw:p1*hw], j.in[p0*hw:p1*hw], j.in2[p0*hw:p1*hw])
 	case eltMaxPool:
-		ohw := s.out.H * s.out.W
+		ohw := s.mp.OutH * s.mp.OutW
 		for p := p0; p < p1; p++ {
-			maxPool(&s.pool, j.in[p*hw:(p+1)*hw], j.out[p*ohw:(p+1)*ohw], j.rows[w], s.in, s.out)
+			s.mp.Plane(j.out[p*ohw:(p+1)*ohw], j.in[p*hw:(p+1)*hw], j.rows[w])
 		}
 	case eltAvgPool:
 		inv := 1 / float32(hw)
@@ -90,34 +88,6 @@ func (j *eltJob) Run(w, t int) {
 		}
 	case eltInput:
 		j.convertInput(p0, p1)
-	}
-}
-
-// maxPool pools one plane with PyTorch's semantics: padding never wins
-// (it counts as -inf) and windows are clipped to the plane. Each output row
-// first takes the column-wise max of its window's rows into tmp (id.W
-// floats), so the window's rows are read contiguously once.
-func maxPool(p *model.Pool, in, out, tmp []float32, id, od model.Dims) {
-	tmp = tmp[:id.W]
-	for oy := 0; oy < od.H; oy++ {
-		y0 := oy*p.Stride - p.Pad
-		y1 := min(y0+p.K, id.H)
-		y0 = max(y0, 0)
-		copy(tmp, in[y0*id.W:(y0+1)*id.W])
-		for y := y0 + 1; y < y1; y++ {
-			vec.Max(tmp, in[y*id.W:(y+1)*id.W])
-		}
-		orow := out[oy*od.W : (oy+1)*od.W]
-		for ox := range orow {
-			x0 := ox*p.Stride - p.Pad
-			x1 := min(x0+p.K, id.W)
-			x0 = max(x0, 0)
-			m := tmp[x0]
-			for _, v := range tmp[x0+1 : x1] {
-				m = max(m, v)
-			}
-			orow[ox] = m
-		}
 	}
 }
 

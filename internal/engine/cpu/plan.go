@@ -7,6 +7,7 @@ import (
 
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
@@ -37,7 +38,7 @@ type plan struct {
 	// phaseElems is the largest phase split of a strided convolution's
 	// input, in floats per image; maxKK the largest kernel area.
 	phaseElems, maxKK int
-	// maxRow is the widest input of a max pooling.
+	// maxRow is the largest scratch row of a max pooling.
 	maxRow int
 	// sharedElems sizes the buffer of B packed once for several tasks.
 	sharedElems int
@@ -129,8 +130,13 @@ func (p *plan) newStep(nd *model.Node) (step, error) {
 	case model.OpAdd:
 		return &eltStep{kind: eltAdd, src: src, src2: int(nd.Inputs[1]), dst: dst, c: in.C, hw: in.H * in.W}, nil
 	case model.OpMaxPool:
-		p.maxRow = max(p.maxRow, in.W)
-		return &eltStep{kind: eltMaxPool, src: src, dst: dst, c: in.C, hw: in.H * in.W, in: in, out: out, pool: *nd.Pool}, nil
+		// PyTorch's max pooling: square windows, symmetric padding, floor
+		// rounding (out says how far the windows go).
+		k, st, pad := nd.Pool.K, nd.Pool.Stride, nd.Pool.Pad
+		mp := vec.MaxPool2D{InH: in.H, InW: in.W, OutH: out.H, OutW: out.W,
+			KH: k, KW: k, SH: st, SW: st, DH: 1, DW: 1, PadT: pad, PadL: pad}
+		p.maxRow = max(p.maxRow, mp.ScratchLen())
+		return &eltStep{kind: eltMaxPool, src: src, dst: dst, c: in.C, hw: in.H * in.W, mp: mp}, nil
 	case model.OpGlobalAvgPool:
 		return &eltStep{kind: eltAvgPool, src: src, dst: dst, c: in.C, hw: in.H * in.W}, nil
 	case model.OpLinear:

@@ -99,6 +99,34 @@ func TestPool(t *testing.T) {
 	check(t, oneNode(&ir.LpPool{P: 3, Pool: ir.Pool{Kernel: []int{2, 2}, Dilations: []int{2, 2}}}, 1, f32in(1, 2, 7, 6)), 1e-6)
 }
 
+// TestMaxPoolGeometries runs MaxPool over kernels 2, 3 and 5, strides 1
+// to 3, symmetric and one-sided pads, ceil mode and dilation, on odd and
+// even sizes wide enough for the vector kernels' 8-wide blocks and tails.
+func TestMaxPoolGeometries(t *testing.T) {
+	for _, k := range []int{2, 3, 5} {
+		for _, s := range []int{1, 2, 3} {
+			for _, p := range []int{0, 1, 2} {
+				if 2*p > k {
+					continue
+				}
+				for _, ceil := range []bool{false, true} {
+					op := &ir.Pool{Max: true, Kernel: []int{k, k}, Strides: []int{s, s}, Pads: []int{p, p, p, p + 1}, CeilMode: ceil}
+					name := fmt.Sprintf("k%d s%d p%d ceil %v", k, s, p, ceil)
+					t.Run(name, func(t *testing.T) { check(t, oneNode(op, 1, f32in(1, 2, 11, 37)), 0) })
+				}
+			}
+		}
+	}
+	t.Run("dilated", func(t *testing.T) {
+		op := &ir.Pool{Max: true, Kernel: []int{3, 3}, Strides: []int{2, 1}, Dilations: []int{2, 3}, Pads: []int{2, 1, 0, 2}}
+		check(t, oneNode(op, 1, f32in(1, 2, 12, 29)), 0)
+	})
+	t.Run("stem", func(t *testing.T) {
+		op := &ir.Pool{Max: true, Kernel: []int{3, 3}, Strides: []int{2, 2}, Pads: []int{1, 1, 1, 1}}
+		check(t, oneNode(op, 1, f32in(1, 3, 112, 112)), 0)
+	})
+}
+
 func TestGemmMatMul(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 2))
 	for _, ta := range []bool{false, true} {

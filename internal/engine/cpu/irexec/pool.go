@@ -10,9 +10,9 @@ import (
 )
 
 // poolStep is MaxPool or AveragePool over 1-D or 2-D windows, one plane
-// per task unit. Windows are clipped to the input (max pooling never sees
-// padding); an average divides by the taps inside the input, or with
-// count_include_pad by those inside the padded input.
+// per task unit. Max pooling runs vec's kernel (padding is -inf); an
+// average takes the taps inside the input and divides by their count, or
+// with count_include_pad by those inside the padded input.
 type poolStep struct {
 	convGeom
 	pb, pr          int // bottom and right padding
@@ -24,6 +24,7 @@ type poolStep struct {
 	// input coordinate inside the image, its taps there, and its taps
 	// inside the padded image (count_include_pad's divisor).
 	ys, xs []span
+	mp     vec.MaxPool2D // max pooling's geometry
 }
 
 // span is one output coordinate's window along a dimension.
@@ -82,11 +83,14 @@ func buildPool(nc *nodeCtx) (step, error) {
 		g.sh, g.dh = get(op.Strides, 0, 1), get(op.Dilations, 0, 1)
 		g.pt, s.pb = get(pads, 0, 0), get(pads, sp, 0)
 	}
+	if s.max {
+		s.mp = vec.MaxPool2D{InH: g.ih, InW: g.iw, OutH: g.oh, OutW: g.ow,
+			KH: g.kh, KW: g.kw, SH: g.sh, SW: g.sw, DH: g.dh, DW: g.dw, PadT: g.pt, PadL: g.pl}
+		nc.needScratch(s.mp.ScratchLen())
+		return s, nil
+	}
 	s.ys = spans(g.oh, g.sh, g.pt, g.kh, g.dh, g.ih, s.pb)
 	s.xs = spans(g.ow, g.sw, g.pl, g.kw, g.dw, g.iw, s.pr)
-	if s.max && g.dh == 1 {
-		nc.needScratch(g.iw) // a row of column maxima
-	}
 	return s, nil
 }
 
@@ -120,35 +124,13 @@ func (s *poolStep) rng(x *Exec, w, lo, hi int) {
 	for p := lo; p < hi; p++ {
 		in := src[p*ihw : (p+1)*ihw]
 		out := dst[p*ohw : (p+1)*ohw]
-		if s.max && s.dh == 1 {
-			s.maxRows(in, out, x.scratch[w][:s.iw])
+		if s.max {
+			s.mp.Plane(out, in, x.scratch[w])
 			continue
 		}
 		for oy, y := range s.ys {
 			orow := out[oy*s.ow : (oy+1)*s.ow]
 			for ox, xs := range s.xs {
-				if s.max {
-					m := float32(math.Inf(-1))
-					for ky := 0; ky < y.n; ky++ {
-						row := in[(y.first+ky*s.dh)*s.iw:]
-						if s.dw == 1 {
-							for _, v := range row[xs.first : xs.first+xs.n] {
-								if v > m || v != v {
-									m = v
-								}
-							}
-							continue
-						}
-						for kx := 0; kx < xs.n; kx++ {
-							v := row[xs.first+kx*s.dw]
-							if v > m || v != v {
-								m = v
-							}
-						}
-					}
-					orow[ox] = m
-					continue
-				}
 				var sum float64
 				for ky := 0; ky < y.n; ky++ {
 					row := in[(y.first+ky*s.dh)*s.iw:]
@@ -166,34 +148,6 @@ func (s *poolStep) rng(x *Exec, w, lo, hi int) {
 				}
 				orow[ox] = float32(sum / float64(cnt))
 			}
-		}
-	}
-}
-
-// maxRows max-pools one plane row by row: the window's input rows are
-// first reduced to one row of column maxima (vectorized), then each
-// output takes the maximum of its columns of that row.
-func (s *poolStep) maxRows(in, out, row []float32) {
-	for oy, y := range s.ys {
-		orow := out[oy*s.ow : (oy+1)*s.ow]
-		if y.n == 0 {
-			for i := range orow {
-				orow[i] = float32(math.Inf(-1))
-			}
-			continue
-		}
-		copy(row, in[y.first*s.iw:(y.first+1)*s.iw])
-		for ky := 1; ky < y.n; ky++ {
-			vec.Max(row, in[(y.first+ky)*s.iw:(y.first+ky+1)*s.iw])
-		}
-		for ox, xs := range s.xs {
-			m := float32(math.Inf(-1))
-			for kx := 0; kx < xs.n; kx++ {
-				if v := row[xs.first+kx*s.dw]; v > m || v != v {
-					m = v
-				}
-			}
-			orow[ox] = m
 		}
 	}
 }

@@ -20,3 +20,6 @@ func mul(dst, a, b []float32)                 { mulGo(dst, a, b) }
 func expShift(dst, src []float32, m float32)  { expShiftGo(dst, src, m) }
 func dot(a, b []float32) float32              { return dotGo(a, b) }
 func clamp(v []float32, a, b, lo, hi float32) { clampGo(v, a, b, lo, hi) }
+
+func maxWindows(dst, src []float32, k, stride, dil int) { maxWindowsGo(dst, src, k, stride, dil) }
+func maxRows(dst, src []float32, rows, stride int)      { maxRowsGo(dst, src, rows, stride) }
