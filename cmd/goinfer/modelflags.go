@@ -159,27 +159,23 @@ func isResNet(arch string) bool {
 
 // loadGraph reads the weights src names and builds the eager ResNet graph.
 func loadGraph(ctx context.Context, src source) (*model.Graph, error) {
-	var sd *checkpoint.StateDict
 	if src.Random {
 		a, err := model.KnownArch(src.Arch, 1000)
 		if err != nil {
 			return nil, err
 		}
-		if sd, err = model.Init(ctx, a, src.Seed); err != nil {
-			return nil, err
-		}
-	} else {
-		var err error
-		if sd, err = checkpoint.Load(src.Path); err != nil {
-			return nil, err
-		}
+		// The graph Init calibrates is the one FromStateDict would build:
+		// building it again would copy every weight once more.
+		_, g, err := model.InitGraph(ctx, a, src.Seed)
+		return g, err
+	}
+	sd, err := checkpoint.Load(src.Path)
+	if err != nil {
+		return nil, err
 	}
 	defer sd.Close()
 	g, err := model.FromStateDict(sd)
 	if err != nil {
-		if src.Random {
-			return nil, err
-		}
 		return nil, fmt.Errorf("%s: %w", src.Path, err)
 	}
 	return g, nil

@@ -22,6 +22,15 @@ const calibrationSize = 64
 // every batch norm still does non-trivial arithmetic. The same seed gives the
 // same weights on every machine.
 func Init(ctx context.Context, a Arch, seed uint64) (*checkpoint.StateDict, error) {
+	sd, _, err := InitGraph(ctx, a, seed)
+	return sd, err
+}
+
+// InitGraph is Init that also returns the eager graph of the weights, as
+// FromStateDict(sd) would build it, without building it a second time. The
+// graph shares the state dict's memory: a change to either shows in the
+// other.
+func InitGraph(ctx context.Context, a Arch, seed uint64) (*checkpoint.StateDict, *Graph, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	params := map[string][]float32{}
 	specs := a.Params()
@@ -66,14 +75,14 @@ func Init(ctx context.Context, a Arch, seed uint64) (*checkpoint.StateDict, erro
 		}
 		t, err := tensor.FromFloat32(p.Shape, params[p.Name])
 		if err != nil {
-			return nil, fmt.Errorf("init %s: %w", p.Name, err)
+			return nil, nil, fmt.Errorf("init %s: %w", p.Name, err)
 		}
 		sd.Set(p.Name, t)
 	}
 
-	g, err := Build(a, sd)
+	g, err := build(a, sd, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	x := make([]float32, 2*a.InChannels*calibrationSize*calibrationSize)
 	for i := range x {
@@ -96,15 +105,14 @@ func Init(ctx context.Context, a Arch, seed uint64) (*checkpoint.StateDict, erro
 			mean += 0.1 * math.Sqrt(variance) * rng.NormFloat64()
 			variance *= 0.8 + 0.45*rng.Float64()
 			nd.BN.Mean[c] = float32(mean)
+			// g shares params' memory: this sets the state dict's too.
 			nd.BN.Var[c] = float32(variance)
 		}
-		copy(params[nd.Name+".running_mean"], nd.BN.Mean)
-		copy(params[nd.Name+".running_var"], nd.BN.Var)
 	}
 	if _, err := g.reference(ctx, x, 2, calibrationSize, calibrationSize, calibrate); err != nil {
-		return nil, fmt.Errorf("calibrating batch norms: %w", err)
+		return nil, nil, fmt.Errorf("calibrating batch norms: %w", err)
 	}
-	return sd, nil
+	return sd, g, nil
 }
 
 func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }

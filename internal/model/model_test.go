@@ -215,3 +215,37 @@ func TestResNet18MACs(t *testing.T) {
 		t.Fatalf("resnet18 MACs at 224 = %d", m)
 	}
 }
+
+func TestInitGraphMatchesFromStateDict(t *testing.T) {
+	ctx := context.Background()
+	for _, a := range []Arch{
+		narrow(Basic, []int{1, 1, 1, 1}, 8, 10),
+		NewArch(Bottleneck, []int{1, 1, 1, 1}, 8, 5, 4, 8),
+	} {
+		sd, g, err := InitGraph(ctx, a, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := FromStateDict(sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !archEqual(g.Arch, want.Arch) || len(g.Nodes) != len(want.Nodes) {
+			t.Fatalf("%s: InitGraph's graph is %+v with %d nodes, FromStateDict's %+v with %d", a.Name(), g.Arch, len(g.Nodes), want.Arch, len(want.Nodes))
+		}
+		x := randInput(5, 2*3*32*32)
+		got, err := g.Reference(ctx, x, 2, 32, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := want.Reference(ctx, x, 2, 32, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ref {
+			if got[i] != ref[i] {
+				t.Fatalf("%s: logit %d is %v, want %v", a.Name(), i, got[i], ref[i])
+			}
+		}
+	}
+}

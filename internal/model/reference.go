@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // Reference runs the graph in float64 with direct loops: slow, obviously
@@ -110,9 +112,32 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 }
 
 func refConv(c *Conv, in, res, out []float64, n int, id, od Dims) {
+	// Output channels are split across the cores: each output value is
+	// still one sum in one order, so the result is the same bits as on one
+	// core.
+	macs := n * c.OutC * od.H * od.W * (c.InC / c.Groups) * c.K * c.K
+	workers := min(runtime.GOMAXPROCS(0), c.OutC, max(1, macs/refConvMinMACs))
+	if workers <= 1 {
+		refConvRange(c, in, res, out, n, id, od, 0, c.OutC)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*c.OutC/workers, (w+1)*c.OutC/workers
+		wg.Go(func() { refConvRange(c, in, res, out, n, id, od, lo, hi) })
+	}
+	wg.Wait()
+}
+
+// refConvMinMACs is the work below which splitting a convolution across
+// goroutines costs more than it saves.
+const refConvMinMACs = 1 << 18
+
+// refConvRange computes output channels [lo, hi) of refConv.
+func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi int) {
 	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
 	for b := 0; b < n; b++ {
-		for o := 0; o < c.OutC; o++ {
+		for o := lo; o < hi; o++ {
 			grp := o / ocg
 			bias := 0.0
 			if c.Bias != nil {
