@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/hugepage"
 	"goinfer/internal/tensor"
 )
 
@@ -154,7 +155,8 @@ func Generate(ctx context.Context, s Shape, count int) (*Inputs, error) {
 		wg.Go(func() {
 			for i := range next {
 				if in.Tensors[i] == nil {
-					in.Tensors[i] = tensor.New(s.DType, s.BatchSize, s.Channels, s.Height, s.Width)
+					in.Tensors[i] = &tensor.Tensor{DType: s.DType, Shape: tensor.Shape{s.BatchSize, s.Channels, s.Height, s.Width},
+						Data: hugepage.Bytes(s.Bytes())}
 				}
 				fill(in.Tensors[i], s, uint64(i))
 			}

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"goinfer/internal/hugepage"
+)
 
 // Fuse returns the inference-optimized form of an eager graph, what
 // "--compile" means before any engine-specific work:
@@ -37,6 +41,14 @@ func Fuse(g *Graph) (*Graph, error) {
 	// as long as that conv's epilogue can still absorb more.
 	convOf := map[Value]*Node{}
 	order := map[*Node]int{}
+	// The folded weights go in one block the kernel can back with huge pages.
+	total := 0
+	for _, n := range g.Nodes {
+		if n.Op == OpConv {
+			total += len(n.Conv.Weight)
+		}
+	}
+	block := hugepage.Float32s(total)
 
 	for i, n := range g.Nodes {
 		in := make([]Value, len(n.Inputs))
@@ -46,7 +58,10 @@ func Fuse(g *Graph) (*Graph, error) {
 		switch n.Op {
 		case OpConv:
 			c := *n.Conv
-			c.Weight = append([]float32(nil), c.Weight...)
+			w := block[:len(c.Weight):len(c.Weight)]
+			block = block[len(c.Weight):]
+			copy(w, c.Weight)
+			c.Weight = w
 			if c.Bias != nil {
 				c.Bias = append([]float32(nil), c.Bias...)
 			}

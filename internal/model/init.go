@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"goinfer/internal/checkpoint"
+	"goinfer/internal/hugepage"
 	"goinfer/internal/tensor"
 )
 
@@ -34,12 +35,22 @@ func InitGraph(ctx context.Context, a Arch, seed uint64) (*checkpoint.StateDict,
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	params := map[string][]float32{}
 	specs := a.Params()
+	// One block for all the weights: one allocation the kernel can back
+	// with huge pages.
+	total := 0
+	for _, p := range specs {
+		if !p.Optional {
+			total += p.Shape.NumElements()
+		}
+	}
+	block := hugepage.Float32s(total)
 	for _, p := range specs {
 		if p.Optional {
 			continue
 		}
 		n := p.Shape.NumElements()
-		v := make([]float32, n)
+		v := block[:n:n]
+		block = block[n:]
 		switch {
 		case len(p.Shape) == 4: // conv weight
 			std := math.Sqrt(2 / float64(p.Shape[0]*p.Shape[2]*p.Shape[3]))

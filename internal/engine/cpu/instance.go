@@ -6,6 +6,7 @@ import (
 
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/parallel"
+	"goinfer/internal/hugepage"
 	"goinfer/internal/tensor"
 )
 
@@ -39,7 +40,7 @@ func newInstance(m *cpuModel, p *plan, threads int) *instance {
 	in := &instance{m: m, plan: p, pool: parallel.New(threads)}
 	in.slots = make([][]float32, len(p.slotElems))
 	for i, e := range p.slotElems {
-		in.slots[i] = make([]float32, e*p.chunk)
+		in.slots[i] = hugepage.Float32s(e * p.chunk)
 		in.bytes += int64(4 * len(in.slots[i]))
 	}
 	in.linC = make([]float32, p.linScratch*p.chunk)

@@ -8,7 +8,11 @@
 // the packed-A format, the micro-kernel and a plain SGEMM built from them.
 package gemm
 
-import "fmt"
+import (
+	"fmt"
+
+	"goinfer/internal/hugepage"
+)
 
 // The micro-kernel's tile: MR rows of A (output channels) by NR columns of B
 // (output pixels). 6x16 keeps 12 AVX2 accumulators, two B vectors and one
@@ -53,7 +57,7 @@ func PackA(a []float32, m, k, lda, kc int) (*PackedA, error) {
 		return nil, fmt.Errorf("gemm: PackA of %dx%d (lda %d): have %d values, need %d", m, k, lda, len(a), need)
 	}
 	p := &PackedA{M: m, K: k, KC: kc, Panels: (m + MR - 1) / MR}
-	p.Data = make([]float32, p.Panels*MR*k)
+	p.Data = hugepage.Float32s(p.Panels * MR * k)
 	for k0 := 0; k0 < k; k0 += kc {
 		kcb := min(kc, k-k0)
 		for ip := 0; ip < p.Panels; ip++ {
