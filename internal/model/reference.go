@@ -136,31 +136,37 @@ const refConvMinMACs = 1 << 18
 // refConvRange computes output channels [lo, hi) of refConv.
 func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi int) {
 	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
-	for b := 0; b < n; b++ {
-		for o := lo; o < hi; o++ {
-			grp := o / ocg
-			bias := 0.0
-			if c.Bias != nil {
-				bias = float64(c.Bias[o])
-			}
+	k, kk, hw := c.K, c.K*c.K, id.H*id.W
+	// The taps are summed in the order of the plain seven-deep loop (input
+	// channel, ky, kx), skipping the padding, so the bits are the same; the
+	// bounds are worked out per output row and column instead of per tap.
+	wf := make([]float64, icg*kk)
+	for o := lo; o < hi; o++ {
+		grp := o / ocg
+		for i := range wf {
+			wf[i] = float64(c.Weight[o*icg*kk+i])
+		}
+		bias := 0.0
+		if c.Bias != nil {
+			bias = float64(c.Bias[o])
+		}
+		for b := 0; b < n; b++ {
+			planes := in[(b*id.C+grp*icg)*hw:]
 			for oy := 0; oy < od.H; oy++ {
+				iy0 := oy*c.Stride - c.Pad
+				kyLo, kyHi := max(0, -iy0), min(k, id.H-iy0)
 				for ox := 0; ox < od.W; ox++ {
+					ix0 := ox*c.Stride - c.Pad
+					kxLo, kxHi := max(0, -ix0), min(k, id.W-ix0)
 					s := bias
 					for ci := 0; ci < icg; ci++ {
-						ich := grp*icg + ci
-						plane := in[(b*id.C+ich)*id.H*id.W:]
-						wbase := ((o * icg) + ci) * c.K * c.K
-						for ky := 0; ky < c.K; ky++ {
-							iy := oy*c.Stride - c.Pad + ky
-							if iy < 0 || iy >= id.H {
-								continue
-							}
-							for kx := 0; kx < c.K; kx++ {
-								ix := ox*c.Stride - c.Pad + kx
-								if ix < 0 || ix >= id.W {
-									continue
-								}
-								s += plane[iy*id.W+ix] * float64(c.Weight[wbase+ky*c.K+kx])
+						plane := planes[ci*hw : (ci+1)*hw]
+						w := wf[ci*kk : (ci+1)*kk]
+						for ky := kyLo; ky < kyHi; ky++ {
+							base := (iy0+ky)*id.W + ix0
+							wr := w[ky*k : (ky+1)*k]
+							for kx := kxLo; kx < kxHi; kx++ {
+								s += plane[base+kx] * wr[kx]
 							}
 						}
 					}
