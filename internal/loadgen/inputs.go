@@ -149,15 +149,21 @@ func Generate(ctx context.Context, s Shape, count int) (*Inputs, error) {
 			in.Tensors[i] = &tensor.Tensor{DType: s.DType, Shape: tensor.Shape{s.BatchSize, s.Channels, s.Height, s.Width}, Data: hb.Bytes()[:s.Bytes()]}
 		}
 	}
+	if s.Alloc == nil {
+		// One block for all the tensors: one allocation the kernel can back
+		// with huge pages (one tensor is often smaller than two of them).
+		sz := s.Bytes()
+		block := hugepage.Bytes(k * sz)
+		for i := range k {
+			in.Tensors[i] = &tensor.Tensor{DType: s.DType, Shape: tensor.Shape{s.BatchSize, s.Channels, s.Height, s.Width},
+				Data: block[i*sz : (i+1)*sz : (i+1)*sz]}
+		}
+	}
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range min(k, runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for i := range next {
-				if in.Tensors[i] == nil {
-					in.Tensors[i] = &tensor.Tensor{DType: s.DType, Shape: tensor.Shape{s.BatchSize, s.Channels, s.Height, s.Width},
-						Data: hugepage.Bytes(s.Bytes())}
-				}
 				fill(in.Tensors[i], s, uint64(i))
 			}
 		})
