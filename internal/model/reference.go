@@ -136,11 +136,13 @@ const refConvMinMACs = 1 << 18
 // refConvRange computes output channels [lo, hi) of refConv.
 func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi int) {
 	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
-	k, kk, hw := c.K, c.K*c.K, id.H*id.W
-	// The taps are summed in the order of the plain seven-deep loop (input
-	// channel, ky, kx), skipping the padding, so the bits are the same; the
-	// bounds are worked out per output row and column instead of per tap.
+	k, kk, hw, st, pad := c.K, c.K*c.K, id.H*id.W, c.Stride, c.Pad
+	// A row of outputs is accumulated at once, tap by tap. Each output still
+	// sums its taps in the order of the plain seven-deep loop (input channel,
+	// ky, kx) and skips the same padding, so the bits are the same; the
+	// bounds are worked out per row and tap instead of per output and tap.
 	wf := make([]float64, icg*kk)
+	acc := make([]float64, od.W)
 	for o := lo; o < hi; o++ {
 		grp := o / ocg
 		for i := range wf {
@@ -153,31 +155,50 @@ func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi in
 		for b := 0; b < n; b++ {
 			planes := in[(b*id.C+grp*icg)*hw:]
 			for oy := 0; oy < od.H; oy++ {
-				iy0 := oy*c.Stride - c.Pad
+				iy0 := oy*st - pad
 				kyLo, kyHi := max(0, -iy0), min(k, id.H-iy0)
-				for ox := 0; ox < od.W; ox++ {
-					ix0 := ox*c.Stride - c.Pad
-					kxLo, kxHi := max(0, -ix0), min(k, id.W-ix0)
-					s := bias
-					for ci := 0; ci < icg; ci++ {
-						plane := planes[ci*hw : (ci+1)*hw]
-						w := wf[ci*kk : (ci+1)*kk]
-						for ky := kyLo; ky < kyHi; ky++ {
-							base := (iy0+ky)*id.W + ix0
-							wr := w[ky*k : (ky+1)*k]
-							for kx := kxLo; kx < kxHi; kx++ {
-								s += plane[base+kx] * wr[kx]
+				for ox := range acc {
+					acc[ox] = bias
+				}
+				for ci := 0; ci < icg; ci++ {
+					plane := planes[ci*hw : (ci+1)*hw]
+					for ky := kyLo; ky < kyHi; ky++ {
+						row := plane[(iy0+ky)*id.W : (iy0+ky+1)*id.W]
+						for kx := 0; kx < k; kx++ {
+							// Outputs whose tap kx falls inside the row:
+							// 0 <= ox*st - pad + kx < id.W.
+							last := id.W - 1 + pad - kx
+							if last < 0 {
+								break
+							}
+							oxLo, oxHi := 0, min(od.W, last/st+1)
+							if pad > kx {
+								oxLo = (pad - kx + st - 1) / st
+							}
+							wv := wf[(ci*k+ky)*k+kx]
+							if st == 1 {
+								dst := acc[oxLo:oxHi]
+								src := row[oxLo-pad+kx:][:len(dst)]
+								for i, v := range src {
+									dst[i] += v * wv
+								}
+								continue
+							}
+							for ox := oxLo; ox < oxHi; ox++ {
+								acc[ox] += row[ox*st-pad+kx] * wv
 							}
 						}
 					}
-					j := ((b*od.C+o)*od.H+oy)*od.W + ox
+				}
+				j := ((b*od.C+o)*od.H + oy) * od.W
+				for ox, s := range acc {
 					if res != nil {
-						s += res[j]
+						s += res[j+ox]
 					}
 					if c.ReLU && s < 0 {
 						s = 0
 					}
-					out[j] = s
+					out[j+ox] = s
 				}
 			}
 		}
