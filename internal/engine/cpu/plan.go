@@ -3,7 +3,10 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/gemm"
@@ -88,11 +91,21 @@ func newPlan(ctx context.Context, g *model.Graph, o engine.Options) (*plan, erro
 			}
 		}
 	}
-	for _, nd := range g.Nodes {
+	convs, errs := packConvs(ctx, g, dims, p.chunk)
+	for i, nd := range g.Nodes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		s, err := p.newStep(nd)
+		var s step
+		var err error
+		if nd.Op == model.OpConv {
+			if err = errs[i]; err == nil {
+				p.addConv(convs[i])
+				s = convs[i]
+			}
+		} else {
+			s, err = p.newStep(nd)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cpu: node %s (%s): %w", nd.Name, nd.Op, err)
 		}
@@ -100,6 +113,38 @@ func newPlan(ctx context.Context, g *model.Graph, o engine.Options) (*plan, erro
 	}
 	p.planSlots(g)
 	return p, nil
+}
+
+// addConv accounts for a convolution step's weights and scratch.
+func (p *plan) addConv(s *convStep) {
+	p.weightBytes += s.weightBytes()
+	p.phaseElems = max(p.phaseElems, s.phaseElems())
+	p.maxKK = max(p.maxKK, s.k*s.k)
+	p.sharedElems = max(p.sharedElems, min(s.sharedElems(p.chunk), maxSharedB))
+}
+
+// packConvs makes the convolution steps of g, whose weight packing is most
+// of a compiled load, on all cores. convs[i] and errs[i] are node i's (nil
+// for other nodes).
+func packConvs(ctx context.Context, g *model.Graph, dims []model.Dims, chunk int) (convs []*convStep, errs []error) {
+	convs, errs = make([]*convStep, len(g.Nodes)), make([]error, len(g.Nodes))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(g.Nodes) || ctx.Err() != nil {
+					return
+				}
+				if nd := g.Nodes[i]; nd.Op == model.OpConv {
+					convs[i], errs[i] = newConvStep(nd, dims[nd.Inputs[0]], dims[nd.Output], chunk)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return convs, errs
 }
 
 func (p *plan) newStep(nd *model.Node) (step, error) {
@@ -111,10 +156,7 @@ func (p *plan) newStep(nd *model.Node) (step, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.weightBytes += s.weightBytes()
-		p.phaseElems = max(p.phaseElems, s.phaseElems())
-		p.maxKK = max(p.maxKK, s.k*s.k)
-		p.sharedElems = max(p.sharedElems, min(s.sharedElems(p.chunk), maxSharedB))
+		p.addConv(s)
 		return s, nil
 	case model.OpBatchNorm:
 		scale, shift := nd.BN.ScaleShift()
