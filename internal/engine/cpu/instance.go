@@ -56,8 +56,8 @@ func newInstance(m *cpuModel, p *plan, threads int) *instance {
 		in.elt.rows[w] = make([]float32, p.maxRow)
 	}
 	in.bytes += int64(4 * threads * p.maxRow)
-	in.phaseBuf = make([]float32, p.phaseElems*p.chunk)
-	in.sharedB = make([]float32, p.sharedElems)
+	in.phaseBuf = hugepage.Float32s(p.phaseElems * p.chunk)
+	in.sharedB = hugepage.Float32s(p.sharedElems)
 	in.bytes += int64(4 * (len(in.linC) + len(in.phaseBuf) + len(in.sharedB)))
 	return in
 }
