@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -39,50 +38,9 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 		return nil, errors.New("cpu: LoadGraph of a nil graph")
 	}
 	start := time.Now()
-	ins, outs, err := ir.Signature(g)
+	inSpecs, outSpecs, err := engine.GraphSpecs(g, &opts)
 	if err != nil {
-		return nil, fmt.Errorf("cpu: graph %q: %w", g.Name, err)
-	}
-	if len(ins) != 1 || len(outs) < 1 {
-		return nil, fmt.Errorf("cpu: graph %q has %d inputs and %d outputs; the engine's Forward takes one input and writes the first output", g.Name, len(ins), len(outs))
-	}
-	// A graph exported with a fixed batch of 1 (no dynamic axes) runs one
-	// sample at a time: its leading 1 is the batch, and MaxBatch is 1.
-	fixed1 := true
-	for _, nt := range append(slices.Clone(ins), outs...) {
-		sh := nt.Type.Shape
-		fixed1 = fixed1 && len(sh) > 0 && sh[0] == 1 && !slices.Contains(sh, ir.Dynamic)
-	}
-	if fixed1 {
-		opts.MaxBatch = min(opts.MaxBatch, 1)
-		opts.BatchSizes = nil
-	}
-	specs := func(nts []ir.NamedType) ([]engine.TensorSpec, error) {
-		var out []engine.TensorSpec
-		for _, nt := range nts {
-			sh := nt.Type.Shape
-			if len(sh) < 1 || (sh[0] != ir.Dynamic && !fixed1) {
-				return nil, fmt.Errorf("cpu: graph %q: %s %s is not batched along its first dimension", g.Name, nt.Name, nt.Type)
-			}
-			for _, d := range sh[1:] {
-				if d == ir.Dynamic {
-					return nil, fmt.Errorf("cpu: graph %q: %s %s: only the batch may vary", g.Name, nt.Name, nt.Type)
-				}
-			}
-			out = append(out, engine.TensorSpec{Name: nt.Name, DType: nt.Type.DType, Shape: slices.Clone([]int(sh[1:]))})
-		}
-		return out, nil
-	}
-	inSpecs, err := specs(ins)
-	if err != nil {
-		return nil, err
-	}
-	outSpecs, err := specs(outs)
-	if err != nil {
-		return nil, err
-	}
-	if inSpecs[0].DType != tensor.Float32 || outSpecs[0].DType != tensor.Float32 {
-		return nil, fmt.Errorf("cpu: graph %q: input %s and output %s must be float32", g.Name, inSpecs[0], outSpecs[0])
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	if opts.Precision != engine.FP32 {
 		return nil, fmt.Errorf("cpu: precision %s is not supported: the cpu engine runs fp32 only", opts.Precision)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,46 +105,9 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	if err != nil {
 		return nil, err
 	}
-	ins, outs, err := ir.Signature(g)
+	inSpecs, outSpecs, err := engine.GraphSpecs(g, &opts)
 	if err != nil {
-		return nil, fmt.Errorf("cuda engine: graph %q: %w", g.Name, err)
-	}
-	if len(ins) != 1 || len(outs) < 1 {
-		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; Forward takes one input and writes the first output", g.Name, len(ins), len(outs))
-	}
-	fixed1 := true
-	for _, nt := range append(slices.Clone(ins), outs...) {
-		sh := nt.Type.Shape
-		fixed1 = fixed1 && len(sh) > 0 && sh[0] == 1 && !slices.Contains(sh, ir.Dynamic)
-	}
-	if fixed1 {
-		opts.MaxBatch = min(opts.MaxBatch, 1)
-		opts.BatchSizes = nil
-	}
-	specs := func(nts []ir.NamedType) ([]engine.TensorSpec, error) {
-		var out []engine.TensorSpec
-		for _, nt := range nts {
-			sh := nt.Type.Shape
-			if len(sh) < 1 || (sh[0] != ir.Dynamic && !fixed1) {
-				return nil, fmt.Errorf("cuda engine: graph %q: %s %s is not batched along its first dimension", g.Name, nt.Name, nt.Type)
-			}
-			if slices.Contains(sh[1:], ir.Dynamic) {
-				return nil, fmt.Errorf("cuda engine: graph %q: %s %s: only the batch may vary", g.Name, nt.Name, nt.Type)
-			}
-			out = append(out, engine.TensorSpec{Name: nt.Name, DType: nt.Type.DType, Shape: slices.Clone([]int(sh[1:]))})
-		}
-		return out, nil
-	}
-	inSpecs, err := specs(ins)
-	if err != nil {
-		return nil, err
-	}
-	outSpecs, err := specs(outs)
-	if err != nil {
-		return nil, err
-	}
-	if inSpecs[0].DType != tensor.Float32 || outSpecs[0].DType != tensor.Float32 {
-		return nil, fmt.Errorf("cuda engine: graph %q: input %s and output %s must be float32", g.Name, inSpecs[0], outSpecs[0])
+		return nil, fmt.Errorf("cuda engine: %w", err)
 	}
 	switch opts.InputDType {
 	case tensor.Invalid, tensor.Float32:
