@@ -16,7 +16,9 @@
 #define CTAID_X __nvvm_read_ptx_sreg_ctaid_x()
 #define NCTAID_X __nvvm_read_ptx_sreg_nctaid_x()
 #define SYNC() asm volatile("bar.sync 0;" ::: "memory")
+#define NOINLINE __attribute__((noinline))
 #else
+#define NOINLINE __noinline__
 #define TID_X threadIdx.x
 #define NTID_X blockDim.x
 #define CTAID_X blockIdx.x
@@ -666,6 +668,104 @@ __device__ __forceinline__ void dwconv_vec(T* y, const T* x, const float* w, con
   }
 }
 
+// F8 carries one vector of results to dw_store.
+struct F8 { float v[8]; };
+
+// dw_store is the tiled depthwise kernel's epilogue for one vector:
+// residual, activation, store. Not inlined: the activation switch inlined
+// for each of a thread's TW vectors made the kernels several times larger.
+template <typename T>
+__device__ NOINLINE void dw_store(T* y, const T* res, int e, F8 o, int act, float p0, float p1) {
+  const int V = Vec<T>::N;
+  if (res) {
+    float r[V];
+    vload(res + e, r);
+#pragma unroll
+    for (int k = 0; k < V; k++) o.v[k] += r[k];
+  }
+#pragma unroll
+  for (int k = 0; k < V; k++) o.v[k] = unary(act, o.v[k], p0, p1);
+  vstore(y + e, o.v);
+}
+
+// dwconv_tile is dwconv_vec for square K x K filters of stride S (dilation
+// 1): a thread computes TW neighbouring outputs of one row for one vector
+// of channels. Each filter row's (TW-1)*S+K inputs are read once into
+// registers and each tap's weights once for the TW outputs, where
+// dwconv_vec re-reads both for every output (its reads, not its
+// arithmetic, bounded it). n counts (image, row, group of TW columns,
+// vector) items; the filter is [K][K][C].
+template <typename T, int K, int S, int TW>
+__device__ __forceinline__ void dwconv_tile(T* __restrict__ y, const T* __restrict__ x, const float* __restrict__ w,
+                                            const float* __restrict__ bias, const T* __restrict__ res, const int* meta,
+                                            int n, int act, float p0, float p1) {
+  const int V = Vec<T>::N;
+  const int IW = (TW - 1) * S + K;
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5];
+  int ph = meta[10], pw = meta[11];
+  int CV = C / V;
+  int OWT = (OW + TW - 1) / TW;
+  GRID_LOOP(i, n) {
+    int cv = i % CV;
+    int q = i / CV;
+    int tx = q % OWT;
+    q /= OWT;
+    int oy = q % OH;
+    int b = q / OH;
+    int c = cv * V;
+    int ox0 = tx * TW;
+    const T* src = x + b * H * W * C + c;
+    float acc[TW][V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+      float b0 = bias ? bias[c + k] : 0.f;
+#pragma unroll
+      for (int t = 0; t < TW; t++) acc[t][k] = b0;
+    }
+    int y0 = oy * S - ph, x0 = ox0 * S - pw;
+    // Rows are not unrolled: the code stays K times smaller, and a row's
+    // registers are indexed by constants all the same.
+#pragma unroll 1
+    for (int ky = 0; ky < K; ky++) {
+      int iy = y0 + ky;
+      if (iy < 0 || iy >= H) continue;
+      const T* row = src + iy * W * C;
+      float in[IW][V];
+#pragma unroll
+      for (int j = 0; j < IW; j++) {
+        int ix = x0 + j;
+        if (ix >= 0 && ix < W) {
+          vload(row + ix * C, in[j]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = 0.f;
+        }
+      }
+#pragma unroll
+      for (int kx = 0; kx < K; kx++) {
+        const U4* wk = (const U4*)(w + (ky * K + kx) * C + c);
+        float wv[V];
+#pragma unroll
+        for (int h = 0; h < V / 4; h++) Vec<float>::unpack(wk[h], wv + 4 * h);
+#pragma unroll
+        for (int t = 0; t < TW; t++) {
+#pragma unroll
+          for (int k = 0; k < V; k++) acc[t][k] += in[t * S + kx][k] * wv[k];
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < TW; t++) {
+      int ox = ox0 + t;
+      if (ox >= OW) break;
+      F8 o;
+#pragma unroll
+      for (int k = 0; k < V; k++) o.v[k] = acc[t][k];
+      dw_store(y, res, ((b * OH + oy) * OW + ox) * C + c, o, act, p0, p1);
+    }
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -731,3 +831,18 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
 INSTANTIATE(float, f32)
 INSTANTIATE(f16, f16)
 INSTANTIATE(bf16, bf16)
+
+// The tiled depthwise kernels: g_dwt_k<K>s<S>t<TW>_<dtype>.
+#define DWT(T, S_, K, ST, TW)                                                                                     \
+  extern "C" __global__ void g_dwt_k##K##s##ST##t##TW##_##S_(T* y, const T* x, const float* w, const float* bias, \
+                                                             const T* res, const int* meta, int n, int act,       \
+                                                             float p0, float p1) {                                \
+    dwconv_tile<T, K, ST, TW>(y, x, w, bias, res, meta, n, act, p0, p1);                                          \
+  }
+// Channels-last (and so the depthwise kernels) is the 16-bit precisions'
+// layout only; output widths of multiples of 7 (224-pixel images: 112, 56,
+// 28, 14, 7) tile exactly, others waste a part of their last tile.
+#define DWT_ALL(T, S_) \
+  DWT(T, S_, 3, 1, 7) DWT(T, S_, 3, 2, 7) DWT(T, S_, 5, 1, 7) DWT(T, S_, 5, 2, 7) DWT(T, S_, 7, 1, 7) DWT(T, S_, 7, 2, 7)
+DWT_ALL(f16, f16)
+DWT_ALL(bf16, bf16)

@@ -117,6 +117,19 @@ func opCases() []opCase {
 		add(b.out(y))
 	}
 	{
+		// The tiled depthwise kernels (16-bit): 5x5 stride 2 and 7x7
+		// stride 1 at widths that leave a partial tile, SiLU, and a
+		// residual; 3x3 stride 1 with ReLU6.
+		b, x := newGB("depthwise_tiles", 16, 13, 11)
+		d := b.conv(x, 16, 16, 5, 2, 2, 16, 1, true)
+		d = b.node(&ir.Binary{Fn: ir.OpMul}, d, b.node(&ir.Unary{Fn: ir.OpSigmoid}, d))
+		e := b.conv(d, 16, 16, 7, 1, 3, 16, 1, true)
+		e = b.node(&ir.Binary{Fn: ir.OpAdd}, e, d)
+		f := b.node(&ir.Clip{}, b.conv(e, 16, 16, 3, 1, 1, 16, 1, false), b.w(0, 1), b.w(0, 1))
+		f.Producer.Inputs[2].Const.Float32s()[0] = 6
+		add(b.out(f))
+	}
+	{
 		b, x := newGB("grouped_dilated_silu", 8, 10, 10)
 		c := b.conv(x, 8, 12, 3, 1, 2, 4, 2, false)
 		y := b.node(&ir.Binary{Fn: ir.OpMul}, c, b.node(&ir.Unary{Fn: ir.OpSigmoid}, c))

@@ -312,11 +312,11 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(s.rows).Int(s.rowLen), s.eps)
 	case stDW:
-		n := s.n
-		rs.fn = kern.dw
-		if s.vec {
-			rs.fn, n = kern.dwVec, s.n/int64(16/p.elem)
+		fn, n, err := kern.dwKernel(s, p.elem)
+		if err != nil {
+			return nil, err
 		}
+		rs.fn = fn
 		rs.grid, rs.block = gridFor(n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
 			Int(int(n)).Int(s.op), s.p0), s.p1)
@@ -665,13 +665,20 @@ func (i *graphInstance) ProfileLayers(n, iters int) ([]LayerTime, error) {
 			return nil, err
 		}
 		lt := LayerTime{Name: rs.s.node, Kind: rs.s.kind.String(), Time: time.Duration(float64(best) / float64(reps) * float64(time.Millisecond))}
-		if rs.s.kind == stConv {
+		switch rs.s.kind {
+		case stConv:
 			lt.Algo = cu.ConvFwdAlgoName(rs.algo)
 			if rs.fused {
 				lt.Algo = cu.ConvFwdAlgoName(rs.algoF) + " fused"
 			} else if rs.s.fused {
 				lt.Algo += " + epilogue"
 			}
+			if rs.s.conv.isDepthwise() {
+				// Which depthwise lowering ran: cuDNN here, else ours.
+				lt.Kind, lt.Algo = stDW.String(), "cuDNN "+lt.Algo
+			}
+		case stDW:
+			lt.Algo = dwAlgoName(rs.s)
 		}
 		res = append(res, lt)
 	}

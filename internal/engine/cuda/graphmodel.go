@@ -53,6 +53,9 @@ type graphKernels struct {
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
 	softmaxWarp, normWarp, dw, dwVec, affineVec     cu.Function
+	// dwTile: the tiled depthwise kernels by name less the dtype suffix
+	// (dwTileName); 16-bit dtypes only.
+	dwTile map[string]cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -79,7 +82,36 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 			return nil, err
 		}
 	}
+	if suffix != "f32" {
+		k.dwTile = map[string]cu.Function{}
+		for _, kk := range []int{3, 5, 7} {
+			for _, st := range []int{1, 2} {
+				name := dwTileName(&convGeom{kh: kk, strH: st}, 7)
+				if k.dwTile[name], err = d.ModuleFunction(mod, name+suffix); err != nil {
+					d.ModuleUnload(mod)
+					return nil, err
+				}
+			}
+		}
+	}
 	return k, nil
+}
+
+// dwKernel is the kernel that runs depthwise step s and the number of
+// threads it takes.
+func (k *graphKernels) dwKernel(s *gstep, elem int) (cu.Function, int64, error) {
+	n := dwWork(s, elem)
+	switch {
+	case s.tile > 0:
+		f, ok := k.dwTile[dwTileName(s.conv, s.tile)]
+		if !ok {
+			return 0, 0, fmt.Errorf("no tiled depthwise kernel %s", dwTileName(s.conv, s.tile))
+		}
+		return f, n, nil
+	case s.vec:
+		return k.dwVec, n, nil
+	}
+	return k.dw, n, nil
 }
 
 // LoadGraph implements engine.GraphLoader: a general graph (one input,
@@ -144,9 +176,12 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	}
 	start := time.Now()
 	m := &graphModel{g: g, dev: dev, libs: libs, opts: opts, prec: prec, plans: map[int]*devPlan{},
-		consts: map[constKey]cu.DevPtr{}, algos: map[string]int{}}
+		consts: map[constKey]cu.DevPtr{}, algos: map[string]int{}, dwTimes: map[dwShape]dwTimed{}}
 	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix); err != nil {
 		return nil, err
+	}
+	if prec.nhwc {
+		m.loadDWTuning()
 	}
 	for _, n := range opts.BatchSizes {
 		if _, err := m.plan(ctx, n); err != nil {
@@ -203,7 +238,9 @@ type graphModel struct {
 	plans       map[int]*devPlan
 	consts      map[constKey]cu.DevPtr // weights in the storage dtype
 	weightBytes int64
-	algos       map[string]int // convolution algorithm per problem (compiled: measured)
+	algos       map[string]int      // convolution algorithm per problem (compiled: measured)
+	dwTimes     map[dwShape]dwTimed // depthwise lowerings measured (graphdwtune.go)
+	tuneDevice  string              // the tuning cache's device line
 	instances   int
 	closed      bool
 }
@@ -223,7 +260,13 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	p, err := planGraph(b, n, m.prec.elem, m.prec.nhwc)
+	var lib map[dwShape]bool
+	if m.prec.nhwc {
+		if lib, err = m.depthwiseChoice(depthwiseShapes(b)); err != nil {
+			return nil, err
+		}
+	}
+	p, err := planGraphDW(b, n, m.prec.elem, m.prec.nhwc, lib)
 	if err != nil {
 		return nil, err
 	}

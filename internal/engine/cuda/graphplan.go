@@ -207,6 +207,7 @@ type gstep struct {
 	flat, bScalar       bool
 	fused               bool      // a convolution with its epilogue in the cuDNN call
 	vec                 bool      // depthwise: 16-byte vectors of channels, the filter [kh][kw][C]
+	tile                int       // depthwise: outputs per thread of the tiled kernel (0: not tiled)
 	scale, shift        []float32 // affine (float32, uploaded per plan)
 	channels, inner     int       // affine: c = (i / inner) % channels
 	rows, rowLen, redOp int       // reduce, softmax, layernorm
@@ -267,16 +268,25 @@ type planner struct {
 	p     *gplan
 	index map[*ir.Value]int
 	bad   map[string]string
+	// cudnnDW: depthwise shapes lowered to cuDNN rather than graph.cu.
+	cudnnDW map[dwShape]bool
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
 // whose values are elem bytes each; with channelsLast, convolutions and
 // the 4-d values around them are stored NHWC.
 func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) {
+	return planGraphDW(g, batch, elem, channelsLast, nil)
+}
+
+// planGraphDW is planGraph with the depthwise convolutions of the shapes
+// in cudnnDW lowered to cuDNN's grouped convolution.
+func planGraphDW(g *ir.Graph, batch, elem int, channelsLast bool, cudnnDW map[dwShape]bool) (*gplan, error) {
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
-	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{}}
+	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
+		cudnnDW: cudnnDW}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
@@ -911,29 +921,12 @@ func (nc *nodeCtx) epilogue(y int, bias []float32, channels, inner int, res int,
 }
 
 func (nc *nodeCtx) conv(op *ir.Conv) error {
-	xs, ws, ys := nc.inShape(0), nc.inShape(1), nc.val(nc.out[0]).shape
-	if len(xs) != 4 {
-		return refuse("%d-d convolution (the engine runs 2-d ones)", len(xs)-2)
-	}
 	if nc.n.Inputs[1].Const == nil {
 		return refuse("a convolution filter computed at run time")
 	}
-	g := &convGeom{n: xs[0], c: xs[1], h: xs[2], w: xs[3], k: ys[1], oh: ys[2], ow: ys[3], kh: ws[2], kw: ws[3],
-		strH: 1, strW: 1, dilH: 1, dilW: 1, groups: max(op.Group, 1), weight: nc.in[1]}
-	if len(op.Strides) == 2 {
-		g.strH, g.strW = op.Strides[0], op.Strides[1]
-	}
-	if len(op.Dilations) == 2 {
-		g.dilH, g.dilW = op.Dilations[0], op.Dilations[1]
-	}
-	if len(op.Pads) == 4 {
-		if op.Pads[0] != op.Pads[2] || op.Pads[1] != op.Pads[3] {
-			return refuse("asymmetric padding %v", op.Pads)
-		}
-		g.padH, g.padW = op.Pads[0], op.Pads[1]
-	}
-	if ws[1]*g.groups != xs[1] {
-		return fmt.Errorf("filter %v with %d groups on input %v", ws, g.groups, xs)
+	g, err := convGeomOf(op, nc.inShape(0), nc.inShape(1), nc.val(nc.out[0]).shape, nc.in[1])
+	if err != nil {
+		return err
 	}
 	var bias []float32
 	if nc.has(2) {
@@ -948,7 +941,6 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		res = nc.in[len(nc.in)-1]
 	}
 	x := nc.in[0]
-	var err error
 	if !nc.pl.p.cl {
 		if x, err = nc.contig(x); err != nil {
 			return err
@@ -958,9 +950,9 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	g.nhwc = true
 	nc.outCL(nc.out[0])
 	y := nc.out[0]
-	if g.groups == g.c && g.k == g.c && g.groups > 1 {
-		// Depthwise: graph.cu's kernel, its epilogue fused (cuDNN's
-		// channels-last depthwise convolutions are slow).
+	if g.isDepthwise() && !nc.pl.cudnnDW[g.dwShape()] {
+		// Depthwise: graph.cu's kernel, its epilogue fused, unless
+		// measurement chose cuDNN for this shape (graphdwtune.go).
 		if x, err = nc.asNHWC(x); err != nil {
 			return err
 		}
@@ -973,21 +965,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 			return err
 		}
 		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
-		s := &gstep{kind: stDW, out: y, a: x, b: -1, res: -1, conv: g, scale: w, shift: bias, n: nc.val(y).elems, op: act, p0: p0, p1: p1}
-		for k, v := range []int{g.n, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.strH, g.strW, g.padH, g.padW, g.dilH, g.dilW} {
-			s.meta[k] = int32(v)
-		}
-		if g.c%(16/nc.pl.p.elem) == 0 {
-			// Vectors of channels: the filter as [kh][kw][C].
-			s.vec = true
-			t := make([]float32, len(w))
-			for c := 0; c < g.c; c++ {
-				for j := 0; j < g.kh*g.kw; j++ {
-					t[j*g.c+c] = w[c*g.kh*g.kw+j]
-				}
-			}
-			s.scale = t
-		}
+		s := dwStep(g, x, y, w, bias, nc.val(y).elems, nc.pl.p.elem, act, p0, p1)
 		if fuseRes {
 			s.res = res
 			nc.add(s)

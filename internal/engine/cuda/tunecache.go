@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/engine"
@@ -28,6 +30,42 @@ type tuneFile struct {
 	Device string       `json:"device"`
 	Find   []findEntry  `json:"find"`
 	Fused  []fusedEntry `json:"fused"`
+	// Depthwise: the general-graph executor's choices between its own
+	// depthwise kernel and cuDNN's (graphdwtune.go).
+	Depthwise []dwEntry `json:"depthwise,omitempty"`
+}
+
+// tuneSaveMu orders the read-modify-write saves of cache files shared by
+// the ResNet path's and the general graphs' models of one process.
+var tuneSaveMu sync.Mutex
+
+// depthwise returns the file's depthwise measurements of precision.
+func (f *tuneFile) depthwise(precision string) map[dwShape]dwTimed {
+	out := map[dwShape]dwTimed{}
+	for _, e := range f.Depthwise {
+		if e.Precision == precision {
+			out[e.Shape] = e.dwTimed
+		}
+	}
+	return out
+}
+
+// setDepthwise replaces the file's depthwise measurements of precision
+// with times (in a stable order, so that rewriting a file with the same
+// results gives the same bytes).
+func (f *tuneFile) setDepthwise(precision string, times map[dwShape]dwTimed) {
+	kept := f.Depthwise[:0:0]
+	for _, e := range f.Depthwise {
+		if e.Precision != precision {
+			kept = append(kept, e)
+		}
+	}
+	var add []dwEntry
+	for s, t := range times {
+		add = append(add, dwEntry{Shape: s, Precision: precision, dwTimed: t})
+	}
+	sort.Slice(add, func(i, j int) bool { return fmt.Sprint(add[i].Shape) < fmt.Sprint(add[j].Shape) })
+	f.Depthwise = append(kept, add...)
 }
 
 type tuneKey struct {
@@ -198,6 +236,12 @@ func (m *cudaModel) saveTuning() {
 	m.tuneDirty = false
 	m.mu.Unlock()
 	path := tunePath(m.opts.TuningCache, m.tuneDevice)
+	tuneSaveMu.Lock()
+	defer tuneSaveMu.Unlock()
+	// The general graphs' depthwise choices share the file: kept.
+	if old, err := readTuneFile(path, m.tuneDevice); err == nil && old != nil {
+		f.Depthwise = old.Depthwise
+	}
 	if err := writeAtomic(path, f); err != nil {
 		m.progress("cuda: saving the tuning cache: %v", err)
 	}

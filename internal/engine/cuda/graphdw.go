@@ -1,0 +1,159 @@
+package cuda
+
+import (
+	"fmt"
+
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+// Depthwise convolutions of channels-last values have two lowerings: the
+// engine's own kernel (graph.cu's dwconv_tile, dwconv_vec or dwconv, the
+// epilogue fused) and cuDNN's grouped convolution (with an epilogue kernel
+// where the fused call cannot apply it). Neither wins everywhere, so a
+// compiled model times both for each distinct layer shape
+// (graphdwtune.go) and plans with the result.
+
+// dwShape is a depthwise convolution's problem: what the choice between
+// the lowerings is keyed on (the tuning cache adds the precision).
+type dwShape struct {
+	N, C, H, W, OH, OW int
+	KH, KW, SH, SW     int
+	PH, PW, DH, DW     int
+}
+
+func (g *convGeom) dwShape() dwShape {
+	return dwShape{N: g.n, C: g.c, H: g.h, W: g.w, OH: g.oh, OW: g.ow, KH: g.kh, KW: g.kw, SH: g.strH, SW: g.strW,
+		PH: g.padH, PW: g.padW, DH: g.dilH, DW: g.dilW}
+}
+
+func (s dwShape) String() string {
+	return fmt.Sprintf("%dx%dx%dx%d k%dx%d s%d p%d", s.N, s.C, s.H, s.W, s.KH, s.KW, s.SH, s.PH)
+}
+
+// geom is the convolution geometry of s (a depthwise convolution: one
+// filter per channel, channels-last).
+func (s dwShape) geom() *convGeom {
+	return &convGeom{n: s.N, c: s.C, h: s.H, w: s.W, k: s.C, oh: s.OH, ow: s.OW, kh: s.KH, kw: s.KW, strH: s.SH, strW: s.SW,
+		padH: s.PH, padW: s.PW, dilH: s.DH, dilW: s.DW, groups: s.C, nhwc: true}
+}
+
+// isDepthwise reports whether g is a depthwise convolution the planner
+// can give its own kernel.
+func (g *convGeom) isDepthwise() bool { return g.groups == g.c && g.k == g.c && g.groups > 1 }
+
+// convGeomOf is a Conv node's geometry for input, filter and output shapes.
+func convGeomOf(op *ir.Conv, xs, ws, ys tensor.Shape, weight int) (*convGeom, error) {
+	if len(xs) != 4 {
+		return nil, refuse("%d-d convolution (the engine runs 2-d ones)", len(xs)-2)
+	}
+	g := &convGeom{n: xs[0], c: xs[1], h: xs[2], w: xs[3], k: ys[1], oh: ys[2], ow: ys[3], kh: ws[2], kw: ws[3],
+		strH: 1, strW: 1, dilH: 1, dilW: 1, groups: max(op.Group, 1), weight: weight}
+	if len(op.Strides) == 2 {
+		g.strH, g.strW = op.Strides[0], op.Strides[1]
+	}
+	if len(op.Dilations) == 2 {
+		g.dilH, g.dilW = op.Dilations[0], op.Dilations[1]
+	}
+	if len(op.Pads) == 4 {
+		if op.Pads[0] != op.Pads[2] || op.Pads[1] != op.Pads[3] {
+			return nil, refuse("asymmetric padding %v", op.Pads)
+		}
+		g.padH, g.padW = op.Pads[0], op.Pads[1]
+	}
+	if ws[1]*g.groups != xs[1] {
+		return nil, fmt.Errorf("filter %v with %d groups on input %v", ws, g.groups, xs)
+	}
+	return g, nil
+}
+
+// depthwiseShapes lists the distinct depthwise problems of a bound graph
+// that a channels-last plan would lower, in graph order.
+func depthwiseShapes(g *ir.Graph) []dwShape {
+	seen := map[dwShape]bool{}
+	var out []dwShape
+	for _, n := range g.Nodes {
+		op, ok := n.Op.(*ir.Conv)
+		if !ok || len(n.Inputs) < 2 || len(n.Outputs) < 1 || n.Inputs[1].Const == nil {
+			continue
+		}
+		cg, err := convGeomOf(op, n.Inputs[0].Type.Shape, n.Inputs[1].Type.Shape, n.Outputs[0].Type.Shape, -1)
+		if err != nil || !cg.isDepthwise() {
+			continue
+		}
+		if s := cg.dwShape(); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// dwTileWidth is the number of neighbouring outputs a thread of the tiled
+// kernel (graph.cu's dwconv_tile) computes, or 0 where that kernel does
+// not apply: 16-bit storage, channels in 16-byte vectors, square 3, 5 or
+// 7 filters of stride 1 or 2 without dilation (the shapes graph.cu
+// instantiates).
+func dwTileWidth(g *convGeom, elem int) int {
+	if elem != 2 || g.c%8 != 0 || g.kh != g.kw || g.strH != g.strW || g.dilH != 1 || g.dilW != 1 {
+		return 0
+	}
+	switch {
+	case g.kh != 3 && g.kh != 5 && g.kh != 7:
+		return 0
+	case g.strH != 1 && g.strH != 2:
+		return 0
+	}
+	return 7
+}
+
+// dwTileName is the tiled kernel's name for g, less the dtype suffix.
+func dwTileName(g *convGeom, tw int) string {
+	return fmt.Sprintf("g_dwt_k%ds%dt%d_", g.kh, g.strH, tw)
+}
+
+// dwStep is the engine's own depthwise step for g: filter w ([C][kh][kw]
+// as the IR holds it, reordered [kh][kw][C] for the vector kernels), bias
+// and activation fused; the residual is the caller's.
+func dwStep(g *convGeom, x, y int, w, bias []float32, elems int64, elem int, act int, p0, p1 float32) *gstep {
+	s := &gstep{kind: stDW, out: y, a: x, b: -1, res: -1, conv: g, scale: w, shift: bias, n: elems, op: act, p0: p0, p1: p1}
+	for k, v := range []int{g.n, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.strH, g.strW, g.padH, g.padW, g.dilH, g.dilW} {
+		s.meta[k] = int32(v)
+	}
+	if g.c%(16/elem) == 0 {
+		s.vec = true
+		t := make([]float32, len(w))
+		for c := 0; c < g.c; c++ {
+			for j := 0; j < g.kh*g.kw; j++ {
+				t[j*g.c+c] = w[c*g.kh*g.kw+j]
+			}
+		}
+		s.scale = t
+		s.tile = dwTileWidth(g, elem)
+	}
+	return s
+}
+
+// dwWork is the number of threads a depthwise step launches: outputs,
+// vectors of channels, or (tiled) rows of tile vectors.
+func dwWork(s *gstep, elem int) int64 {
+	g := s.conv
+	switch {
+	case s.tile > 0:
+		return int64(g.n) * int64(g.oh) * int64((g.ow+s.tile-1)/s.tile) * int64(g.c/(16/elem))
+	case s.vec:
+		return s.n / int64(16/elem)
+	}
+	return s.n
+}
+
+// dwAlgoName names the own kernel a depthwise step runs, for profiles.
+func dwAlgoName(s *gstep) string {
+	switch {
+	case s.tile > 0:
+		return fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
+	case s.vec:
+		return "goinfer vector"
+	}
+	return "goinfer scalar"
+}

@@ -1,0 +1,171 @@
+package cuda
+
+import (
+	"reflect"
+	"testing"
+
+	"goinfer/internal/ir"
+)
+
+// TestGraphPlanDepthwiseLowerings plans models with depthwise
+// convolutions both ways (graph.cu's kernel for every shape, cuDNN's
+// grouped convolution for every shape, and a mix) and simulates each plan
+// against the float64 reference.
+func TestGraphPlanDepthwiseLowerings(t *testing.T) {
+	cases := []modelCase{tinyModels[1], {arch: "mobilenet_v3_large", size: 16}}
+	for _, c := range cases {
+		t.Run(c.arch, func(t *testing.T) {
+			var g *ir.Graph
+			var err error
+			if c.cfg == nil {
+				g, err = cachedModel(c.arch, c.size)
+			} else {
+				g, err = buildModel(c)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			const batch = 2
+			b, _, err := ir.Optimize(g, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shapes := depthwiseShapes(b)
+			if len(shapes) == 0 {
+				t.Fatal("no depthwise convolutions found")
+			}
+			all, some := map[dwShape]bool{}, map[dwShape]bool{}
+			for k, s := range shapes {
+				all[s] = true
+				if k%2 == 0 {
+					some[s] = true
+				}
+			}
+			layers := 0
+			for _, n := range b.Nodes {
+				if op, ok := n.Op.(*ir.Conv); ok && op.Group > 1 && op.Group == n.Inputs[0].Type.Shape[1] {
+					layers++
+				}
+			}
+			for _, tc := range []struct {
+				name  string
+				lib   map[dwShape]bool
+				ownDW int
+			}{
+				{"goinfer", nil, layers},
+				{"cudnn", all, 0},
+				{"mixed", some, -1},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					p := checkPlannedDW(t, g, b, batch, tc.lib, 1e-5)
+					var own, lib int
+					for _, s := range p.steps {
+						switch {
+						case s.kind == stDW:
+							own++
+							if tc.lib[s.conv.dwShape()] {
+								t.Errorf("%s: own kernel for a shape chosen for cuDNN", s.node)
+							}
+						case s.kind == stConv && s.conv.isDepthwise():
+							lib++
+							if !tc.lib[s.conv.dwShape()] {
+								t.Errorf("%s: cuDNN for a shape not chosen for it", s.node)
+							}
+						}
+					}
+					if own+lib != layers || (tc.ownDW >= 0 && own != tc.ownDW) {
+						t.Errorf("%d own and %d cuDNN depthwise steps for %d layers; want %d own", own, lib, layers, tc.ownDW)
+					}
+				})
+			}
+		})
+	}
+}
+
+// checkPlannedDW plans the optimized graph b (of g) channels-last with
+// the cuDNN depthwise choices lib, simulates it and compares with g's
+// float64 reference.
+func checkPlannedDW(t *testing.T, g, b *ir.Graph, batch int, lib map[dwShape]bool, tol float64) *gplan {
+	t.Helper()
+	p, err := planGraphDW(b, batch, 4, true, lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := randInput(b.Inputs[0].Type.Shape, uint64(batch))
+	want := evalRef(t, g, batch, in)
+	got := simulate(t, p, in.Data)
+	for k := range want {
+		if e := relErr64(got[k], want[k].Data); e > tol {
+			t.Errorf("output %d: relative error %.3g > %.3g", k, e, tol)
+		}
+	}
+	return p
+}
+
+// TestDWTileWidth checks which depthwise convolutions the tiled kernel
+// takes: those graph.cu instantiates, in 16-bit storage.
+func TestDWTileWidth(t *testing.T) {
+	base := convGeom{n: 2, c: 96, h: 56, w: 56, k: 96, oh: 56, ow: 56, kh: 7, kw: 7, strH: 1, strW: 1, dilH: 1, dilW: 1, groups: 96}
+	for _, tc := range []struct {
+		name string
+		edit func(g *convGeom)
+		elem int
+		want int
+	}{
+		{"convnext 7x7", func(*convGeom) {}, 2, 7},
+		{"3x3 stride 2", func(g *convGeom) { g.kh, g.kw, g.strH, g.strW = 3, 3, 2, 2 }, 2, 7},
+		{"5x5", func(g *convGeom) { g.kh, g.kw = 5, 5 }, 2, 7},
+		{"float32", func(*convGeom) {}, 4, 0},
+		{"channels not in vectors", func(g *convGeom) { g.c, g.k, g.groups = 36, 36, 36 }, 2, 0},
+		{"9x9", func(g *convGeom) { g.kh, g.kw = 9, 9 }, 2, 0},
+		{"rectangular", func(g *convGeom) { g.kw = 5 }, 2, 0},
+		{"stride 3", func(g *convGeom) { g.strH, g.strW = 3, 3 }, 2, 0},
+		{"unequal strides", func(g *convGeom) { g.strW = 2 }, 2, 0},
+		{"dilated", func(g *convGeom) { g.dilH, g.dilW = 2, 2 }, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := base
+			tc.edit(&g)
+			if got := dwTileWidth(&g, tc.elem); got != tc.want {
+				t.Errorf("dwTileWidth = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
+	g := base
+	g.ow = 30
+	s := dwStep(&g, 0, 1, make([]float32, 96*49), nil, int64(2*96*56*30), 2, ewCopy, 0, 0)
+	if s.tile != 7 || dwWork(s, 2) != int64(2*56*5*12) {
+		t.Errorf("tile %d, %d threads; want 7 and %d", s.tile, dwWork(s, 2), 2*56*5*12)
+	}
+}
+
+// TestTuneFileDepthwise checks that depthwise measurements round-trip
+// through the tuning cache, per precision, next to the ResNet path's
+// entries.
+func TestTuneFileDepthwise(t *testing.T) {
+	const device = "NVIDIA H200 sm_90 driver 13000 cudnn 91900"
+	path := tunePath(t.TempDir(), device)
+	s1 := dwShape{N: 256, C: 96, H: 56, W: 56, OH: 56, OW: 56, KH: 7, KW: 7, SH: 1, SW: 1, PH: 3, PW: 3, DH: 1, DW: 1}
+	s2 := dwShape{N: 1, C: 72, H: 56, W: 56, OH: 28, OW: 28, KH: 5, KW: 5, SH: 2, SW: 2, PH: 2, PW: 2, DH: 1, DW: 1}
+	fp16 := map[dwShape]dwTimed{s1: {Own: 0.1, Lib: 0.5, Algo: 1}, s2: {CuDNN: true, Own: 0.01, Lib: 0.008, Algo: 6}}
+	bf16 := map[dwShape]dwTimed{s1: {Own: 0.1, Lib: 0, Algo: -1}}
+	f := newTuneFile(device, nil, nil)
+	f.Find = []findEntry{{Key: tuneKey{N: 1, Precision: "fp16"}, Perf: []perfRow{{Algo: 1}}}}
+	f.setDepthwise("fp16", map[dwShape]dwTimed{s2: {}})
+	f.setDepthwise("bf16", bf16)
+	f.setDepthwise("fp16", fp16) // replaces the first fp16 set
+	if err := writeAtomic(path, f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readTuneFile(path, device)
+	if err != nil || got == nil {
+		t.Fatalf("readTuneFile: %v, %v", got, err)
+	}
+	if !reflect.DeepEqual(got.depthwise("fp16"), fp16) || !reflect.DeepEqual(got.depthwise("bf16"), bf16) {
+		t.Errorf("depthwise entries changed: %v / %v", got.depthwise("fp16"), got.depthwise("bf16"))
+	}
+	if len(got.Find) != 1 || len(got.Depthwise) != 3 {
+		t.Errorf("%d find and %d depthwise entries; want 1 and 3", len(got.Find), len(got.Depthwise))
+	}
+}

@@ -1,0 +1,328 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	cu "goinfer/internal/cuda"
+	"goinfer/internal/tensor"
+)
+
+// dwTimed is one depthwise shape's measurement: each lowering's time per
+// call (milliseconds) and the choice.
+type dwTimed struct {
+	CuDNN bool    `json:"cudnn"`    // cuDNN's convolution was faster
+	Own   float32 `json:"own_ms"`   // graph.cu's kernel, epilogue fused
+	Lib   float32 `json:"cudnn_ms"` // cuDNN's fastest algorithm and the bias kernel; 0: none ran
+	Algo  int     `json:"algo"`     // that algorithm (cudnnConvolutionFwdAlgo_t), -1 if none
+}
+
+// dwEntry is a tuning-cache line of a depthwise measurement.
+type dwEntry struct {
+	Shape     dwShape `json:"shape"`
+	Precision string  `json:"precision"`
+	dwTimed
+}
+
+// depthwiseChoice returns the depthwise shapes to lower to cuDNN: those
+// where cuDNN measured faster. Shapes not measured yet are timed when the
+// model is compiled (eager models take the engine's kernel untimed, as
+// they take cuDNN's heuristic algorithms) and the tuning cache, if any,
+// is updated. The caller holds m.mu and has entered the device.
+func (m *graphModel) depthwiseChoice(shapes []dwShape) (map[dwShape]bool, error) {
+	var missing []dwShape
+	for _, s := range shapes {
+		if _, ok := m.dwTimes[s]; !ok {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 && m.opts.Compile {
+		if err := m.timeDepthwise(missing); err != nil {
+			return nil, err
+		}
+		m.saveDWTuning()
+	}
+	lib := map[dwShape]bool{}
+	for _, s := range shapes {
+		if m.dwTimes[s].CuDNN {
+			lib[s] = true
+		}
+	}
+	return lib, nil
+}
+
+// dwBench is the scratch state of depthwise timing: a stream, a cuDNN
+// handle and buffers for the largest shape.
+type dwBench struct {
+	m          *graphModel
+	stream     cu.Stream
+	h          cu.DNNHandle
+	start, end cu.Event
+	x, y, ws   cu.DevPtr
+	wLib       cu.DevPtr // the filter in the storage dtype (cuDNN)
+	params     cu.DevPtr // meta, float32 filter and bias (our kernel)
+	bufs       []cu.DevPtr
+}
+
+// timeDepthwise measures both lowerings of each shape into m.dwTimes.
+func (m *graphModel) timeDepthwise(shapes []dwShape) (err error) {
+	b := &dwBench{m: m}
+	defer func() { err = errors.Join(err, b.close()) }()
+	if err := b.open(shapes); err != nil {
+		return err
+	}
+	for _, s := range shapes {
+		t, err := b.time(s)
+		if err != nil {
+			return fmt.Errorf("cuda engine: timing the depthwise convolution %s: %w", s, err)
+		}
+		m.dwTimes[s] = t
+		if m.opts.Progress != nil {
+			m.opts.Progress("cuda: depthwise %s: goinfer %.3f ms, cuDNN %.3f ms (%s): %s", s, t.Own, t.Lib,
+				cu.ConvFwdAlgoName(t.Algo), map[bool]string{true: "cuDNN", false: "goinfer"}[t.CuDNN])
+		}
+	}
+	return nil
+}
+
+func (b *dwBench) open(shapes []dwShape) error {
+	m, rt := b.m, b.m.dev.rt
+	var xb, yb, wb, pb int64
+	for _, s := range shapes {
+		xb = max(xb, int64(s.N*s.C*s.H*s.W))
+		yb = max(yb, int64(s.N*s.C*s.OH*s.OW))
+		wb = max(wb, int64(s.C*s.KH*s.KW))
+		pb = max(pb, 64+4*int64(s.C*s.KH*s.KW+s.C))
+	}
+	el := int64(m.prec.elem)
+	var err error
+	if b.stream, err = rt.StreamCreate(); err != nil {
+		return err
+	}
+	if b.h, err = m.libs.DNN.Create(); err != nil {
+		return err
+	}
+	if err := m.libs.DNN.SetStream(b.h, b.stream); err != nil {
+		return err
+	}
+	if b.start, err = rt.EventCreate(true); err != nil {
+		return err
+	}
+	if b.end, err = rt.EventCreate(true); err != nil {
+		return err
+	}
+	for _, a := range []struct {
+		p *cu.DevPtr
+		n int64
+	}{{&b.x, xb * el}, {&b.y, yb * el}, {&b.ws, graphWorkspace}, {&b.wLib, wb * el}, {&b.params, pb}} {
+		if *a.p, err = m.dev.alloc(max(a.n, 256), "depthwise timing"); err != nil {
+			return err
+		}
+		b.bufs = append(b.bufs, *a.p)
+		// Zeros: the kernels' speed does not depend on the values.
+		if err := rt.MemsetAsync(*a.p, 0, max(a.n, 256), b.stream); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *dwBench) close() error {
+	rt := b.m.dev.rt
+	var errs []error
+	if b.stream != 0 {
+		errs = append(errs, rt.StreamSynchronize(b.stream))
+	}
+	for _, p := range b.bufs {
+		errs = append(errs, rt.Free(p))
+	}
+	for _, e := range []cu.Event{b.start, b.end} {
+		if e != 0 {
+			rt.EventDestroy(e)
+		}
+	}
+	if b.h != 0 {
+		errs = append(errs, b.m.libs.DNN.Destroy(b.h))
+	}
+	if b.stream != 0 {
+		errs = append(errs, rt.StreamDestroy(b.stream))
+	}
+	return errors.Join(errs...)
+}
+
+// best is the shortest time per call of run, over three timed rounds of
+// five calls after two untimed ones.
+func (b *dwBench) best(run func() error) (float32, error) {
+	rt := b.m.dev.rt
+	for k := 0; k < 2; k++ {
+		if err := run(); err != nil {
+			return 0, err
+		}
+	}
+	const reps = 5
+	best := float32(math.MaxFloat32)
+	for t := 0; t < 3; t++ {
+		if err := rt.EventRecord(b.start, b.stream); err != nil {
+			return 0, err
+		}
+		for k := 0; k < reps; k++ {
+			if err := run(); err != nil {
+				return 0, err
+			}
+		}
+		if err := rt.EventRecord(b.end, b.stream); err != nil {
+			return 0, err
+		}
+		if err := rt.EventSynchronize(b.end); err != nil {
+			return 0, err
+		}
+		ms, err := rt.EventElapsed(b.start, b.end)
+		if err != nil {
+			return 0, err
+		}
+		best = min(best, ms/reps)
+	}
+	return best, nil
+}
+
+// time measures shape s both ways: our kernel as the plan would launch it
+// (bias fused), and cuDNN's fastest algorithm (cudnnFind) followed by the
+// bias kernel the plan would add.
+func (b *dwBench) time(s dwShape) (dwTimed, error) {
+	m, dnn, drv := b.m, b.m.libs.DNN, b.m.libs.Driver
+	g := s.geom()
+	el := m.prec.elem
+	st := dwStep(g, -1, -1, make([]float32, s.C*s.KH*s.KW), make([]float32, s.C), int64(s.N*s.C*s.OH*s.OW), el, ewCopy, 0, 0)
+	// meta, then the filter, then the bias, as plan() lays them out.
+	host := make([]byte, 64, 64+4*(len(st.scale)+len(st.shift)))
+	for k, v := range st.meta[:14] {
+		binary.LittleEndian.PutUint32(host[4*k:], uint32(v))
+	}
+	host = append(host, tensor.F32Bytes(st.scale)...)
+	host = append(host, tensor.F32Bytes(st.shift)...)
+	if err := m.dev.rt.MemcpyHtoD(b.params, host); err != nil {
+		return dwTimed{}, err
+	}
+	meta, w, bias := b.params, b.params+64, b.params+64+cu.DevPtr(4*len(st.scale))
+	fn, n, err := m.kern.dwKernel(st, el)
+	if err != nil {
+		return dwTimed{}, err
+	}
+	grid, block := gridFor(n)
+	args := f32arg(f32arg(new(cu.KernelArgs).Ptr(b.y).Ptr(b.x).Ptr(w).Ptr(bias).Ptr(0).Ptr(meta).Int(int(n)).Int(ewCopy), 0), 0)
+	t := dwTimed{Algo: -1}
+	if t.Own, err = b.best(func() error { return drv.Launch(fn, grid, block, b.stream, args) }); err != nil {
+		return t, err
+	}
+	algo, xd, yd, wd, cd, err := b.find(g)
+	defer func() {
+		dnn.DestroyTensor(xd)
+		dnn.DestroyTensor(yd)
+		dnn.DestroyFilter(wd)
+		dnn.DestroyConv(cd)
+	}()
+	if err != nil || algo < 0 {
+		// cuDNN cannot run it within the workspace: ours.
+		return t, nil
+	}
+	vn := 16 / el
+	ewArgs := f32arg(f32arg(new(cu.KernelArgs).Ptr(b.y).Ptr(b.y).Ptr(0).Ptr(bias).Ptr(0).Int(int(st.n)/vn).Int(s.C).Int(ewCopy), 0), 0)
+	ewFn, ewN := m.kern.affineVec, st.n/int64(vn)
+	if s.C%vn != 0 {
+		ewArgs = f32arg(f32arg(new(cu.KernelArgs).Ptr(b.y).Ptr(b.y).Ptr(0).Ptr(bias).Ptr(0).Int64(st.n).Int(s.C).Int(1).Int(ewCopy), 0), 0)
+		ewFn, ewN = m.kern.affine, st.n
+	}
+	eg, eb := gridFor(ewN)
+	lib, err := b.best(func() error {
+		if err := dnn.ConvForward(b.h, xd, b.x, wd, b.wLib, cd, algo, b.ws, graphWorkspace, yd, b.y); err != nil {
+			return err
+		}
+		return drv.Launch(ewFn, eg, eb, b.stream, ewArgs)
+	})
+	if err != nil {
+		return t, nil
+	}
+	t.Lib, t.Algo, t.CuDNN = lib, algo, lib < t.Own
+	return t, nil
+}
+
+// find is cudnnFind's fastest algorithm for g within the workspace (-1:
+// none), with the descriptors it was found for.
+func (b *dwBench) find(g *convGeom) (algo int, xd, yd cu.TensorDesc, wd cu.FilterDesc, cd cu.ConvDesc, err error) {
+	m, dnn := b.m, b.m.libs.DNN
+	algo = -1
+	if xd, err = dnn.NewTensor4d(cu.TensorNHWC, m.prec.dnnType, g.n, g.c, g.h, g.w); err != nil {
+		return
+	}
+	if yd, err = dnn.NewTensor4d(cu.TensorNHWC, m.prec.dnnType, g.n, g.k, g.oh, g.ow); err != nil {
+		return
+	}
+	if wd, err = dnn.NewFilter4d(m.prec.dnnType, cu.TensorNHWC, g.k, 1, g.kh, g.kw); err != nil {
+		return
+	}
+	if cd, err = dnn.NewConv2dGeneral(g.padH, g.padW, g.strH, g.strW, g.dilH, g.dilW, g.groups, cu.DataFloat, m.prec.mathType); err != nil {
+		return
+	}
+	perf, err := dnn.FindConvForward(b.h, xd, b.x, wd, b.wLib, cd, yd, b.y, b.ws, graphWorkspace)
+	if err != nil {
+		return
+	}
+	for _, pf := range perf {
+		if pf.Status != 0 {
+			continue
+		}
+		need, err := dnn.ConvForwardWorkspace(b.h, xd, wd, cd, yd, int(pf.Algo))
+		if err != nil || need > graphWorkspace {
+			continue
+		}
+		return int(pf.Algo), xd, yd, wd, cd, nil
+	}
+	return
+}
+
+// loadDWTuning reads the depthwise measurements of m's precision from the
+// tuning cache, if there is one for this device.
+func (m *graphModel) loadDWTuning() {
+	if m.opts.TuningCache == "" {
+		return
+	}
+	m.tuneDevice = tuneDevice(m.libs, m.dev.ordinal)
+	path := tunePath(m.opts.TuningCache, m.tuneDevice)
+	f, err := readTuneFile(path, m.tuneDevice)
+	if err != nil {
+		if m.opts.Progress != nil {
+			m.opts.Progress("cuda: tuning cache %s ignored: %v", path, err)
+		}
+		return
+	}
+	if f == nil {
+		return
+	}
+	for s, t := range f.depthwise(m.opts.Precision.String()) {
+		m.dwTimes[s] = t
+	}
+}
+
+// saveDWTuning writes m's depthwise measurements into the tuning cache,
+// keeping what the file holds for other problems and precisions.
+func (m *graphModel) saveDWTuning() {
+	if m.opts.TuningCache == "" {
+		return
+	}
+	if m.tuneDevice == "" {
+		m.tuneDevice = tuneDevice(m.libs, m.dev.ordinal)
+	}
+	path := tunePath(m.opts.TuningCache, m.tuneDevice)
+	tuneSaveMu.Lock()
+	defer tuneSaveMu.Unlock()
+	f, err := readTuneFile(path, m.tuneDevice)
+	if err != nil || f == nil {
+		f = &tuneFile{Format: tuneFormat, Device: m.tuneDevice}
+	}
+	f.setDepthwise(m.opts.Precision.String(), m.dwTimes)
+	if err := writeAtomic(path, f); err != nil && m.opts.Progress != nil {
+		m.opts.Progress("cuda: saving the tuning cache: %v", err)
+	}
+}
