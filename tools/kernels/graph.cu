@@ -766,6 +766,27 @@ __device__ __forceinline__ void dwconv_tile(T* __restrict__ y, const T* __restri
   }
 }
 
+// scale_cl: y = x op s[b][c] for channels-last x (hwc elements per image)
+// and s of one value per image and channel (squeeze-and-excitation's
+// channel scale), over 16-byte vectors (C a multiple of the vector): n
+// counts vectors. The strided kernel did this with 6-d index arithmetic
+// per element.
+template <typename T>
+__device__ __forceinline__ void scale_cl(T* y, const T* x, const T* s, int n, int C, int hwc, int op) {
+  const int V = Vec<T>::N;
+  GRID_LOOP(i, n) {
+    int e = i * V;
+    int b = e / hwc;
+    int c = (e - b * hwc) % C;
+    float v[V], w[V];
+    vload(x + e, v);
+    vload(s + b * C + c, w);
+#pragma unroll
+    for (int k = 0; k < V; k++) v[k] = binary(op, v[k], w[k]);
+    vstore(y + e, v);
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -825,6 +846,9 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
                                               const int* meta, int n, int act, float p0, float p1) {             \
     dwconv_vec<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                     \
   }                                                                                                              \
+  extern "C" __global__ void g_scale_cl_##S(T* y, const T* x, const T* s, int n, int C, int hwc, int op) {        \
+    scale_cl<T>(y, x, s, n, C, hwc, op);                                                                         \
+  }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }
 
@@ -842,7 +866,10 @@ INSTANTIATE(bf16, bf16)
 // Channels-last (and so the depthwise kernels) is the 16-bit precisions'
 // layout only; output widths of multiples of 7 (224-pixel images: 112, 56,
 // 28, 14, 7) tile exactly, others waste a part of their last tile.
+// Tiles of 4 (fewer registers, more threads) for 3x3 and 5x5; the compiled
+// engine times each against the others.
 #define DWT_ALL(T, S_) \
-  DWT(T, S_, 3, 1, 7) DWT(T, S_, 3, 2, 7) DWT(T, S_, 5, 1, 7) DWT(T, S_, 5, 2, 7) DWT(T, S_, 7, 1, 7) DWT(T, S_, 7, 2, 7)
+  DWT(T, S_, 3, 1, 7) DWT(T, S_, 3, 2, 7) DWT(T, S_, 5, 1, 7) DWT(T, S_, 5, 2, 7) DWT(T, S_, 7, 1, 7) DWT(T, S_, 7, 2, 7) \
+  DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4)
 DWT_ALL(f16, f16)
 DWT_ALL(bf16, bf16)

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
@@ -89,22 +90,52 @@ func depthwiseShapes(g *ir.Graph) []dwShape {
 	return out
 }
 
-// dwTileWidth is the number of neighbouring outputs a thread of the tiled
-// kernel (graph.cu's dwconv_tile) computes, or 0 where that kernel does
-// not apply: 16-bit storage, channels in 16-byte vectors, square 3, 5 or
-// 7 filters of stride 1 or 2 without dilation (the shapes graph.cu
-// instantiates).
-func dwTileWidth(g *convGeom, elem int) int {
+// dwTiles lists the tile widths (neighbouring outputs per thread) of the
+// tiled kernel (graph.cu's dwconv_tile) that can run g, the default
+// first; none where that kernel does not apply. It needs 16-bit storage,
+// channels in 16-byte vectors, and square 3, 5 or 7 filters of stride 1
+// or 2 without dilation (the shapes graph.cu instantiates: tiles of 7 for
+// all, of 4 for 3x3 and 5x5).
+func dwTiles(g *convGeom, elem int) []int {
 	if elem != 2 || g.c%8 != 0 || g.kh != g.kw || g.strH != g.strW || g.dilH != 1 || g.dilW != 1 {
-		return 0
+		return nil
 	}
-	switch {
-	case g.kh != 3 && g.kh != 5 && g.kh != 7:
-		return 0
-	case g.strH != 1 && g.strH != 2:
-		return 0
+	if g.strH != 1 && g.strH != 2 {
+		return nil
 	}
-	return 7
+	switch g.kh {
+	case 3, 5:
+		return []int{7, 4}
+	case 7:
+		return []int{7}
+	}
+	return nil
+}
+
+// dwTileWidth is the default tile width for g (dwTiles' first), or 0.
+func dwTileWidth(g *convGeom, elem int) int {
+	if t := dwTiles(g, elem); len(t) > 0 {
+		return t[0]
+	}
+	return 0
+}
+
+// dwLowering is the plan's depthwise lowering for g given the measured
+// choices: cuDNN, or our kernel with the measured tile width (0: the
+// vector kernel), or by default our kernel with the default tile.
+func dwLowering(g *convGeom, elem int, chosen map[dwShape]dwTimed) (cudnn bool, tile int) {
+	t, ok := chosen[g.dwShape()]
+	if !ok {
+		return false, dwTileWidth(g, elem)
+	}
+	if t.CuDNN {
+		return true, 0
+	}
+	if t.Tile > 0 && !slices.Contains(dwTiles(g, elem), t.Tile) {
+		// A cache entry naming a tile this build lacks: the default.
+		return false, dwTileWidth(g, elem)
+	}
+	return false, t.Tile
 }
 
 // dwTileName is the tiled kernel's name for g, less the dtype suffix.
@@ -156,4 +187,34 @@ func dwAlgoName(s *gstep) string {
 		return "goinfer vector"
 	}
 	return "goinfer scalar"
+}
+
+// chanScale lowers out = a op b, where a and out are the same
+// channels-last 4-d value and b holds one value per image and channel
+// ([N, C, 1, 1]: squeeze-and-excitation's channel scale), to graph.cu's
+// vectorized scale_cl kernel; it reports whether it did. Commutative ops
+// take the operands in either order.
+func (nc *nodeCtx) chanScale(code, a, b, out int) bool {
+	os := nc.val(out).shape
+	if !nc.val(out).nhwc || len(os) != 4 || os[1]%(16/nc.pl.p.elem) != 0 {
+		return false
+	}
+	perChannel := func(v int) bool {
+		s := nc.val(v).shape
+		st := nc.st(v)
+		return len(s) == 4 && s[0] == os[0] && s[1] == os[1] && s[2] == 1 && s[3] == 1 && (s[0] == 1 || st[0] == int64(os[1])) && st[1] == 1
+	}
+	full := func(v int) bool {
+		return nc.val(v).shape.Equal(os) && sameLayout(os, nc.st(v), nc.st(out))
+	}
+	switch {
+	case full(a) && perChannel(b):
+	case (code == ewMul || code == ewAdd || code == ewMax || code == ewMin) && full(b) && perChannel(a):
+		a, b = b, a
+	default:
+		return false
+	}
+	nc.add(&gstep{kind: stEW, op: code, out: out, a: a, b: b, res: -1, n: int64(os.NumElements()), chanScale: true,
+		channels: os[1], inner: os[1] * os[2] * os[3]})
+	return true
 }

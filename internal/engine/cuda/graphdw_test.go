@@ -34,12 +34,11 @@ func TestGraphPlanDepthwiseLowerings(t *testing.T) {
 			if len(shapes) == 0 {
 				t.Fatal("no depthwise convolutions found")
 			}
-			all, some := map[dwShape]bool{}, map[dwShape]bool{}
+			all, some := map[dwShape]dwTimed{}, map[dwShape]dwTimed{}
 			for k, s := range shapes {
-				all[s] = true
-				if k%2 == 0 {
-					some[s] = true
-				}
+				all[s] = dwTimed{CuDNN: true}
+				// The others: our untiled kernel, measured faster.
+				some[s] = dwTimed{CuDNN: k%2 == 0}
 			}
 			layers := 0
 			for _, n := range b.Nodes {
@@ -49,7 +48,7 @@ func TestGraphPlanDepthwiseLowerings(t *testing.T) {
 			}
 			for _, tc := range []struct {
 				name  string
-				lib   map[dwShape]bool
+				lib   map[dwShape]dwTimed
 				ownDW int
 			}{
 				{"goinfer", nil, layers},
@@ -63,12 +62,12 @@ func TestGraphPlanDepthwiseLowerings(t *testing.T) {
 						switch {
 						case s.kind == stDW:
 							own++
-							if tc.lib[s.conv.dwShape()] {
+							if tc.lib[s.conv.dwShape()].CuDNN {
 								t.Errorf("%s: own kernel for a shape chosen for cuDNN", s.node)
 							}
 						case s.kind == stConv && s.conv.isDepthwise():
 							lib++
-							if !tc.lib[s.conv.dwShape()] {
+							if !tc.lib[s.conv.dwShape()].CuDNN {
 								t.Errorf("%s: cuDNN for a shape not chosen for it", s.node)
 							}
 						}
@@ -85,7 +84,7 @@ func TestGraphPlanDepthwiseLowerings(t *testing.T) {
 // checkPlannedDW plans the optimized graph b (of g) channels-last with
 // the cuDNN depthwise choices lib, simulates it and compares with g's
 // float64 reference.
-func checkPlannedDW(t *testing.T, g, b *ir.Graph, batch int, lib map[dwShape]bool, tol float64) *gplan {
+func checkPlannedDW(t *testing.T, g, b *ir.Graph, batch int, lib map[dwShape]dwTimed, tol float64) *gplan {
 	t.Helper()
 	p, err := planGraphDW(b, batch, 4, true, lib)
 	if err != nil {
@@ -131,6 +130,14 @@ func TestDWTileWidth(t *testing.T) {
 			}
 		})
 	}
+	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7}) {
+		t.Errorf("7x7 tiles %v, want [7]", got)
+	}
+	g3 := base
+	g3.kh, g3.kw = 3, 3
+	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4}) {
+		t.Errorf("3x3 tiles %v, want [7 4]", got)
+	}
 	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
 	g := base
 	g.ow = 30
@@ -148,7 +155,7 @@ func TestTuneFileDepthwise(t *testing.T) {
 	path := tunePath(t.TempDir(), device)
 	s1 := dwShape{N: 256, C: 96, H: 56, W: 56, OH: 56, OW: 56, KH: 7, KW: 7, SH: 1, SW: 1, PH: 3, PW: 3, DH: 1, DW: 1}
 	s2 := dwShape{N: 1, C: 72, H: 56, W: 56, OH: 28, OW: 28, KH: 5, KW: 5, SH: 2, SW: 2, PH: 2, PW: 2, DH: 1, DW: 1}
-	fp16 := map[dwShape]dwTimed{s1: {Own: 0.1, Lib: 0.5, Algo: 1}, s2: {CuDNN: true, Own: 0.01, Lib: 0.008, Algo: 6}}
+	fp16 := map[dwShape]dwTimed{s1: {Own: 0.1, Tile: 7, Lib: 0.5, Algo: 1}, s2: {CuDNN: true, Own: 0.01, Tile: 4, Lib: 0.008, Algo: 6}}
 	bf16 := map[dwShape]dwTimed{s1: {Own: 0.1, Lib: 0, Algo: -1}}
 	f := newTuneFile(device, nil, nil)
 	f.Find = []findEntry{{Key: tuneKey{N: 1, Precision: "fp16"}, Perf: []perfRow{{Algo: 1}}}}
@@ -167,5 +174,62 @@ func TestTuneFileDepthwise(t *testing.T) {
 	}
 	if len(got.Find) != 1 || len(got.Depthwise) != 3 {
 		t.Errorf("%d find and %d depthwise entries; want 1 and 3", len(got.Find), len(got.Depthwise))
+	}
+}
+
+// TestDWLowering checks how measured choices become the plan's lowering:
+// cuDNN, a measured tile, the untiled kernel, and the default for shapes
+// not measured or cache entries naming a tile this build lacks.
+func TestDWLowering(t *testing.T) {
+	g := &convGeom{n: 8, c: 64, h: 28, w: 28, k: 64, oh: 28, ow: 28, kh: 3, kw: 3, strH: 1, strW: 1, padH: 1, padW: 1, dilH: 1, dilW: 1, groups: 64}
+	for _, tc := range []struct {
+		name     string
+		chosen   map[dwShape]dwTimed
+		elem     int
+		wantLib  bool
+		wantTile int
+	}{
+		{"not measured", nil, 2, false, 7},
+		{"not measured, float32", nil, 4, false, 0},
+		{"cuDNN", map[dwShape]dwTimed{g.dwShape(): {CuDNN: true}}, 2, true, 0},
+		{"tile 4", map[dwShape]dwTimed{g.dwShape(): {Tile: 4}}, 2, false, 4},
+		{"untiled", map[dwShape]dwTimed{g.dwShape(): {Tile: 0}}, 2, false, 0},
+		{"unknown tile", map[dwShape]dwTimed{g.dwShape(): {Tile: 5}}, 2, false, 7},
+		{"other shape", map[dwShape]dwTimed{{N: 1}: {CuDNN: true}}, 2, false, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lib, tile := dwLowering(g, tc.elem, tc.chosen)
+			if lib != tc.wantLib || tile != tc.wantTile {
+				t.Errorf("dwLowering = %v, %d; want %v, %d", lib, tile, tc.wantLib, tc.wantTile)
+			}
+		})
+	}
+}
+
+// TestGraphPlanChanScale checks that squeeze-and-excitation's channel
+// scale takes the vectorized kernel in channels-last plans, computing the
+// same, and the strided kernel in row-major ones.
+func TestGraphPlanChanScale(t *testing.T) {
+	g, err := cachedModel("mobilenet_v3_large", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(p *gplan) int {
+		n := 0
+		for _, s := range p.steps {
+			if s.chanScale {
+				n++
+			}
+		}
+		return n
+	}
+	// mobilenet_v3_large has 8 squeeze-and-excitation blocks.
+	for _, tc := range []struct {
+		cl   bool
+		want int
+	}{{true, 8}, {false, 0}} {
+		if n := count(checkPlanned(t, g, 2, tc.cl, 1e-5)); n != tc.want {
+			t.Errorf("channels-last %v: %d channel-scale steps, want %d", tc.cl, n, tc.want)
+		}
 	}
 }

@@ -10,11 +10,12 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// dwTimed is one depthwise shape's measurement: each lowering's time per
-// call (milliseconds) and the choice.
+// dwTimed is one depthwise shape's measurement: each lowering's best time
+// per call (milliseconds) and the choice.
 type dwTimed struct {
 	CuDNN bool    `json:"cudnn"`    // cuDNN's convolution was faster
-	Own   float32 `json:"own_ms"`   // graph.cu's kernel, epilogue fused
+	Own   float32 `json:"own_ms"`   // graph.cu's fastest kernel, epilogue fused
+	Tile  int     `json:"tile"`     // its tile width (0: the untiled kernel)
 	Lib   float32 `json:"cudnn_ms"` // cuDNN's fastest algorithm and the bias kernel; 0: none ran
 	Algo  int     `json:"algo"`     // that algorithm (cudnnConvolutionFwdAlgo_t), -1 if none
 }
@@ -26,12 +27,12 @@ type dwEntry struct {
 	dwTimed
 }
 
-// depthwiseChoice returns the depthwise shapes to lower to cuDNN: those
-// where cuDNN measured faster. Shapes not measured yet are timed when the
+// depthwiseChoice returns the measured lowerings of shapes (missing ones
+// take the planner's default). Shapes not measured yet are timed when the
 // model is compiled (eager models take the engine's kernel untimed, as
-// they take cuDNN's heuristic algorithms) and the tuning cache, if any,
-// is updated. The caller holds m.mu and has entered the device.
-func (m *graphModel) depthwiseChoice(shapes []dwShape) (map[dwShape]bool, error) {
+// they take cuDNN's heuristic algorithms) and the tuning cache, if any, is
+// updated. The caller holds m.mu and has entered the device.
+func (m *graphModel) depthwiseChoice(shapes []dwShape) (map[dwShape]dwTimed, error) {
 	var missing []dwShape
 	for _, s := range shapes {
 		if _, ok := m.dwTimes[s]; !ok {
@@ -44,13 +45,13 @@ func (m *graphModel) depthwiseChoice(shapes []dwShape) (map[dwShape]bool, error)
 		}
 		m.saveDWTuning()
 	}
-	lib := map[dwShape]bool{}
+	out := map[dwShape]dwTimed{}
 	for _, s := range shapes {
-		if m.dwTimes[s].CuDNN {
-			lib[s] = true
+		if t, ok := m.dwTimes[s]; ok {
+			out[s] = t
 		}
 	}
-	return lib, nil
+	return out, nil
 }
 
 // dwBench is the scratch state of depthwise timing: a stream, a cuDNN
@@ -80,7 +81,7 @@ func (m *graphModel) timeDepthwise(shapes []dwShape) (err error) {
 		}
 		m.dwTimes[s] = t
 		if m.opts.Progress != nil {
-			m.opts.Progress("cuda: depthwise %s: goinfer %.3f ms, cuDNN %.3f ms (%s): %s", s, t.Own, t.Lib,
+			m.opts.Progress("cuda: depthwise %s: goinfer %.3f ms (tile %d), cuDNN %.3f ms (%s): %s", s, t.Own, t.Tile, t.Lib,
 				cu.ConvFwdAlgoName(t.Algo), map[bool]string{true: "cuDNN", false: "goinfer"}[t.CuDNN])
 		}
 	}
@@ -187,9 +188,12 @@ func (b *dwBench) best(run func() error) (float32, error) {
 	return best, nil
 }
 
-// time measures shape s both ways: our kernel as the plan would launch it
-// (bias fused), and cuDNN's fastest algorithm (cudnnFind) followed by the
-// bias kernel the plan would add.
+// time measures shape s both ways: our kernels as the plan would launch
+// them (bias fused; the untiled kernel and each tile width), and cuDNN's
+// implicit precomputed GEMM and heuristic first choice, each followed by
+// the bias kernel the plan would add. cudnnFind is not used: it tries
+// every algorithm, and on the shapes where cuDNN is slow (7x7 filters,
+// about 10 ms a call at batch 256) that alone took seconds.
 func (b *dwBench) time(s dwShape) (dwTimed, error) {
 	m, dnn, drv := b.m, b.m.libs.DNN, b.m.libs.Driver
 	g := s.geom()
@@ -206,25 +210,36 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 		return dwTimed{}, err
 	}
 	meta, w, bias := b.params, b.params+64, b.params+64+cu.DevPtr(4*len(st.scale))
-	fn, n, err := m.kern.dwKernel(st, el)
-	if err != nil {
-		return dwTimed{}, err
+	t := dwTimed{Algo: -1, Own: math.MaxFloat32}
+	tiles := []int{0}
+	if st.vec {
+		tiles = append(tiles, dwTiles(g, el)...)
 	}
-	grid, block := gridFor(n)
-	args := f32arg(f32arg(new(cu.KernelArgs).Ptr(b.y).Ptr(b.x).Ptr(w).Ptr(bias).Ptr(0).Ptr(meta).Int(int(n)).Int(ewCopy), 0), 0)
-	t := dwTimed{Algo: -1}
-	if t.Own, err = b.best(func() error { return drv.Launch(fn, grid, block, b.stream, args) }); err != nil {
-		return t, err
+	for _, tile := range tiles {
+		st.tile = tile
+		fn, n, err := m.kern.dwKernel(st, el)
+		if err != nil {
+			return t, err
+		}
+		grid, block := gridFor(n)
+		args := f32arg(f32arg(new(cu.KernelArgs).Ptr(b.y).Ptr(b.x).Ptr(w).Ptr(bias).Ptr(0).Ptr(meta).Int(int(n)).Int(ewCopy), 0), 0)
+		ms, err := b.best(func() error { return drv.Launch(fn, grid, block, b.stream, args) })
+		if err != nil {
+			return t, err
+		}
+		if ms < t.Own {
+			t.Own, t.Tile = ms, tile
+		}
 	}
-	algo, xd, yd, wd, cd, err := b.find(g)
+	xd, yd, wd, cd, algos, err := b.candidates(g)
 	defer func() {
 		dnn.DestroyTensor(xd)
 		dnn.DestroyTensor(yd)
 		dnn.DestroyFilter(wd)
 		dnn.DestroyConv(cd)
 	}()
-	if err != nil || algo < 0 {
-		// cuDNN cannot run it within the workspace: ours.
+	if err != nil {
+		// cuDNN cannot run it: ours.
 		return t, nil
 	}
 	vn := 16 / el
@@ -235,24 +250,30 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 		ewFn, ewN = m.kern.affine, st.n
 	}
 	eg, eb := gridFor(ewN)
-	lib, err := b.best(func() error {
-		if err := dnn.ConvForward(b.h, xd, b.x, wd, b.wLib, cd, algo, b.ws, graphWorkspace, yd, b.y); err != nil {
-			return err
+	for _, algo := range algos {
+		lib, err := b.best(func() error {
+			if err := dnn.ConvForward(b.h, xd, b.x, wd, b.wLib, cd, algo, b.ws, graphWorkspace, yd, b.y); err != nil {
+				return err
+			}
+			return drv.Launch(ewFn, eg, eb, b.stream, ewArgs)
+		})
+		if err != nil {
+			continue // an algorithm cuDNN refuses for this problem
 		}
-		return drv.Launch(ewFn, eg, eb, b.stream, ewArgs)
-	})
-	if err != nil {
-		return t, nil
+		if t.Algo < 0 || lib < t.Lib {
+			t.Lib, t.Algo = lib, algo
+		}
 	}
-	t.Lib, t.Algo, t.CuDNN = lib, algo, lib < t.Own
+	t.CuDNN = t.Algo >= 0 && t.Lib < t.Own
 	return t, nil
 }
 
-// find is cudnnFind's fastest algorithm for g within the workspace (-1:
-// none), with the descriptors it was found for.
-func (b *dwBench) find(g *convGeom) (algo int, xd, yd cu.TensorDesc, wd cu.FilterDesc, cd cu.ConvDesc, err error) {
+// candidates are the descriptors of g and the cuDNN algorithms to time
+// for it: implicit precomputed GEMM (the fastest on every depthwise shape
+// cudnnFind was tried on, H200, cuDNN 9.19) and the heuristic's first
+// choice, those that fit the workspace.
+func (b *dwBench) candidates(g *convGeom) (xd, yd cu.TensorDesc, wd cu.FilterDesc, cd cu.ConvDesc, algos []int, err error) {
 	m, dnn := b.m, b.m.libs.DNN
-	algo = -1
 	if xd, err = dnn.NewTensor4d(cu.TensorNHWC, m.prec.dnnType, g.n, g.c, g.h, g.w); err != nil {
 		return
 	}
@@ -265,19 +286,25 @@ func (b *dwBench) find(g *convGeom) (algo int, xd, yd cu.TensorDesc, wd cu.Filte
 	if cd, err = dnn.NewConv2dGeneral(g.padH, g.padW, g.strH, g.strW, g.dilH, g.dilW, g.groups, cu.DataFloat, m.prec.mathType); err != nil {
 		return
 	}
-	perf, err := dnn.FindConvForward(b.h, xd, b.x, wd, b.wLib, cd, yd, b.y, b.ws, graphWorkspace)
-	if err != nil {
-		return
+	try := []int{cu.ConvFwdAlgoImplicitPrecompGemm}
+	if perf, herr := dnn.ConvForwardAlgorithms(b.h, xd, wd, cd, yd); herr == nil {
+		for _, pf := range perf {
+			if pf.Status == 0 {
+				if int(pf.Algo) != cu.ConvFwdAlgoImplicitPrecompGemm {
+					try = append(try, int(pf.Algo))
+				}
+				break
+			}
+		}
 	}
-	for _, pf := range perf {
-		if pf.Status != 0 {
-			continue
+	for _, a := range try {
+		need, werr := dnn.ConvForwardWorkspace(b.h, xd, wd, cd, yd, a)
+		if werr == nil && need <= graphWorkspace {
+			algos = append(algos, a)
 		}
-		need, err := dnn.ConvForwardWorkspace(b.h, xd, wd, cd, yd, int(pf.Algo))
-		if err != nil || need > graphWorkspace {
-			continue
-		}
-		return int(pf.Algo), xd, yd, wd, cd, nil
+	}
+	if len(algos) == 0 {
+		err = fmt.Errorf("no cuDNN algorithm fits a %d MiB workspace", graphWorkspace>>20)
 	}
 	return
 }

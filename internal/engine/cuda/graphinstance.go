@@ -266,6 +266,13 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 	switch s.kind {
 	case stEW:
 		rs.grid, rs.block = gridFor(s.n)
+		if s.chanScale {
+			vn := int64(16 / p.elem)
+			rs.fn = kern.scaleCL
+			rs.grid, rs.block = gridFor(s.n / vn)
+			rs.args.Ptr(out).Ptr(a).Ptr(b).Int(int(s.n / vn)).Int(s.channels).Int(s.inner).Int(s.op)
+			break
+		}
 		if s.flat {
 			rs.fn = kern.ewFlat
 			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Int64(s.n).Int(s.op), s.p0), s.p1).Int(b2i(s.bScalar))

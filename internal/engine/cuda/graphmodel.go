@@ -53,6 +53,7 @@ type graphKernels struct {
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
 	softmaxWarp, normWarp, dw, dwVec, affineVec     cu.Function
+	scaleCL                                         cu.Function
 	// dwTile: the tiled depthwise kernels by name less the dtype suffix
 	// (dwTileName); 16-bit dtypes only.
 	dwTile map[string]cu.Function
@@ -75,7 +76,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.reduce, "g_reduce_"}, {&k.softmax, "g_softmax_"}, {&k.norm, "g_layernorm_"},
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
-		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"},
+		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"}, {&k.scaleCL, "g_scale_cl_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
@@ -86,10 +87,13 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		k.dwTile = map[string]cu.Function{}
 		for _, kk := range []int{3, 5, 7} {
 			for _, st := range []int{1, 2} {
-				name := dwTileName(&convGeom{kh: kk, strH: st}, 7)
-				if k.dwTile[name], err = d.ModuleFunction(mod, name+suffix); err != nil {
-					d.ModuleUnload(mod)
-					return nil, err
+				g := &convGeom{c: 8, kh: kk, kw: kk, strH: st, strW: st, dilH: 1, dilW: 1}
+				for _, tw := range dwTiles(g, 2) {
+					name := dwTileName(g, tw)
+					if k.dwTile[name], err = d.ModuleFunction(mod, name+suffix); err != nil {
+						d.ModuleUnload(mod)
+						return nil, err
+					}
 				}
 			}
 		}
@@ -260,7 +264,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	var lib map[dwShape]bool
+	var lib map[dwShape]dwTimed
 	if m.prec.nhwc {
 		if lib, err = m.depthwiseChoice(depthwiseShapes(b)); err != nil {
 			return nil, err
@@ -303,7 +307,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		host = append(host, b...)
 	}
 	for k, s := range p.steps {
-		if (s.kind == stEW && !s.flat) || s.kind == stDW {
+		if (s.kind == stEW && !s.flat && !s.chanScale) || s.kind == stDW {
 			b := make([]byte, 4*len(s.meta))
 			for i, v := range s.meta {
 				u := uint32(v)

@@ -208,6 +208,7 @@ type gstep struct {
 	fused               bool      // a convolution with its epilogue in the cuDNN call
 	vec                 bool      // depthwise: 16-byte vectors of channels, the filter [kh][kw][C]
 	tile                int       // depthwise: outputs per thread of the tiled kernel (0: not tiled)
+	chanScale           bool      // elementwise: channels-last a op b[image][channel] (channels, inner = H*W*C)
 	scale, shift        []float32 // affine (float32, uploaded per plan)
 	channels, inner     int       // affine: c = (i / inner) % channels
 	rows, rowLen, redOp int       // reduce, softmax, layernorm
@@ -268,8 +269,9 @@ type planner struct {
 	p     *gplan
 	index map[*ir.Value]int
 	bad   map[string]string
-	// cudnnDW: depthwise shapes lowered to cuDNN rather than graph.cu.
-	cudnnDW map[dwShape]bool
+	// dw: the measured depthwise lowerings (graphdwtune.go); shapes
+	// missing take graph.cu's kernel with its default tile.
+	dw map[dwShape]dwTimed
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
@@ -279,14 +281,15 @@ func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) 
 	return planGraphDW(g, batch, elem, channelsLast, nil)
 }
 
-// planGraphDW is planGraph with the depthwise convolutions of the shapes
-// in cudnnDW lowered to cuDNN's grouped convolution.
-func planGraphDW(g *ir.Graph, batch, elem int, channelsLast bool, cudnnDW map[dwShape]bool) (*gplan, error) {
+// planGraphDW is planGraph with the depthwise convolutions lowered as
+// measured (dw: cuDNN's grouped convolution or graph.cu's kernel with a
+// tile width, per shape).
+func planGraphDW(g *ir.Graph, batch, elem int, channelsLast bool, dw map[dwShape]dwTimed) (*gplan, error) {
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
 	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
-		cudnnDW: cudnnDW}
+		dw: dw}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
@@ -841,6 +844,9 @@ func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
 
 // binary is out = a op b with broadcasting.
 func (nc *nodeCtx) binary(code, a, b, out int, _ int) error {
+	if nc.chanScale(code, a, b, out) {
+		return nil
+	}
 	s := nc.val(out).shape
 	as, err := broadcastStrides(nc.val(a).shape, nc.st(a), s)
 	if err != nil {
@@ -950,9 +956,22 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	g.nhwc = true
 	nc.outCL(nc.out[0])
 	y := nc.out[0]
-	if g.isDepthwise() && !nc.pl.cudnnDW[g.dwShape()] {
-		// Depthwise: graph.cu's kernel, its epilogue fused, unless
-		// measurement chose cuDNN for this shape (graphdwtune.go).
+	lib, tile := false, 0
+	if g.isDepthwise() {
+		lib, tile = dwLowering(g, nc.pl.p.elem, nc.pl.dw)
+	}
+	if g.isDepthwise() && lib {
+		// cuDNN's grouped convolution, chosen by measurement, and its
+		// epilogue as a kernel: the fused cuDNN call is not used here, as
+		// it is not what was measured.
+		if x, err = nc.asNHWC(x); err != nil {
+			return err
+		}
+		nc.add(&gstep{kind: stConv, out: y, a: x, b: -1, res: -1, conv: g})
+		return nc.epilogue(y, bias, g.k, 1, res, op.Epilogue)
+	}
+	if g.isDepthwise() {
+		// Depthwise: graph.cu's kernel, its epilogue fused.
 		if x, err = nc.asNHWC(x); err != nil {
 			return err
 		}
@@ -966,6 +985,9 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		}
 		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
 		s := dwStep(g, x, y, w, bias, nc.val(y).elems, nc.pl.p.elem, act, p0, p1)
+		if s.vec {
+			s.tile = tile
+		}
 		if fuseRes {
 			s.res = res
 			nc.add(s)

@@ -58,6 +58,13 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 		bb += s.bOff
 		switch s.kind {
 		case stEW:
+			if s.chanScale {
+				for i := int64(0); i < s.n; i++ {
+					img, c := i/int64(s.inner), i%int64(s.channels)
+					out[ob+i] = simBinary(s.op, a[ab+i], b[bb+img*int64(s.channels)+c])
+				}
+				continue
+			}
 			if s.flat {
 				for i := int64(0); i < s.n; i++ {
 					var x, y float64
