@@ -1,0 +1,81 @@
+package cuda
+
+import (
+	"context"
+	"testing"
+
+	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+// TestGraphGPUDepthwiseLowerings runs the depthwise cases with each
+// lowering forced through the tuning cache (the untiled kernel, every
+// tile width, cuDNN), eager and compiled, against the float64 reference:
+// measurement picks only one of them per shape on a given GPU, so the
+// others would otherwise go unchecked.
+func TestGraphGPUDepthwiseLowerings(t *testing.T) {
+	needGPU(t)
+	libs, err := cu.Load()
+	if err != nil {
+		t.Skipf("no CUDA libraries: %v", err)
+	}
+	device := tuneDevice(libs, 0)
+	const batch = 3
+	for _, c := range opCases() {
+		if c.name != "depthwise_tiles" && c.name != "depthwise_hardswish" && c.name != "convnext_block" {
+			continue
+		}
+		g := c.g
+		in := randInput(append([]int{batch}, []int(g.Inputs[0].Type.Shape[1:])...), 5)
+		ref := evalRef(t, g, batch, in)[0].Data
+		x := make([]float32, len(in.Data))
+		for i, v := range in.Data {
+			x[i] = float32(v)
+		}
+		per := len(ref) / batch
+		var shapes []dwShape
+		for _, n := range []int{1, batch} {
+			b, _, err := ir.Optimize(g, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shapes = append(shapes, depthwiseShapes(b)...)
+		}
+		for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
+			for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {CuDNN: true}} {
+				dir := t.TempDir()
+				f := &tuneFile{Format: tuneFormat, Device: device}
+				times := map[dwShape]dwTimed{}
+				for _, s := range shapes {
+					times[s] = force
+				}
+				f.setDepthwise(p.String(), times)
+				if err := writeAtomic(tunePath(dir, device), f); err != nil {
+					t.Fatal(err)
+				}
+				for _, compile := range []bool{false, true} {
+					opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, TuningCache: dir}
+					m, err := Engine{}.LoadGraph(context.Background(), g, opts)
+					if err != nil {
+						t.Fatalf("%s: LoadGraph: %v", c.name, err)
+					}
+					inst, err := m.NewInstance(context.Background())
+					if err != nil {
+						m.Close()
+						t.Fatalf("%s: NewInstance: %v", c.name, err)
+					}
+					for _, n := range []int{1, batch} {
+						got := runForward(t, m, inst, tensor.F32Bytes(x[:n*m.Info().Input().Elems()]), n)
+						if e := relErr64(f64s(got), ref[:n*per]); e > tolerance[p] {
+							t.Errorf("%s %s %+v compile=%v batch %d: relative error %.3g > %.3g", c.name, p, force, compile, n, e, tolerance[p])
+						}
+					}
+					inst.Close()
+					m.Close()
+				}
+			}
+		}
+	}
+}
