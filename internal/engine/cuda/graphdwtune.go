@@ -32,7 +32,7 @@ type dwEntry struct {
 // model is compiled (eager models take the engine's kernel untimed, as
 // they take cuDNN's heuristic algorithms) and the tuning cache, if any, is
 // updated. The caller holds m.mu and has entered the device.
-func (m *graphModel) depthwiseChoice(shapes []dwShape) (map[dwShape]dwTimed, error) {
+func (m *graphModel) depthwiseChoice(shapes []dwShape) map[dwShape]dwTimed {
 	var missing []dwShape
 	for _, s := range shapes {
 		if _, ok := m.dwTimes[s]; !ok {
@@ -40,8 +40,11 @@ func (m *graphModel) depthwiseChoice(shapes []dwShape) (map[dwShape]dwTimed, err
 		}
 	}
 	if len(missing) > 0 && m.opts.Compile {
-		if err := m.timeDepthwise(missing); err != nil {
-			return nil, err
+		// A failed measurement (the scratch buffers not fitting, say)
+		// costs speed, not the model: the shapes it did not reach keep
+		// the default lowering.
+		if err := m.timeDepthwise(missing); err != nil && m.opts.Progress != nil {
+			m.opts.Progress("cuda: depthwise timing stopped, defaults kept: %v", err)
 		}
 		m.saveDWTuning()
 	}
@@ -51,7 +54,7 @@ func (m *graphModel) depthwiseChoice(shapes []dwShape) (map[dwShape]dwTimed, err
 			out[s] = t
 		}
 	}
-	return out, nil
+	return out
 }
 
 // dwBench is the scratch state of depthwise timing: a stream, a cuDNN

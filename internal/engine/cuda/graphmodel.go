@@ -266,9 +266,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	}
 	var lib map[dwShape]dwTimed
 	if m.prec.nhwc {
-		if lib, err = m.depthwiseChoice(depthwiseShapes(b)); err != nil {
-			return nil, err
-		}
+		lib = m.depthwiseChoice(depthwiseShapes(b))
 	}
 	p, err := planGraphDW(b, n, m.prec.elem, m.prec.nhwc, lib)
 	if err != nil {
