@@ -666,6 +666,49 @@ __device__ __forceinline__ void dwconv_vec(T* y, const T* x, const float* w, con
   }
 }
 
+// affine_rows is affine (no residual) for strided views: the elements, in
+// the packed order of their layout, are rows of len contiguous elements,
+// xs apart in x and ys apart in y (a channel prefix or slice of a shared
+// concatenation buffer).
+template <typename T>
+__device__ __forceinline__ void affine_rows(T* y, const T* x, const float* scale, const float* shift, i64 n, int C,
+                                            int inner, int len, int ys, int xs, int act, float p0, float p1) {
+  GRID_LOOP(i, n) {
+    int c = (inner == 1 ? i : i / inner) % C;
+    int r = i / len;
+    int j = i - r * len;
+    float v = load(x + (i64)r * xs + j);
+    if (scale) v *= scale[c];
+    if (shift) v += shift[c];
+    store(y + (i64)r * ys + j, unary(act, v, p0, p1));
+  }
+}
+
+// affine_rows_vec is affine_rows over 16-byte vectors when the channel is
+// innermost (inner 1) and C, len, xs and ys are multiples of the vector: n
+// counts vectors.
+template <typename T>
+__device__ __forceinline__ void affine_rows_vec(T* y, const T* x, const float* scale, const float* shift, int n, int C,
+                                                int len, int ys, int xs, int act, float p0, float p1) {
+  const int V = Vec<T>::N;
+  GRID_LOOP(i, n) {
+    int e = i * V;
+    int c = e % C;
+    int r = e / len;
+    int j = e - r * len;
+    float v[V];
+    vload(x + (i64)r * xs + j, v);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+      float t = v[k];
+      if (scale) t *= scale[c + k];
+      if (shift) t += shift[c + k];
+      v[k] = unary(act, t, p0, p1);
+    }
+    vstore(y + (i64)r * ys + j, v);
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -724,6 +767,16 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   extern "C" __global__ void g_dwconv_vec_##S(T* y, const T* x, const float* w, const float* bias, const T* res, \
                                               const int* meta, int n, int act, float p0, float p1) {             \
     dwconv_vec<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                     \
+  }                                                                                                              \
+  extern "C" __global__ void g_affine_rows_##S(T* y, const T* x, const float* scale, const float* shift, i64 n,   \
+                                               int C, int inner, int len, int ys, int xs, int act, float p0,     \
+                                               float p1) {                                                       \
+    affine_rows<T>(y, x, scale, shift, n, C, inner, len, ys, xs, act, p0, p1);                                   \
+  }                                                                                                              \
+  extern "C" __global__ void g_affine_rows_vec_##S(T* y, const T* x, const float* scale, const float* shift,     \
+                                                   int n, int C, int len, int ys, int xs, int act, float p0,     \
+                                                   float p1) {                                                   \
+    affine_rows_vec<T>(y, x, scale, shift, n, C, len, ys, xs, act, p0, p1);                                      \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }

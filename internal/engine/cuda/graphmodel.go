@@ -53,6 +53,7 @@ type graphKernels struct {
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
 	softmaxWarp, normWarp, dw, dwVec, affineVec     cu.Function
+	affineRows, affineRowsVec                       cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -73,6 +74,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
 		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"},
+		{&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)

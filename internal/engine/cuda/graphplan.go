@@ -39,6 +39,11 @@ type gvalue struct {
 	slot  int
 	alias int
 	cnst  *tensor.Tensor
+	// A strided view (a concatenation's channel slice or prefix, see
+	// graphconcat.go): its element offset into the aliased value and its
+	// physical strides; strides nil for values laid out as nhwc says.
+	off     int64
+	strides []int64
 }
 
 // stepKind is what a step runs.
@@ -209,7 +214,8 @@ type gstep struct {
 	vec                 bool      // depthwise: 16-byte vectors of channels, the filter [kh][kw][C]
 	scale, shift        []float32 // affine (float32, uploaded per plan)
 	channels, inner     int       // affine: c = (i / inner) % channels
-	rows, rowLen, redOp int       // reduce, softmax, layernorm
+	rows, rowLen, redOp int       // reduce, softmax, layernorm; affine over strided rows: rowLen
+	aRow, oRow          int64     // affine over strided rows: the row strides of a and out
 	eps                 float32
 	conv                *convGeom
 	gemm                *gemmGeom
@@ -267,21 +273,44 @@ type planner struct {
 	p     *gplan
 	index map[*ir.Value]int
 	bad   map[string]string
+	// uses counts each IR value's consumers (graph outputs included).
+	uses map[*ir.Value]int
+	// groups maps the concatenations that share a buffer to it
+	// (graphconcat.go).
+	groups map[*ir.Node]*concatGroup
+	// defs is the step that last defined each value.
+	defs map[int]*gstep
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
 // whose values are elem bytes each; with channelsLast, convolutions and
 // the 4-d values around them are stored NHWC.
 func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) {
+	return planGraphWith(g, batch, elem, channelsLast, planOptions{})
+}
+
+// planOptions turn planning decisions off, for tests that measure them.
+type planOptions struct {
+	copyConcats bool // every concatenation copies all its inputs
+}
+
+func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOptions) (*gplan, error) {
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
-	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{}}
+	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
+		uses: map[*ir.Value]int{}, groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
 	}
 	pl.p.input = in
+	pl.countUses(g)
+	if !opts.copyConcats {
+		if err := pl.planConcats(g); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range g.Nodes {
 		if err := pl.node(n); err != nil {
 			return nil, err
@@ -316,6 +345,20 @@ func (p *gplan) root(v int) int {
 	}
 	return v
 }
+
+// offset is v's element offset into its root's storage.
+func (p *gplan) offset(v int) int64 {
+	var off int64
+	for p.vals[v].kind == gAlias {
+		off += p.vals[v].off
+		v = p.vals[v].alias
+	}
+	return off
+}
+
+// isView reports whether v is a strided view (not laid out as its nhwc
+// flag says).
+func (p *gplan) isView(v int) bool { return v >= 0 && p.vals[v].strides != nil }
 
 // value returns v's index, adding it on first sight.
 func (pl *planner) value(v *ir.Value) (int, error) {
@@ -420,7 +463,7 @@ func (pl *planner) node(n *ir.Node) error {
 			return nil
 		}
 	}
-	err := lowerNode(nc)
+	err := nc.lowerViews()
 	if err != nil {
 		if u, ok := err.(*unsupportedOp); ok {
 			pl.refuse(n, "", u.msg)
@@ -443,6 +486,7 @@ func (pl *planner) commit(nc *nodeCtx) {
 		}
 		s.reads = reads
 		s.defs = []int{s.out}
+		pl.defs[s.out] = s
 		pl.p.steps = append(pl.p.steps, s)
 	}
 	nc.steps = nil
@@ -451,6 +495,9 @@ func (pl *planner) commit(nc *nodeCtx) {
 // st returns value v's physical element strides.
 func (p *gplan) st(v int) []int64 {
 	val := &p.vals[v]
+	if val.strides != nil {
+		return val.strides
+	}
 	if val.nhwc {
 		s := val.shape
 		c, h, w := int64(s[1]), int64(s[2]), int64(s[3])
@@ -490,7 +537,7 @@ func (nc *nodeCtx) contig(v int) (int, error) {
 
 // asNHWC returns v, or a channels-last copy of it.
 func (nc *nodeCtx) asNHWC(v int) (int, error) {
-	if nc.val(v).nhwc {
+	if nc.val(v).nhwc && !nc.pl.p.isView(v) {
 		return v, nil
 	}
 	s := nc.val(v).shape
@@ -506,7 +553,7 @@ func (nc *nodeCtx) asNHWC(v int) (int, error) {
 
 // outCL stores output value o channels-last when the plan is and o is 4-d.
 func (nc *nodeCtx) outCL(o int) {
-	if o >= 0 && nc.pl.p.cl && len(nc.val(o).shape) == 4 {
+	if o >= 0 && nc.pl.p.cl && len(nc.val(o).shape) == 4 && !nc.pl.p.isView(o) {
 		nc.val(o).nhwc = true
 	}
 }
@@ -815,6 +862,9 @@ func (nc *nodeCtx) copyStep(op int, out int, outOff int64, os []int64, a int, aO
 
 // elementwise is a unary op of input 0 into output 0.
 func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
+	if nc.fuseActivation(code, p0, p1) {
+		return nil
+	}
 	nc.outCL(nc.out[0])
 	s := nc.val(nc.out[0]).shape
 	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), s)
@@ -877,8 +927,30 @@ func (nc *nodeCtx) batchNorm(op *ir.BatchNorm) error {
 		scale[i] = float32(sc)
 		shift[i] = float32(float64(ps[1][i]) - float64(ps[2][i])*sc)
 	}
-	nc.val(nc.out[0]).nhwc = nc.val(nc.in[0]).nhwc
-	nc.affineStep(nc.out[0], nc.in[0], scale, shift, -1, c, tensor.Shape(s[2:]).NumElements(), ewCopy, 0, 0)
+	x, y := nc.in[0], nc.out[0]
+	inner := tensor.Shape(s[2:]).NumElements()
+	p := nc.pl.p
+	if !p.isView(y) {
+		nc.val(y).nhwc = nc.val(x).nhwc
+	}
+	if p.isView(x) || p.isView(y) {
+		if nc.affineRows(y, x, scale, shift, c, inner, ewCopy, 0, 0) {
+			return nil
+		}
+		// Not rows of one length: through packed copies.
+		var err error
+		if x, err = nc.packed(x); err != nil {
+			return err
+		}
+		if p.isView(y) {
+			t := nc.temp(s)
+			nc.val(t).nhwc = nc.val(x).nhwc
+			nc.affineStep(t, x, scale, shift, -1, c, inner, ewCopy, 0, 0)
+			return nc.copyStep(ewCopy, y, 0, nc.st(y), t, 0, nc.st(t), s)
+		}
+		nc.val(y).nhwc = nc.val(x).nhwc
+	}
+	nc.affineStep(y, x, scale, shift, -1, c, inner, ewCopy, 0, 0)
 	return nil
 }
 
@@ -1392,6 +1464,9 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 }
 
 func (nc *nodeCtx) concat(op *ir.Concat) error {
+	if cg := nc.pl.groups[nc.n]; cg != nil {
+		return nc.concatInPlace(cg)
+	}
 	ys := nc.val(nc.out[0]).shape
 	ax := normAxis(op.Axis, len(ys))
 	nc.outCL(nc.out[0])

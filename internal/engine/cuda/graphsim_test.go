@@ -42,7 +42,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 			consts[r] = c
 			return c, 0
 		case gArena:
-			return arena, offs[val.slot] / el
+			return arena, offs[val.slot]/el + p.offset(v)
 		}
 		t.Fatalf("value %d has no storage", v)
 		return nil, 0
@@ -102,7 +102,16 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 			res, rb := view(s.res)
 			for i := int64(0); i < s.n; i++ {
 				c := (i / int64(s.inner)) % int64(s.channels)
-				v := a[ab+i]
+				ai, oi := i, i
+				if s.rowLen > 0 {
+					// Rows of rowLen elements, aRow and oRow apart.
+					r, j := i/int64(s.rowLen), i%int64(s.rowLen)
+					ai, oi = r*s.aRow+j, r*s.oRow+j
+					if res != nil {
+						t.Fatalf("%s: a strided affine step with a residual", s.node)
+					}
+				}
+				v := a[ab+ai]
 				if s.scale != nil {
 					v *= float64(s.scale[c])
 				}
@@ -112,7 +121,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				if res != nil {
 					v += res[rb+i]
 				}
-				out[ob+i] = simUnary(s.op, v, float64(s.p0), float64(s.p1))
+				out[ob+oi] = simUnary(s.op, v, float64(s.p0), float64(s.p1))
 			}
 		case stPool:
 			g := s.pool
