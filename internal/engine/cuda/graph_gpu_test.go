@@ -53,7 +53,7 @@ func singleOutput(g *ir.Graph, k int) *ir.Graph {
 
 func TestGraphGPUOps(t *testing.T) {
 	needGPU(t)
-	for _, c := range opCases() {
+	for _, c := range append(opCases(), concatCases()...) {
 		for k := range c.g.Outputs {
 			g := singleOutput(c.g, k)
 			const batch = 3

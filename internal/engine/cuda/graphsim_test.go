@@ -366,7 +366,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 	var res [][]float64
 	for _, o := range p.outputs {
 		buf, base := view(o)
-		res = append(res, append([]float64(nil), buf[base:base+p.vals[p.root(o)].elems]...))
+		res = append(res, append([]float64(nil), buf[base:base+p.vals[o].elems]...))
 	}
 	return res
 }
