@@ -709,6 +709,58 @@ __device__ __forceinline__ void affine_rows_vec(T* y, const T* x, const float* s
   }
 }
 
+// ew_chain applies up to MAXOPS elementwise ops in turn to each element of
+// a (one load and one store instead of one per op): meta is ew's shape and
+// the strides of out and a, then the strides of each op's operand
+// (MAXOPS x MAXD, 0 broadcasts), then the op count, the op codes and their
+// two parameters as float bits. Unary ops ignore their operand.
+#define MAXOPS 4
+template <typename T>
+__device__ __forceinline__ void ew_chain(T* out, const T* a, const T* b0, const T* b1, const T* b2, const T* b3,
+                                         const int* meta, i64 n) {
+  int shape[MAXD], os[MAXD], as[MAXD], bs[MAXOPS][MAXD];
+#pragma unroll
+  for (int d = 0; d < MAXD; d++) {
+    shape[d] = meta[d];
+    os[d] = meta[MAXD + d];
+    as[d] = meta[2 * MAXD + d];
+#pragma unroll
+    for (int k = 0; k < MAXOPS; k++) bs[k][d] = meta[(3 + k) * MAXD + d];
+  }
+  const int* m = meta + (3 + MAXOPS) * MAXD;
+  int nops = m[0];
+  int ops[MAXOPS];
+  float p0[MAXOPS], p1[MAXOPS];
+#pragma unroll
+  for (int k = 0; k < MAXOPS; k++) {
+    ops[k] = m[1 + k];
+    p0[k] = bits_f32((unsigned)m[1 + MAXOPS + k]);
+    p1[k] = bits_f32((unsigned)m[1 + 2 * MAXOPS + k]);
+  }
+  const T* b[MAXOPS] = {b0, b1, b2, b3};
+  GRID_LOOP(i, n) {
+    int r = i, oi = 0, ai = 0;
+    int bi[MAXOPS] = {0, 0, 0, 0};
+#pragma unroll
+    for (int d = MAXD - 1; d >= 0; d--) {
+      if (shape[d] == 1) continue;
+      int q = r / shape[d];
+      int c = r - q * shape[d];
+      r = q;
+      oi += c * os[d];
+      ai += c * as[d];
+#pragma unroll
+      for (int k = 0; k < MAXOPS; k++) bi[k] += c * bs[k][d];
+    }
+    float v = load(a + ai);
+#pragma unroll
+    for (int k = 0; k < MAXOPS; k++) {
+      if (k < nops) v = ops[k] >= OP_ADD ? binary(ops[k], v, load(b[k] + bi[k])) : unary(ops[k], v, p0[k], p1[k]);
+    }
+    store(out + oi, v);
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -777,6 +829,10 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
                                                    int n, int C, int len, int ys, int xs, int act, float p0,     \
                                                    float p1) {                                                   \
     affine_rows_vec<T>(y, x, scale, shift, n, C, len, ys, xs, act, p0, p1);                                      \
+  }                                                                                                              \
+  extern "C" __global__ void g_ew_chain_##S(T* out, const T* a, const T* b0, const T* b1, const T* b2,           \
+                                            const T* b3, const int* meta, i64 n) {                               \
+    ew_chain<T>(out, a, b0, b1, b2, b3, meta, n);                                                                \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }

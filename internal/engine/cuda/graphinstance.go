@@ -273,6 +273,18 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			rs.fn = kern.ew
 			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(dp.meta[k]).Int64(s.n).Int(s.op), s.p0), s.p1)
 		}
+	case stChain:
+		rs.grid, rs.block = gridFor(s.n)
+		rs.args.Ptr(out).Ptr(a)
+		for j := 0; j < maxChain; j++ {
+			var bp cu.DevPtr
+			if j < len(s.chain) && s.chain[j].b >= 0 {
+				bp = i.ptr(p, s.chain[j].b) + el*cu.DevPtr(s.chain[j].bOff)
+			}
+			rs.args.Ptr(bp)
+		}
+		rs.fn = kern.ewChain
+		rs.args.Ptr(dp.meta[k]).Int64(s.n)
 	case stAffine:
 		if s.rowLen > 0 {
 			// Strided rows (a view of a shared concatenation buffer).

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -53,7 +54,7 @@ type graphKernels struct {
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
 	softmaxWarp, normWarp, dw, dwVec, affineVec     cu.Function
-	affineRows, affineRowsVec                       cu.Function
+	affineRows, affineRowsVec, ewChain              cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -74,7 +75,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
 		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"},
-		{&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"},
+		{&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"}, {&k.ewChain, "g_ew_chain_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
@@ -225,7 +226,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	p, err := planGraph(b, n, m.prec.elem, m.prec.nhwc)
+	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, planOptions{chains: os.Getenv(chainsEnv) == "1"})
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +266,14 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		if (s.kind == stEW && !s.flat) || s.kind == stDW {
 			b := make([]byte, 4*len(s.meta))
 			for i, v := range s.meta {
+				u := uint32(v)
+				b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+			}
+			put(&dp.meta[k], b)
+		}
+		if s.kind == stChain {
+			b := make([]byte, 4*len(s.cmeta))
+			for i, v := range s.cmeta {
 				u := uint32(v)
 				b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
 			}
@@ -339,7 +348,11 @@ func constUses(p *gplan, i int) []constKey {
 	}
 	t := p.vals[i].cnst
 	for _, s := range p.steps {
-		for _, v := range []int{s.a, s.b, s.res} {
+		operands := []int{s.a, s.b, s.res}
+		for _, c := range s.chain {
+			operands = append(operands, c.b)
+		}
+		for _, v := range operands {
 			if v >= 0 && p.root(v) == i {
 				use(constKey{t: t})
 			}

@@ -60,6 +60,7 @@ const (
 	stLayerNorm                     // layer normalization over rows
 	stReduceCL                      // global pooling of a channels-last value
 	stDW                            // channels-last depthwise convolution, epilogue fused
+	stChain                         // elementwise ops applied in turn, one kernel (graphchain.go)
 )
 
 func (k stepKind) String() string {
@@ -84,6 +85,8 @@ func (k stepKind) String() string {
 		return "globalpool"
 	case stDW:
 		return "dwconv"
+	case stChain:
+		return "chain"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -221,6 +224,13 @@ type gstep struct {
 	gemm                *gemmGeom
 	pool                *poolGeom
 	reads, defs         []int
+	// Elementwise steps: the logical shape and strides of out, a and b
+	// (before dimensions merge), from which a chain's index description
+	// is built; a chain's ops after the first.
+	lshape        tensor.Shape
+	los, las, lbs []int64
+	chain         []chainOp
+	cmeta         []int32 // a chain's index description (chainMeta)
 }
 
 // gplan is a graph lowered for one batch size.
@@ -280,6 +290,7 @@ type planner struct {
 	groups map[*ir.Node]*concatGroup
 	// defs is the step that last defined each value.
 	defs map[int]*gstep
+	opts planOptions
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
@@ -292,6 +303,7 @@ func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) 
 // planOptions turn planning decisions off, for tests that measure them.
 type planOptions struct {
 	copyConcats bool // every concatenation copies all its inputs
+	chains      bool // runs of elementwise ops become one chain step
 }
 
 func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOptions) (*gplan, error) {
@@ -299,7 +311,7 @@ func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOpt
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
 	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
-		uses: map[*ir.Value]int{}, groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}}
+		uses: map[*ir.Value]int{}, groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, opts: opts}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
@@ -479,7 +491,11 @@ func (pl *planner) node(n *ir.Node) error {
 func (pl *planner) commit(nc *nodeCtx) {
 	for _, s := range nc.steps {
 		var reads []int
-		for _, v := range []int{s.a, s.b, s.res} {
+		operands := []int{s.a, s.b, s.res}
+		for _, c := range s.chain {
+			operands = append(operands, c.b)
+		}
+		for _, v := range operands {
 			if v >= 0 && pl.p.vals[pl.p.root(v)].kind != gConst {
 				reads = append(reads, v)
 			}
@@ -656,6 +672,9 @@ func lowerNode(nc *nodeCtx) error {
 		code, ok := binaryCodes[op.Fn]
 		if !ok {
 			return refuse("binary %s", op.Fn)
+		}
+		if nc.fuseChain(code, 0, 0, true) {
+			return nil
 		}
 		nc.outCL(nc.out[0])
 		return nc.binary(code, nc.in[0], nc.in[1], nc.out[0], 0)
@@ -856,13 +875,14 @@ func (nc *nodeCtx) copyStep(op int, out int, outOff int64, os []int64, a int, aO
 		return err
 	}
 	nc.add(&gstep{kind: stEW, op: op, out: out, outOff: outOff, a: a, aOff: aOff, b: -1, res: -1,
-		n: int64(shape.NumElements()), meta: m, flat: flat && outOff == 0 && aOff == 0})
+		n: int64(shape.NumElements()), meta: m, flat: flat && outOff == 0 && aOff == 0,
+		lshape: shape.Clone(), los: slices.Clone(os), las: slices.Clone(as)})
 	return nil
 }
 
 // elementwise is a unary op of input 0 into output 0.
 func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
-	if nc.fuseActivation(code, p0, p1) {
+	if nc.fuseActivation(code, p0, p1) || nc.fuseChain(code, p0, p1, false) {
 		return nil
 	}
 	nc.outCL(nc.out[0])
@@ -894,7 +914,8 @@ func (nc *nodeCtx) binary(code, a, b, out int, _ int) error {
 	if err != nil {
 		return err
 	}
-	nc.add(&gstep{kind: stEW, op: code, out: out, a: a, b: b, res: -1, n: int64(s.NumElements()), meta: m, flat: flat, bScalar: bScalar})
+	nc.add(&gstep{kind: stEW, op: code, out: out, a: a, b: b, res: -1, n: int64(s.NumElements()), meta: m, flat: flat, bScalar: bScalar,
+		lshape: s.Clone(), los: slices.Clone(nc.st(out)), las: as, lbs: bs})
 	return nil
 }
 

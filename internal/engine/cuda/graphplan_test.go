@@ -53,11 +53,17 @@ func cachedModel(arch string, size int) (*ir.Graph, error) {
 // graph.
 func checkPlanned(t *testing.T, g *ir.Graph, batch int, cl bool, tol float64) *gplan {
 	t.Helper()
+	return checkPlannedWith(t, g, batch, cl, tol, planOptions{})
+}
+
+// checkPlannedWith is checkPlanned with planning options.
+func checkPlannedWith(t *testing.T, g *ir.Graph, batch int, cl bool, tol float64, opts planOptions) *gplan {
+	t.Helper()
 	b, _, err := ir.Optimize(g, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planGraph(b, batch, 4, cl)
+	p, err := planGraphWith(b, batch, 4, cl, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

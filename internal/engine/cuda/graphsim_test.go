@@ -98,6 +98,44 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				}
 				out[ob+oi] = y
 			}
+		case stChain:
+			m := s.cmeta
+			nops := int(m[(3+maxChain)*maxDims])
+			type operand struct {
+				buf  []float64
+				base int64
+			}
+			bs := make([]operand, nops)
+			for k, c := range s.chain {
+				bs[k].buf, bs[k].base = view(c.b)
+				bs[k].base += c.bOff
+			}
+			for i := int64(0); i < s.n; i++ {
+				r, oi, ai := i, int64(0), int64(0)
+				bi := make([]int64, nops)
+				for d := maxDims - 1; d >= 0; d-- {
+					c := r % int64(m[d])
+					r /= int64(m[d])
+					oi += c * int64(m[maxDims+d])
+					ai += c * int64(m[2*maxDims+d])
+					for k := range bi {
+						bi[k] += c * int64(m[(3+k)*maxDims+d])
+					}
+				}
+				v := a[ab+ai]
+				base := (3 + maxChain) * maxDims
+				for k := 0; k < nops; k++ {
+					op := int(m[base+1+k])
+					if op >= ewAdd {
+						v = simBinary(op, v, bs[k].buf[bs[k].base+bi[k]])
+					} else {
+						p0 := float64(math.Float32frombits(uint32(m[base+1+maxChain+k])))
+						p1 := float64(math.Float32frombits(uint32(m[base+1+2*maxChain+k])))
+						v = simUnary(op, v, p0, p1)
+					}
+				}
+				out[ob+oi] = v
+			}
 		case stAffine:
 			res, rb := view(s.res)
 			for i := int64(0); i < s.n; i++ {
