@@ -96,12 +96,14 @@ func TestGraphPlanDenseNet121(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: densenet121 simulated on the CPU")
 	}
+	// At 32 px (1x1 in the last block), batch 1, channels-last: the
+	// simulation is slow under -race; the tiny DenseNets cover both
+	// layouts and odd batches.
 	g, err := cachedModel("densenet121", 32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPlanned(t, g, 2, true, 1e-5)
-	checkPlanned(t, g, 1, false, 1e-5)
+	checkPlanned(t, g, 1, true, 1e-5)
 }
 
 // TestGraphPlanConcatCopies counts the bytes a DenseNet's copies move:
@@ -146,6 +148,16 @@ func TestGraphPlanConcatCopies(t *testing.T) {
 	t.Logf("densenet121 at 64 px, batch 2, fp16: %d bytes copied in %d steps before, %d in %d steps after", b, len(pb.steps), a, len(pa.steps))
 	if a*6 > b {
 		t.Errorf("densenet121 copies %d bytes with shared buffers, %d without; want at least 6x less", a, b)
+	}
+	// One buffer per dense block, all its concatenations views of it.
+	roots := map[int]bool{}
+	for v := range pa.vals {
+		if pa.isView(v) {
+			roots[pa.root(v)] = true
+		}
+	}
+	if len(roots) != 4 {
+		t.Errorf("%d shared concatenation buffers; want one per dense block (4)", len(roots))
 	}
 	// Each dense layer: batch norm + ReLU (one kernel reading the buffer's
 	// prefix), two convolutions and one copy of its new channels; the
