@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
 )
 
 // Concatenation in place. A DenseNet block concatenates all earlier
@@ -153,7 +154,7 @@ func (nc *nodeCtx) concatInPlace(cg *concatGroup) error {
 		if v := &p.vals[in]; v.kind == gAlias && v.alias == cg.buf {
 			continue // its producer wrote it in place
 		}
-		if err := nc.copyStep(ewCopy, cg.buf, int64(cg.offs[k])*bst[1], bst, in, 0, nc.st(in), nc.inShape(k)); err != nil {
+		if err := nc.copyInto(cg.buf, int64(cg.offs[k])*bst[1], bst, in, nc.inShape(k)); err != nil {
 			return err
 		}
 	}
@@ -206,11 +207,39 @@ func (nc *nodeCtx) lowerViews() error {
 	}
 	for _, tv := range pending {
 		t, o := tv[0], tv[1]
-		if err := nc.copyStep(ewCopy, o, 0, nc.st(o), t, 0, nc.st(t), nc.val(o).shape); err != nil {
+		if err := nc.copyInto(o, 0, nc.st(o), t, nc.val(o).shape); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// copyInto copies value a into a strided view of out (at element offset
+// outOff and strides os, of a's shape): as the row-strided affine kernel
+// with no scale or shift where both are rows of one length (16-byte
+// vectors where aligned, which the strided copy kernel does not use),
+// else as a strided copy.
+func (nc *nodeCtx) copyInto(out int, outOff int64, os []int64, a int, shape tensor.Shape) error {
+	as := nc.st(a)
+	nhwc := nc.pl.p.cl && len(shape) == 4
+	n := int64(shape.NumElements())
+	lo, so, oko := rowLayoutOf(shape, os, nhwc)
+	la, sa, oka := rowLayoutOf(shape, as, nhwc)
+	if oko && oka && n > 0 {
+		l := min(lo, la)
+		if lo%l == 0 && la%l == 0 && (lo == n || lo == l) && (la == n || la == l) {
+			if lo == n {
+				so = l
+			}
+			if la == n {
+				sa = l
+			}
+			nc.add(&gstep{kind: stAffine, out: out, outOff: outOff, a: a, b: -1, res: -1, n: n, channels: int(l), inner: 1,
+				op: ewCopy, rowLen: int(l), aRow: sa, oRow: so})
+			return nil
+		}
+	}
+	return nc.copyStep(ewCopy, out, outOff, os, a, 0, as, shape)
 }
 
 // packed returns v, or a packed copy of a strided view (channels-last
@@ -230,7 +259,11 @@ func (nc *nodeCtx) packed(v int) (int, error) {
 // shape (channels-last when nhwc), as rows of rowLen contiguous elements
 // stride elements apart; packed values are one row.
 func (p *gplan) rowLayout(v int, nhwc bool) (rowLen, stride int64, ok bool) {
-	shape, st := p.vals[v].shape, p.st(v)
+	return rowLayoutOf(p.vals[v].shape, p.st(v), nhwc)
+}
+
+// rowLayoutOf is rowLayout for a shape at strides st.
+func rowLayoutOf(shape tensor.Shape, st []int64, nhwc bool) (rowLen, stride int64, ok bool) {
 	order := make([]int, len(shape))
 	for d := range order {
 		order[d] = d
@@ -307,7 +340,7 @@ func (nc *nodeCtx) fuseActivation(code int, p0, p1 float32) bool {
 		return false
 	}
 	s := nc.pl.defs[x]
-	if s == nil || s.kind != stAffine || s.op != ewCopy || s.out != x || s.a == x || s.res >= 0 {
+	if s == nil || s.kind != stAffine || s.op != ewCopy || s.out != x || s.a == x || s.res >= 0 || s.outOff != 0 || s.n != nc.val(x).elems {
 		return false
 	}
 	nc.val(y).nhwc = nc.val(x).nhwc
@@ -324,9 +357,21 @@ func (nc *nodeCtx) fuseActivation(code int, p0, p1 float32) bool {
 func (p *gplan) copiedBytes() int64 {
 	var b int64
 	for _, s := range p.steps {
-		if s.kind == stEW && s.op == ewCopy {
+		if s.isCopy() {
 			b += 2 * s.n * int64(p.elem)
 		}
 	}
 	return b
+}
+
+// isCopy reports whether s only moves elements: a strided copy, or an
+// affine step over rows with no scale, shift or activation (copyInto).
+func (s *gstep) isCopy() bool {
+	switch s.kind {
+	case stEW:
+		return s.op == ewCopy
+	case stAffine:
+		return s.op == ewCopy && s.scale == nil && s.shift == nil && s.res < 0
+	}
+	return false
 }

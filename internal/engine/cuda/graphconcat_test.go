@@ -146,8 +146,8 @@ func TestGraphPlanConcatCopies(t *testing.T) {
 	b, pb := copied(g, planOptions{copyConcats: true})
 	a, pa := copied(g, planOptions{})
 	t.Logf("densenet121 at 64 px, batch 2, fp16: %d bytes copied in %d steps before, %d in %d steps after", b, len(pb.steps), a, len(pa.steps))
-	if a*6 > b {
-		t.Errorf("densenet121 copies %d bytes with shared buffers, %d without; want at least 6x less", a, b)
+	if a*5 > b {
+		t.Errorf("densenet121 copies %d bytes with shared buffers, %d without; want at least 5x less", a, b)
 	}
 	// One buffer per dense block, all its concatenations views of it.
 	roots := map[int]bool{}
@@ -160,10 +160,21 @@ func TestGraphPlanConcatCopies(t *testing.T) {
 		t.Errorf("%d shared concatenation buffers; want one per dense block (4)", len(roots))
 	}
 	// Each dense layer: batch norm + ReLU (one kernel reading the buffer's
-	// prefix), two convolutions and one copy of its new channels; the
-	// transitions and the head: batch norm + ReLU; the classifier's bias.
-	k := pa.kindCounts()
-	if k[stAffine] != 58+3+1+1 || k[stEW] > 58+4+2 {
-		t.Errorf("%d epilogue and %d elementwise steps; want 63 and at most 64", k[stAffine], k[stEW])
+	// prefix), two convolutions and one copy of its new channels (the
+	// block inputs too); the transitions and the head: batch norm + ReLU;
+	// the classifier's bias; the RGB stem's padding (a fill and a copy).
+	var copies, affine, ew int
+	for _, s := range pa.steps {
+		switch {
+		case s.isCopy():
+			copies++
+		case s.kind == stAffine:
+			affine++
+		case s.kind == stEW:
+			ew++
+		}
+	}
+	if affine != 58+3+1+1 || copies != 58+4+1 || ew != 1 {
+		t.Errorf("%d affine, %d copy and %d other elementwise steps; want 63, 63 and 1", affine, copies, ew)
 	}
 }
