@@ -300,12 +300,15 @@ func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) 
 	return planGraphWith(g, batch, elem, channelsLast, planOptions{})
 }
 
-// planOptions turn planning decisions off, for tests that measure them.
+// planOptions select planning decisions: the default plan, or one without
+// concatenations in place (for tests that measure them), or one with
+// elementwise chains (off by default, see chainsEnv).
 type planOptions struct {
 	copyConcats bool // every concatenation copies all its inputs
 	chains      bool // runs of elementwise ops become one chain step
 }
 
+// planGraphWith is planGraph with options.
 func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOptions) (*gplan, error) {
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
