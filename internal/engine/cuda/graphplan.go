@@ -290,6 +290,8 @@ type planner struct {
 	groups map[*ir.Node]*concatGroup
 	// defs is the step that last defined each value.
 	defs map[int]*gstep
+	// irv is the IR value of each plan value (temporaries have none).
+	irv  map[int]*ir.Value
 	opts planOptions
 }
 
@@ -314,7 +316,7 @@ func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOpt
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
 	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
-		uses: map[*ir.Value]int{}, groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, opts: opts}
+		uses: map[*ir.Value]int{}, groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
@@ -392,6 +394,7 @@ func (pl *planner) value(v *ir.Value) (int, error) {
 	pl.p.vals = append(pl.p.vals, gv)
 	i := len(pl.p.vals) - 1
 	pl.index[v] = i
+	pl.irv[i] = v
 	return i, nil
 }
 
@@ -676,7 +679,7 @@ func lowerNode(nc *nodeCtx) error {
 		if !ok {
 			return refuse("binary %s", op.Fn)
 		}
-		if nc.fuseChain(code, 0, 0, true) {
+		if nc.foldIntoAffine(code) || nc.fuseChain(code, 0, 0, true) {
 			return nil
 		}
 		nc.outCL(nc.out[0])
