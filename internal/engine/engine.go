@@ -92,6 +92,10 @@ type Options struct {
 	// library versions), so that a later Compile on the same machine skips
 	// the measurements: a faster cold start, as TensorRT's timing cache.
 	TuningCache string
+	// FuseChains (cuda engine, general graphs) runs chains of elementwise
+	// ops whose intermediates have one consumer as one kernel. Off by
+	// default until measured on a GPU.
+	FuseChains bool
 }
 
 // ImageNet normalization, applied on the device to uint8 input: the

@@ -787,6 +787,101 @@ __device__ __forceinline__ void scale_cl(T* y, const T* x, const T* s, int n, in
   }
 }
 
+// affine_rows is affine (no residual) for strided views: the elements, in
+// the packed order of their layout, are rows of len contiguous elements,
+// xs apart in x and ys apart in y (a channel prefix or slice of a shared
+// concatenation buffer).
+template <typename T>
+__device__ __forceinline__ void affine_rows(T* y, const T* x, const float* scale, const float* shift, i64 n, int C,
+                                            int inner, int len, int ys, int xs, int act, float p0, float p1) {
+  GRID_LOOP(i, n) {
+    int c = (inner == 1 ? i : i / inner) % C;
+    int r = i / len;
+    int j = i - r * len;
+    float v = load(x + (i64)r * xs + j);
+    if (scale) v *= scale[c];
+    if (shift) v += shift[c];
+    store(y + (i64)r * ys + j, unary(act, v, p0, p1));
+  }
+}
+
+// affine_rows_vec is affine_rows over 16-byte vectors when the channel is
+// innermost (inner 1) and C, len, xs and ys are multiples of the vector: n
+// counts vectors.
+template <typename T>
+__device__ __forceinline__ void affine_rows_vec(T* y, const T* x, const float* scale, const float* shift, int n, int C,
+                                                int len, int ys, int xs, int act, float p0, float p1) {
+  const int V = Vec<T>::N;
+  GRID_LOOP(i, n) {
+    int e = i * V;
+    int c = e % C;
+    int r = e / len;
+    int j = e - r * len;
+    float v[V];
+    vload(x + (i64)r * xs + j, v);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+      float t = v[k];
+      if (scale) t *= scale[c + k];
+      if (shift) t += shift[c + k];
+      v[k] = unary(act, t, p0, p1);
+    }
+    vstore(y + (i64)r * ys + j, v);
+  }
+}
+
+// ew_chain applies up to MAXOPS elementwise ops in turn to each element of
+// a (one load and one store instead of one per op): meta is ew's shape and
+// the strides of out and a, then the strides of each op's operand
+// (MAXOPS x MAXD, 0 broadcasts), then the op count, the op codes and their
+// two parameters as float bits. Unary ops ignore their operand.
+#define MAXOPS 4
+template <typename T>
+__device__ __forceinline__ void ew_chain(T* out, const T* a, const T* b0, const T* b1, const T* b2, const T* b3,
+                                         const int* meta, i64 n) {
+  int shape[MAXD], os[MAXD], as[MAXD], bs[MAXOPS][MAXD];
+#pragma unroll
+  for (int d = 0; d < MAXD; d++) {
+    shape[d] = meta[d];
+    os[d] = meta[MAXD + d];
+    as[d] = meta[2 * MAXD + d];
+#pragma unroll
+    for (int k = 0; k < MAXOPS; k++) bs[k][d] = meta[(3 + k) * MAXD + d];
+  }
+  const int* m = meta + (3 + MAXOPS) * MAXD;
+  int nops = m[0];
+  int ops[MAXOPS];
+  float p0[MAXOPS], p1[MAXOPS];
+#pragma unroll
+  for (int k = 0; k < MAXOPS; k++) {
+    ops[k] = m[1 + k];
+    p0[k] = bits_f32((unsigned)m[1 + MAXOPS + k]);
+    p1[k] = bits_f32((unsigned)m[1 + 2 * MAXOPS + k]);
+  }
+  const T* b[MAXOPS] = {b0, b1, b2, b3};
+  GRID_LOOP(i, n) {
+    int r = i, oi = 0, ai = 0;
+    int bi[MAXOPS] = {0, 0, 0, 0};
+#pragma unroll
+    for (int d = MAXD - 1; d >= 0; d--) {
+      if (shape[d] == 1) continue;
+      int q = r / shape[d];
+      int c = r - q * shape[d];
+      r = q;
+      oi += c * os[d];
+      ai += c * as[d];
+#pragma unroll
+      for (int k = 0; k < MAXOPS; k++) bi[k] += c * bs[k][d];
+    }
+    float v = load(a + ai);
+#pragma unroll
+    for (int k = 0; k < MAXOPS; k++) {
+      if (k < nops) v = ops[k] >= OP_ADD ? binary(ops[k], v, load(b[k] + bi[k])) : unary(ops[k], v, p0[k], p1[k]);
+    }
+    store(out + oi, v);
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -848,6 +943,20 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   }                                                                                                              \
   extern "C" __global__ void g_scale_cl_##S(T* y, const T* x, const T* s, int n, int C, int hwc, int op) {        \
     scale_cl<T>(y, x, s, n, C, hwc, op);                                                                         \
+  }                                                                                                              \
+  extern "C" __global__ void g_affine_rows_##S(T* y, const T* x, const float* scale, const float* shift, i64 n,   \
+                                               int C, int inner, int len, int ys, int xs, int act, float p0,     \
+                                               float p1) {                                                       \
+    affine_rows<T>(y, x, scale, shift, n, C, inner, len, ys, xs, act, p0, p1);                                   \
+  }                                                                                                              \
+  extern "C" __global__ void g_affine_rows_vec_##S(T* y, const T* x, const float* scale, const float* shift,     \
+                                                   int n, int C, int len, int ys, int xs, int act, float p0,     \
+                                                   float p1) {                                                   \
+    affine_rows_vec<T>(y, x, scale, shift, n, C, len, ys, xs, act, p0, p1);                                      \
+  }                                                                                                              \
+  extern "C" __global__ void g_ew_chain_##S(T* out, const T* a, const T* b0, const T* b1, const T* b2,           \
+                                            const T* b3, const int* meta, i64 n) {                               \
+    ew_chain<T>(out, a, b0, b1, b2, b3, meta, n);                                                                \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }

@@ -24,7 +24,9 @@ import (
 // prepared).
 func runGraph(t *testing.T, g *ir.Graph, p engine.Precision, compile bool, maxBatch int, x []float32, ns ...int) [][]float32 {
 	t.Helper()
-	opts := engine.Options{Precision: p, Compile: compile, MaxBatch: maxBatch, BatchSizes: []int{1, maxBatch}}
+	opts := engine.Options{Precision: p, Compile: compile, MaxBatch: maxBatch, BatchSizes: []int{1, maxBatch},
+		// GOINFER_GRAPH_CHAINS=1 runs the same checks with elementwise chains fused.
+		FuseChains: os.Getenv("GOINFER_GRAPH_CHAINS") == "1"}
 	m, err := Engine{}.LoadGraph(context.Background(), g, opts)
 	if err != nil {
 		t.Fatalf("LoadGraph %s compile=%v: %v", p, compile, err)
@@ -53,7 +55,7 @@ func singleOutput(g *ir.Graph, k int) *ir.Graph {
 
 func TestGraphGPUOps(t *testing.T) {
 	needGPU(t)
-	for _, c := range opCases() {
+	for _, c := range append(opCases(), concatCases()...) {
 		for k := range c.g.Outputs {
 			g := singleOutput(c.g, k)
 			const batch = 3

@@ -216,6 +216,16 @@ func opCases() []opCase {
 		add(b.out(y))
 	}
 	{
+		// A GEMM's bias epilogue, then a per-column scale (constant first),
+		// a shift and a residual: one affine step when folded.
+		b, x := newGB("matmul_scale_residual", 6, 16)
+		h := b.node(&ir.Binary{Fn: ir.OpAdd}, b.node(&ir.MatMul{}, x, b.w(0.25, 16, 16)), b.w(0.1, 16))
+		h = b.node(&ir.Binary{Fn: ir.OpMul}, b.w(1, 16), h)
+		h = b.node(&ir.Binary{Fn: ir.OpAdd}, h, b.w(0.1, 1, 16))
+		y := b.node(&ir.Binary{Fn: ir.OpAdd}, x, h)
+		add(b.out(y))
+	}
+	{
 		b, x := newGB("layout_ops", 6, 5, 7)
 		s := b.node(&ir.Slice{}, x, b.ints(1, 4), b.ints(6, 0), b.ints(1, 3), b.ints(2, -2))
 		g := b.node(&ir.Gather{Axis: 2}, x, b.scalarInt(-1))

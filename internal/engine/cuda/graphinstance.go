@@ -241,7 +241,7 @@ func (i *graphInstance) ptr(p *gplan, v int) cu.DevPtr {
 		return i.m.consts[constKey{t: val.cnst}]
 	case gArena:
 		offs, _ := p.arenaLayout()
-		return i.arena + cu.DevPtr(offs[val.slot])
+		return i.arena + cu.DevPtr(offs[val.slot]+p.offset(v)*int64(p.elem))
 	}
 	return 0
 }
@@ -280,7 +280,37 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			rs.fn = kern.ew
 			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(dp.meta[k]).Int64(s.n).Int(s.op), s.p0), s.p1)
 		}
+	case stChain:
+		rs.grid, rs.block = gridFor(s.n)
+		rs.args.Ptr(out).Ptr(a)
+		for j := 0; j < maxChain; j++ {
+			var bp cu.DevPtr
+			if j < len(s.chain) && s.chain[j].b >= 0 {
+				bp = i.ptr(p, s.chain[j].b) + el*cu.DevPtr(s.chain[j].bOff)
+			}
+			rs.args.Ptr(bp)
+		}
+		rs.fn = kern.ewChain
+		rs.args.Ptr(dp.meta[k]).Int64(s.n)
 	case stAffine:
+		if s.rowLen > 0 {
+			// Strided rows (a view of a shared concatenation buffer).
+			vn := int64(16 / p.elem)
+			vec := s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 && int64(s.rowLen)%vn == 0 &&
+				s.aRow%vn == 0 && s.oRow%vn == 0 && (p.offset(s.a)+s.aOff)%vn == 0 && (p.offset(s.out)+s.outOff)%vn == 0
+			if vec {
+				rs.fn = kern.affineRowsVec
+				rs.grid, rs.block = gridFor(s.n / vn)
+				f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(int(s.n/vn)).Int(s.channels).
+					Int(s.rowLen).Int(int(s.oRow)).Int(int(s.aRow)).Int(s.op), s.p0), s.p1)
+				break
+			}
+			rs.fn = kern.affineRows
+			rs.grid, rs.block = gridFor(s.n)
+			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int64(s.n).Int(s.channels).Int(s.inner).
+				Int(s.rowLen).Int(int(s.oRow)).Int(int(s.aRow)).Int(s.op), s.p0), s.p1)
+			break
+		}
 		if vn := int64(16 / p.elem); s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 {
 			rs.fn = kern.affineVec
 			rs.grid, rs.block = gridFor(s.n / vn)

@@ -56,7 +56,8 @@ type graphKernels struct {
 	scaleCL                                         cu.Function
 	// dwTile: the tiled depthwise kernels by name less the dtype suffix
 	// (dwTileName); 16-bit dtypes only.
-	dwTile map[string]cu.Function
+	dwTile                             map[string]cu.Function
+	affineRows, affineRowsVec, ewChain cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -77,6 +78,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
 		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"}, {&k.scaleCL, "g_scale_cl_"},
+		{&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"}, {&k.ewChain, "g_ew_chain_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
@@ -268,7 +270,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if m.prec.nhwc {
 		lib = m.depthwiseChoice(depthwiseShapes(b))
 	}
-	p, err := planGraphDW(b, n, m.prec.elem, m.prec.nhwc, lib)
+	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, planOptions{dw: lib, chains: m.opts.FuseChains})
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +310,14 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		if (s.kind == stEW && !s.flat && !s.chanScale) || s.kind == stDW {
 			b := make([]byte, 4*len(s.meta))
 			for i, v := range s.meta {
+				u := uint32(v)
+				b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+			}
+			put(&dp.meta[k], b)
+		}
+		if s.kind == stChain {
+			b := make([]byte, 4*len(s.cmeta))
+			for i, v := range s.cmeta {
 				u := uint32(v)
 				b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
 			}
@@ -382,7 +392,11 @@ func constUses(p *gplan, i int) []constKey {
 	}
 	t := p.vals[i].cnst
 	for _, s := range p.steps {
-		for _, v := range []int{s.a, s.b, s.res} {
+		operands := []int{s.a, s.b, s.res}
+		for _, c := range s.chain {
+			operands = append(operands, c.b)
+		}
+		for _, v := range operands {
 			if v >= 0 && p.root(v) == i {
 				use(constKey{t: t})
 			}

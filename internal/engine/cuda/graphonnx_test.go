@@ -55,14 +55,17 @@ func TestGraphPlanONNX(t *testing.T) {
 			for i, v := range x {
 				x64[i] = float64(v)
 			}
-			for _, cl := range []bool{false, true} {
-				p, err := planGraph(b, batch, 4, cl)
+			for _, c := range []struct {
+				cl   bool
+				opts planOptions
+			}{{false, planOptions{}}, {true, planOptions{}}, {true, planOptions{chains: true}}} {
+				p, err := planGraphWith(b, batch, 4, c.cl, c.opts)
 				if err != nil {
-					t.Fatalf("channels-last %v: %v", cl, err)
+					t.Fatalf("channels-last %v, %+v: %v", c.cl, c.opts, err)
 				}
 				got := simulate(t, p, x64)[0]
 				if e := relErr64(got, f64s(ref)); e > 1e-4 {
-					t.Errorf("channels-last %v: relative error %.3g against PyTorch", cl, e)
+					t.Errorf("channels-last %v, %+v: relative error %.3g against PyTorch", c.cl, c.opts, e)
 				}
 			}
 		})

@@ -39,6 +39,11 @@ type gvalue struct {
 	slot  int
 	alias int
 	cnst  *tensor.Tensor
+	// A strided view (a concatenation's channel slice or prefix, see
+	// graphconcat.go): its element offset into the aliased value and its
+	// physical strides; strides nil for values laid out as nhwc says.
+	off     int64
+	strides []int64
 }
 
 // stepKind is what a step runs.
@@ -55,6 +60,7 @@ const (
 	stLayerNorm                     // layer normalization over rows
 	stReduceCL                      // global pooling of a channels-last value
 	stDW                            // channels-last depthwise convolution, epilogue fused
+	stChain                         // elementwise ops applied in turn, one kernel (graphchain.go)
 )
 
 func (k stepKind) String() string {
@@ -79,6 +85,8 @@ func (k stepKind) String() string {
 		return "globalpool"
 	case stDW:
 		return "dwconv"
+	case stChain:
+		return "chain"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -211,12 +219,20 @@ type gstep struct {
 	chanScale           bool      // elementwise: channels-last a op b[image][channel] (channels, inner = H*W*C)
 	scale, shift        []float32 // affine (float32, uploaded per plan)
 	channels, inner     int       // affine: c = (i / inner) % channels
-	rows, rowLen, redOp int       // reduce, softmax, layernorm
+	rows, rowLen, redOp int       // reduce, softmax, layernorm; affine over strided rows: rowLen
+	aRow, oRow          int64     // affine over strided rows: the row strides of a and out
 	eps                 float32
 	conv                *convGeom
 	gemm                *gemmGeom
 	pool                *poolGeom
 	reads, defs         []int
+	// Elementwise steps: the logical shape and strides of out, a and b
+	// (before dimensions merge), from which a chain's index description
+	// is built; a chain's ops after the first.
+	lshape        tensor.Shape
+	los, las, lbs []int64
+	chain         []chainOp
+	cmeta         []int32 // a chain's index description (chainMeta)
 }
 
 // gplan is a graph lowered for one batch size.
@@ -272,29 +288,62 @@ type planner struct {
 	// dw: the measured depthwise lowerings (graphdwtune.go); shapes
 	// missing take graph.cu's kernel with its default tile.
 	dw map[dwShape]dwTimed
+	// uses counts each IR value's consumers (graph outputs included).
+	uses map[*ir.Value]int
+	// groups maps the concatenations that share a buffer to it
+	// (graphconcat.go).
+	groups map[*ir.Node]*concatGroup
+	// defs is the step that last defined each value.
+	defs map[int]*gstep
+	// irv is the IR value of each plan value (temporaries have none).
+	irv  map[int]*ir.Value
+	opts planOptions
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
 // whose values are elem bytes each; with channelsLast, convolutions and
 // the 4-d values around them are stored NHWC.
 func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) {
-	return planGraphDW(g, batch, elem, channelsLast, nil)
+	return planGraphWith(g, batch, elem, channelsLast, planOptions{})
 }
 
 // planGraphDW is planGraph with the depthwise convolutions lowered as
 // measured (dw: cuDNN's grouped convolution or graph.cu's kernel with a
 // tile width, per shape).
 func planGraphDW(g *ir.Graph, batch, elem int, channelsLast bool, dw map[dwShape]dwTimed) (*gplan, error) {
+	return planGraphWith(g, batch, elem, channelsLast, planOptions{dw: dw})
+}
+
+// planOptions select planning decisions: the default plan, or one without
+// concatenations in place (for tests that measure them), or one with
+// elementwise chains (off by default: engine.Options.FuseChains), and the
+// measured depthwise lowerings.
+type planOptions struct {
+	copyConcats bool // every concatenation copies all its inputs
+	chains      bool // runs of elementwise ops become one chain step
+	// dw: the measured depthwise lowerings (graphdwtune.go); shapes
+	// missing take graph.cu's kernel with its default tile.
+	dw map[dwShape]dwTimed
+}
+
+// planGraphWith is planGraph with options.
+func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOptions) (*gplan, error) {
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
 	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
-		dw: dw}
+		uses: map[*ir.Value]int{}, groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts, dw: opts.dw}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
 	}
 	pl.p.input = in
+	pl.countUses(g)
+	if !opts.copyConcats {
+		if err := pl.planConcats(g); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range g.Nodes {
 		if err := pl.node(n); err != nil {
 			return nil, err
@@ -330,6 +379,20 @@ func (p *gplan) root(v int) int {
 	return v
 }
 
+// offset is v's element offset into its root's storage.
+func (p *gplan) offset(v int) int64 {
+	var off int64
+	for p.vals[v].kind == gAlias {
+		off += p.vals[v].off
+		v = p.vals[v].alias
+	}
+	return off
+}
+
+// isView reports whether v is a strided view (not laid out as its nhwc
+// flag says).
+func (p *gplan) isView(v int) bool { return v >= 0 && p.vals[v].strides != nil }
+
 // value returns v's index, adding it on first sight.
 func (pl *planner) value(v *ir.Value) (int, error) {
 	if i, ok := pl.index[v]; ok {
@@ -347,6 +410,7 @@ func (pl *planner) value(v *ir.Value) (int, error) {
 	pl.p.vals = append(pl.p.vals, gv)
 	i := len(pl.p.vals) - 1
 	pl.index[v] = i
+	pl.irv[i] = v
 	return i, nil
 }
 
@@ -433,7 +497,7 @@ func (pl *planner) node(n *ir.Node) error {
 			return nil
 		}
 	}
-	err := lowerNode(nc)
+	err := nc.lowerViews()
 	if err != nil {
 		if u, ok := err.(*unsupportedOp); ok {
 			pl.refuse(n, "", u.msg)
@@ -449,13 +513,18 @@ func (pl *planner) node(n *ir.Node) error {
 func (pl *planner) commit(nc *nodeCtx) {
 	for _, s := range nc.steps {
 		var reads []int
-		for _, v := range []int{s.a, s.b, s.res} {
+		operands := []int{s.a, s.b, s.res}
+		for _, c := range s.chain {
+			operands = append(operands, c.b)
+		}
+		for _, v := range operands {
 			if v >= 0 && pl.p.vals[pl.p.root(v)].kind != gConst {
 				reads = append(reads, v)
 			}
 		}
 		s.reads = reads
 		s.defs = []int{s.out}
+		pl.defs[s.out] = s
 		pl.p.steps = append(pl.p.steps, s)
 	}
 	nc.steps = nil
@@ -464,6 +533,9 @@ func (pl *planner) commit(nc *nodeCtx) {
 // st returns value v's physical element strides.
 func (p *gplan) st(v int) []int64 {
 	val := &p.vals[v]
+	if val.strides != nil {
+		return val.strides
+	}
 	if val.nhwc {
 		s := val.shape
 		c, h, w := int64(s[1]), int64(s[2]), int64(s[3])
@@ -503,7 +575,7 @@ func (nc *nodeCtx) contig(v int) (int, error) {
 
 // asNHWC returns v, or a channels-last copy of it.
 func (nc *nodeCtx) asNHWC(v int) (int, error) {
-	if nc.val(v).nhwc {
+	if nc.val(v).nhwc && !nc.pl.p.isView(v) {
 		return v, nil
 	}
 	s := nc.val(v).shape
@@ -519,7 +591,7 @@ func (nc *nodeCtx) asNHWC(v int) (int, error) {
 
 // outCL stores output value o channels-last when the plan is and o is 4-d.
 func (nc *nodeCtx) outCL(o int) {
-	if o >= 0 && nc.pl.p.cl && len(nc.val(o).shape) == 4 {
+	if o >= 0 && nc.pl.p.cl && len(nc.val(o).shape) == 4 && !nc.pl.p.isView(o) {
 		nc.val(o).nhwc = true
 	}
 }
@@ -622,6 +694,9 @@ func lowerNode(nc *nodeCtx) error {
 		code, ok := binaryCodes[op.Fn]
 		if !ok {
 			return refuse("binary %s", op.Fn)
+		}
+		if nc.foldIntoAffine(code) || nc.fuseChain(code, 0, 0, true) {
+			return nil
 		}
 		nc.outCL(nc.out[0])
 		return nc.binary(code, nc.in[0], nc.in[1], nc.out[0], 0)
@@ -822,12 +897,16 @@ func (nc *nodeCtx) copyStep(op int, out int, outOff int64, os []int64, a int, aO
 		return err
 	}
 	nc.add(&gstep{kind: stEW, op: op, out: out, outOff: outOff, a: a, aOff: aOff, b: -1, res: -1,
-		n: int64(shape.NumElements()), meta: m, flat: flat && outOff == 0 && aOff == 0})
+		n: int64(shape.NumElements()), meta: m, flat: flat && outOff == 0 && aOff == 0,
+		lshape: shape.Clone(), los: slices.Clone(os), las: slices.Clone(as)})
 	return nil
 }
 
 // elementwise is a unary op of input 0 into output 0.
 func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
+	if nc.fuseActivation(code, p0, p1) || nc.fuseChain(code, p0, p1, false) {
+		return nil
+	}
 	nc.outCL(nc.out[0])
 	s := nc.val(nc.out[0]).shape
 	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), s)
@@ -860,7 +939,8 @@ func (nc *nodeCtx) binary(code, a, b, out int, _ int) error {
 	if err != nil {
 		return err
 	}
-	nc.add(&gstep{kind: stEW, op: code, out: out, a: a, b: b, res: -1, n: int64(s.NumElements()), meta: m, flat: flat, bScalar: bScalar})
+	nc.add(&gstep{kind: stEW, op: code, out: out, a: a, b: b, res: -1, n: int64(s.NumElements()), meta: m, flat: flat, bScalar: bScalar,
+		lshape: s.Clone(), los: slices.Clone(nc.st(out)), las: as, lbs: bs})
 	return nil
 }
 
@@ -893,8 +973,30 @@ func (nc *nodeCtx) batchNorm(op *ir.BatchNorm) error {
 		scale[i] = float32(sc)
 		shift[i] = float32(float64(ps[1][i]) - float64(ps[2][i])*sc)
 	}
-	nc.val(nc.out[0]).nhwc = nc.val(nc.in[0]).nhwc
-	nc.affineStep(nc.out[0], nc.in[0], scale, shift, -1, c, tensor.Shape(s[2:]).NumElements(), ewCopy, 0, 0)
+	x, y := nc.in[0], nc.out[0]
+	inner := tensor.Shape(s[2:]).NumElements()
+	p := nc.pl.p
+	if !p.isView(y) {
+		nc.val(y).nhwc = nc.val(x).nhwc
+	}
+	if p.isView(x) || p.isView(y) {
+		if nc.affineRows(y, x, scale, shift, c, inner, ewCopy, 0, 0) {
+			return nil
+		}
+		// Not rows of one length: through packed copies.
+		var err error
+		if x, err = nc.packed(x); err != nil {
+			return err
+		}
+		if p.isView(y) {
+			t := nc.temp(s)
+			nc.val(t).nhwc = nc.val(x).nhwc
+			nc.affineStep(t, x, scale, shift, -1, c, inner, ewCopy, 0, 0)
+			return nc.copyStep(ewCopy, y, 0, nc.st(y), t, 0, nc.st(t), s)
+		}
+		nc.val(y).nhwc = nc.val(x).nhwc
+	}
+	nc.affineStep(y, x, scale, shift, -1, c, inner, ewCopy, 0, 0)
 	return nil
 }
 
@@ -1392,6 +1494,9 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 }
 
 func (nc *nodeCtx) concat(op *ir.Concat) error {
+	if cg := nc.pl.groups[nc.n]; cg != nil {
+		return nc.concatInPlace(cg)
+	}
 	ys := nc.val(nc.out[0]).shape
 	ax := normAxis(op.Axis, len(ys))
 	nc.outCL(nc.out[0])

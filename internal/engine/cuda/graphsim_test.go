@@ -42,7 +42,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 			consts[r] = c
 			return c, 0
 		case gArena:
-			return arena, offs[val.slot] / el
+			return arena, offs[val.slot]/el + p.offset(v)
 		}
 		t.Fatalf("value %d has no storage", v)
 		return nil, 0
@@ -105,11 +105,58 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				}
 				out[ob+oi] = y
 			}
+		case stChain:
+			m := s.cmeta
+			nops := int(m[(3+maxChain)*maxDims])
+			type operand struct {
+				buf  []float64
+				base int64
+			}
+			bs := make([]operand, nops)
+			for k, c := range s.chain {
+				bs[k].buf, bs[k].base = view(c.b)
+				bs[k].base += c.bOff
+			}
+			for i := int64(0); i < s.n; i++ {
+				r, oi, ai := i, int64(0), int64(0)
+				bi := make([]int64, nops)
+				for d := maxDims - 1; d >= 0; d-- {
+					c := r % int64(m[d])
+					r /= int64(m[d])
+					oi += c * int64(m[maxDims+d])
+					ai += c * int64(m[2*maxDims+d])
+					for k := range bi {
+						bi[k] += c * int64(m[(3+k)*maxDims+d])
+					}
+				}
+				v := a[ab+ai]
+				base := (3 + maxChain) * maxDims
+				for k := 0; k < nops; k++ {
+					op := int(m[base+1+k])
+					if op >= ewAdd {
+						v = simBinary(op, v, bs[k].buf[bs[k].base+bi[k]])
+					} else {
+						p0 := float64(math.Float32frombits(uint32(m[base+1+maxChain+k])))
+						p1 := float64(math.Float32frombits(uint32(m[base+1+2*maxChain+k])))
+						v = simUnary(op, v, p0, p1)
+					}
+				}
+				out[ob+oi] = v
+			}
 		case stAffine:
 			res, rb := view(s.res)
 			for i := int64(0); i < s.n; i++ {
 				c := (i / int64(s.inner)) % int64(s.channels)
-				v := a[ab+i]
+				ai, oi := i, i
+				if s.rowLen > 0 {
+					// Rows of rowLen elements, aRow and oRow apart.
+					r, j := i/int64(s.rowLen), i%int64(s.rowLen)
+					ai, oi = r*s.aRow+j, r*s.oRow+j
+					if res != nil {
+						t.Fatalf("%s: a strided affine step with a residual", s.node)
+					}
+				}
+				v := a[ab+ai]
 				if s.scale != nil {
 					v *= float64(s.scale[c])
 				}
@@ -119,7 +166,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				if res != nil {
 					v += res[rb+i]
 				}
-				out[ob+i] = simUnary(s.op, v, float64(s.p0), float64(s.p1))
+				out[ob+oi] = simUnary(s.op, v, float64(s.p0), float64(s.p1))
 			}
 		case stPool:
 			g := s.pool
@@ -364,7 +411,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 	var res [][]float64
 	for _, o := range p.outputs {
 		buf, base := view(o)
-		res = append(res, append([]float64(nil), buf[base:base+p.vals[p.root(o)].elems]...))
+		res = append(res, append([]float64(nil), buf[base:base+p.vals[o].elems]...))
 	}
 	return res
 }
