@@ -625,7 +625,6 @@ func toPlanes(dst []byte, m *imageproc.RGB, pitch int) {
 	}
 }
 
-
 // launch uploads the batch's descriptors and taps, converts the YCbCr
 // images to RGB and runs the preprocessing kernel.
 func (p *Preprocessor) launch(plans []plan, dst cu.DevPtr, s cu.Stream) error {

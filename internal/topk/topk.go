@@ -129,6 +129,24 @@ func SoftmaxRows(x []float32, classes int) {
 	}
 }
 
+// Class is one ranked class of an image: its index and its value (a
+// probability or a logit).
+type Class struct {
+	Index int
+	Value float32
+}
+
+// Best writes the min(k, len(row)) best classes of row into dst[:0],
+// best first, and returns it.
+func Best(dst []Class, row []float32, k int) []Class {
+	idx := Indices(make([]int, 0, min(max(k, 0), len(row))), row, k)
+	dst = dst[:0]
+	for _, c := range idx {
+		dst = append(dst, Class{Index: c, Value: row[c]})
+	}
+	return dst
+}
+
 // AppendEntry appends one classification result as the KServe
 // classification extension writes it: "value:index", then ":label" when
 // the class has a non-empty label. The value has six decimals.
