@@ -7,20 +7,22 @@ import (
 	"math"
 	"runtime"
 
+	"goinfer/internal/backend"
 	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
 	"goinfer/internal/topk"
 )
 
 // PairSize is the bytes of one ranked class on the device: its index
-// (int32) and value (float32).
-const PairSize = 8
+// (int32) and value (float32), as backend.Postprocessor writes them.
+const PairSize = backend.TopPairBytes
 
-// TopK is a classifier's post-processing on the GPU (images.cu's
+// Ranker is a classifier's post-processing on the GPU (images.cu's
 // softmax_topk): the softmax of each row of logits and its k best
 // classes, ranked as package topk ranks them, so that only k pairs per
 // image cross to the host instead of the whole row. The logits are left
 // as they are. Launch is safe for concurrent use.
-type TopK struct {
+type Ranker struct {
 	rt     *cu.Runtime
 	drv    *cu.Driver
 	device int
@@ -28,12 +30,12 @@ type TopK struct {
 	fn     cu.Function
 }
 
-// NewTopK loads the kernel on a device.
-func NewTopK(libs *cu.Libs, device int) (*TopK, error) {
+// NewRanker loads the kernel on a device.
+func NewRanker(libs *cu.Libs, device int) (*Ranker, error) {
 	if libs == nil || libs.Runtime == nil || libs.Driver == nil {
 		return nil, errors.New("imagegpu: the CUDA runtime and driver are needed")
 	}
-	t := &TopK{rt: libs.Runtime, drv: libs.Driver, device: device}
+	t := &Ranker{rt: libs.Runtime, drv: libs.Driver, device: device}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := t.rt.SetDevice(device); err != nil {
@@ -54,7 +56,7 @@ func NewTopK(libs *cu.Libs, device int) (*TopK, error) {
 // `classes` float32 logits at logits into dst (rows*k pairs of PairSize
 // bytes, best first): ranked and valued by the softmax with softmax set,
 // by the logits otherwise. k must be 1 to classes.
-func (t *TopK) Launch(logits cu.DevPtr, rows, classes, k int, softmax bool, dst cu.DevPtr, s cu.Stream) error {
+func (t *Ranker) Launch(logits cu.DevPtr, rows, classes, k int, softmax bool, dst cu.DevPtr, s cu.Stream) error {
 	if rows < 1 || classes < 1 || k < 1 || k > classes {
 		return fmt.Errorf("imagegpu: top %d of %d rows of %d classes", k, rows, classes)
 	}
@@ -75,7 +77,7 @@ func (t *TopK) Launch(logits cu.DevPtr, rows, classes, k int, softmax bool, dst 
 }
 
 // Close unloads the kernel.
-func (t *TopK) Close() error {
+func (t *Ranker) Close() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := t.rt.SetDevice(t.device); err != nil {
@@ -83,6 +85,23 @@ func (t *TopK) Close() error {
 	}
 	return t.drv.ModuleUnload(t.mod)
 }
+
+// TopK is Launch behind the engine interfaces, which makes a Ranker a
+// backend.Postprocessor.
+func (t *Ranker) TopK(logits engine.Buffer, rows, classes, k int, softmax bool, dst engine.Buffer, st engine.Stream) error {
+	lp, ok1 := logits.(interface{ Ptr() cu.DevPtr })
+	dp, ok2 := dst.(interface{ Ptr() cu.DevPtr })
+	if !ok1 || !ok2 {
+		return errors.New("imagegpu: the buffers are not CUDA device memory")
+	}
+	h, ok := st.(interface{ Handle() cu.Stream })
+	if !ok {
+		return errors.New("imagegpu: the stream is not a CUDA stream")
+	}
+	return t.Launch(lp.Ptr(), rows, classes, k, softmax, dp.Ptr(), h.Handle())
+}
+
+var _ backend.Postprocessor = (*Ranker)(nil)
 
 // Pairs decodes len(dst) pairs that Launch wrote (copied to the host).
 func Pairs(dst []topk.Class, b []byte) {

@@ -57,7 +57,7 @@ func topkRows(classes int) [][]float32 {
 // (the GPU sums in another order and has its own exp).
 func TestTopKOnGPU(t *testing.T) {
 	libs := gpu(t)
-	tk, err := NewTopK(libs, 0)
+	tk, err := NewRanker(libs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
