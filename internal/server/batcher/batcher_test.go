@@ -858,7 +858,7 @@ func TestTopK(t *testing.T) {
 		t.Run(fmt.Sprintf("device ranks %v", rank), func(t *testing.T) {
 			m := newMeanModel(t, testClasses, true)
 			m.rank = rank
-			b := newTestBatcher(t, m, func(c *Config) { c.MaxDelay = 20 * time.Millisecond })
+			b := newTestBatcher(t, m, func(c *Config) { c.MaxDelay = 100 * time.Millisecond })
 			type ask struct {
 				n, k    int
 				softmax bool
@@ -866,7 +866,13 @@ func TestTopK(t *testing.T) {
 			}
 			asks := []ask{{2, 2, true, 0}, {3, 2, true, 10}, {1, 1, false, 20}, {2, 3, false, 30}}
 			var wg sync.WaitGroup
+			queued := 0
 			for _, a := range asks {
+				// One at a time, so that they queue in this order.
+				for b.QueueDepth() < queued {
+					time.Sleep(100 * time.Microsecond)
+				}
+				queued += a.n
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -896,7 +902,6 @@ func TestTopK(t *testing.T) {
 					}
 				}()
 			}
-			time.Sleep(10 * time.Millisecond) // all four queue behind the gate
 			m.release(16)
 			wg.Wait()
 			if batches, images := m.seen(); images != 8 || len(batches) != 3 {
