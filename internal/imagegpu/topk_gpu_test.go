@@ -133,3 +133,51 @@ func TestTopKOnGPU(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRanker ranks a batch of 256 rows of 1000 logits (top 5, by the
+// softmax) and copies the pairs back, against copying the logits back.
+func BenchmarkRanker(b *testing.B) {
+	libs := gpu(b)
+	tk, err := NewRanker(libs, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tk.Close()
+	rt := libs.Runtime
+	const rows, classes, k = 256, 1000, 5
+	logits, _ := rt.Malloc(rows * classes * 4)
+	defer rt.Free(logits)
+	dst, _ := rt.Malloc(rows * k * PairSize)
+	defer rt.Free(dst)
+	s, _ := rt.StreamCreate()
+	defer rt.StreamDestroy(s)
+	hostPairs, _ := rt.HostAlloc(rows * k * PairSize)
+	defer rt.FreeHost(hostPairs)
+	hostLogits, _ := rt.HostAlloc(rows * classes * 4)
+	defer rt.FreeHost(hostLogits)
+	b.Run("gpu-topk", func(b *testing.B) {
+		for range b.N {
+			if err := tk.Launch(logits, rows, classes, k, true, dst, s); err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.MemcpyDtoHAsync(hostPairs, dst, s); err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.StreamSynchronize(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("logits-back", func(b *testing.B) {
+		for range b.N {
+			if err := rt.MemcpyDtoHAsync(hostLogits, logits, s); err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.StreamSynchronize(s); err != nil {
+				b.Fatal(err)
+			}
+			top := make([]topk.Class, rows*k)
+			topk.BestRows(top, tensor.BytesF32(hostLogits), classes, k, true)
+		}
+	})
+}
