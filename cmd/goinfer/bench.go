@@ -349,6 +349,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if bcfg.NewDecoder, err = benchDecoders(&o, eng.Name(), devices, spec); err != nil {
 			return err
 		}
+		bcfg.NewPostprocessor = benchPostprocessors(eng.Name(), devices)
 	}
 	b := backend.New(bcfg)
 	if err := b.StartDevices(ctx, loads...); err != nil {
@@ -357,7 +358,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	lt := &localTarget{b: b, macs: &macs, read: pre.read}
 	var t target = lt
 	if images != nil {
-		t = &localImageTarget{localTarget: lt, batches: images, dtype: dtype, shape: tensor.Shape{o.batchSize, channels, o.imageSize, o.imageSize}}
+		t = &localImageTarget{localTarget: lt, batches: images, dtype: dtype, shape: tensor.Shape{o.batchSize, channels, o.imageSize, o.imageSize}, k: o.topK}
 	}
 	lcfg := o.loadConfig()
 	if o.pinInputs && eng.Name() != "cpu" && images == nil {

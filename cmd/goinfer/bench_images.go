@@ -18,6 +18,7 @@ import (
 	"goinfer/internal/loadgen"
 	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 	"goinfer/internal/trace"
 )
 
@@ -205,6 +206,7 @@ type localImageTarget struct {
 	batches map[*tensor.Tensor][][]byte
 	shape   tensor.Shape // of a decoded batch
 	dtype   tensor.DType
+	k       int // classes asked for per image (--top_k)
 
 	once  sync.Once
 	relay chan backend.Response
@@ -221,6 +223,7 @@ func (t *localImageTarget) Submit(r backend.Request) error {
 		go t.forward(r.Reply)
 	})
 	r.Encoded, r.Pinned = imgs, false
+	r.TopK, r.Softmax = t.k, true
 	r.Input = &tensor.Tensor{DType: t.dtype, Shape: t.shape}
 	r.Reply = t.relay
 	return t.localTarget.Submit(r)
@@ -234,6 +237,20 @@ func (t *localImageTarget) forward(out chan<- backend.Response) {
 	for r := range t.relay {
 		if r.Err == nil {
 			r.Err = errors.Join(r.ImageErrs...)
+		}
+		if r.Err == nil {
+			// The answer is the top k of each image, as a server's
+			// classification: their probabilities stand for the logits.
+			top := r.Top
+			if top == nil {
+				top = make([]topk.Class, r.N*t.k)
+				topk.BestRows(top, r.Logits, r.Classes, t.k, true)
+			}
+			scores := make([]float32, len(top))
+			for i, c := range top {
+				scores[i] = c.Value
+			}
+			r.Logits, r.Classes, r.Top = scores, t.k, nil
 		}
 		out <- r
 	}
@@ -253,6 +270,22 @@ func (t *localImageTarget) close(ctx context.Context) error {
 // benchDecoders is the pipeline's decoder factory for `bench --images`:
 // nvJPEG on the cuda engine, Go on the host for the cpu engine, with the
 // model's preprocessing (ImageNet's when it has none) at the image size.
+// benchPostprocessors rank each batch's top classes in the pipeline: on
+// the GPU on the cuda engine, so that only they come back, else on the
+// host.
+func benchPostprocessors(engineName string, devices []int) func(int, engine.Device, engine.Info) (backend.Postprocessor, error) {
+	return func(device int, _ engine.Device, _ engine.Info) (backend.Postprocessor, error) {
+		if engineName != "cuda" {
+			return backend.HostPostprocessor{}, nil
+		}
+		libs, err := cu.Load()
+		if err != nil {
+			return nil, err
+		}
+		return imagegpu.NewRanker(libs, devices[device])
+	}
+}
+
 func benchDecoders(o *benchOptions, engineName string, devices []int, model *preprocess.Spec) (func(int, engine.Device, engine.Info) (backend.Decoder, error), error) {
 	spec := preprocess.ImageNet(o.imageSize, o.imageSize)
 	if model != nil {

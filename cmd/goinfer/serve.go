@@ -587,7 +587,7 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			}
 		}
 		b := backend.New(backend.Config{NumWorkers: o.numWorkers, QueueDepth: inflight, CopyStreams: o.copyStreams, MaxBatch: o.maxBatch,
-			NewDecoder: l.decoders(size)})
+			NewDecoder: l.decoders(size), NewPostprocessor: l.postprocessors()})
 		l.backends = append(l.backends, b)
 		if err := b.StartDevices(lifeCtx, loads...); err != nil {
 			return nil, err

@@ -97,6 +97,22 @@ func (l *serveLoader) decoders(size int) func(int, engine.Device, engine.Info) (
 	}
 }
 
+// postprocessors rank classifications on the GPU on the cuda engine:
+// softmax and top-k after the forward, so that only the k classes of each
+// image come back. Elsewhere the batcher ranks the logits.
+func (l *serveLoader) postprocessors() func(int, engine.Device, engine.Info) (backend.Postprocessor, error) {
+	if l.eng.Name() != "cuda" {
+		return nil
+	}
+	return func(device int, _ engine.Device, _ engine.Info) (backend.Postprocessor, error) {
+		libs, err := cu.Load()
+		if err != nil {
+			return nil, err
+		}
+		return imagegpu.NewRanker(libs, l.plan.devices[device])
+	}
+}
+
 // imageInput gives m the image input (--images): ImageNet's eval
 // transform at the crop size, decoded by the backend on the GPU or by the
 // server on the host (--image_decoder).

@@ -56,6 +56,7 @@ import (
 
 	"goinfer/internal/engine"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // Request is one batch of images to classify.
@@ -108,7 +109,36 @@ type Request struct {
 	// their answers must not set it: each Submit would wait for its
 	// request, and the device would run them one at a time.
 	Inline bool
+	// TopK > 0 asks for the k best classes of each image in place of its
+	// logits, ranked on the device after the forward by the pipeline's
+	// Postprocessor (Config.NewPostprocessor): by the softmax of the
+	// logits, and valued by it, with Softmax set, else by the logits. Only
+	// the k classes per image are copied back (Response.Top). Without a
+	// Postprocessor, or for k over half the classes (the pairs would be no
+	// smaller than the logits), the logits come back as usual.
+	TopK    int
+	Softmax bool
+	// Top, if it has room for n*TopK classes, receives them (and
+	// Response.Top aliases it); otherwise the backend allocates.
+	Top []topk.Class
 }
+
+// Postprocessor ranks a batch's logits on the device, so that only the
+// best classes of each image cross to the host. It must be safe for
+// concurrent use (workers without copy streams call it at once).
+type Postprocessor interface {
+	// TopK enqueues on st the k best classes of each of the rows rows of
+	// `classes` float32 logits in logits, into dst as rows*k pairs of
+	// TopPairBytes (index int32, value float32, little-endian), best
+	// first: by the softmax with softmax set, else by the logits, ties to
+	// the lower index, NaN last (package topk's order).
+	TopK(logits engine.Buffer, rows, classes, k int, softmax bool, dst engine.Buffer, st engine.Stream) error
+	// Close frees the postprocessor once its work has finished.
+	Close() error
+}
+
+// TopPairBytes is the size of one ranked class a Postprocessor writes.
+const TopPairBytes = 8
 
 // Decoder decodes encoded images into a pipeline's device input buffer: a
 // batch of images preprocessed to the model's input, in its dtype and
@@ -126,8 +156,11 @@ type Decoder interface {
 
 // Response answers one Request.
 type Response struct {
-	ID      uint64
-	Logits  []float32 // n*Classes, row-major
+	ID     uint64
+	Logits []float32 // n*Classes, row-major; nil when Top holds the answer
+	// Top, when the request's TopK was ranked on the device, holds n*TopK
+	// classes, the best first for each image.
+	Top     []topk.Class
 	N       int
 	Classes int
 	SentAt  time.Time // copied from the request

@@ -50,6 +50,10 @@ type Config struct {
 	// CopyStreams) of the pipeline of device index (the position of its
 	// loader in StartDevices). Without it such requests are refused.
 	NewDecoder func(device int, dev engine.Device, info engine.Info) (Decoder, error)
+	// NewPostprocessor, if set, makes the Postprocessor of the pipeline of
+	// device index, which ranks the logits of requests that ask for TopK
+	// on the device. Without it such requests get their logits.
+	NewPostprocessor func(device int, dev engine.Device, info engine.Info) (Postprocessor, error)
 	// NoInline sends every request through the stage goroutines, also
 	// those marked Request.Inline.
 	NoInline bool

@@ -2,8 +2,10 @@ package backend
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"goinfer/internal/engine"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // The events of a slot, recorded on the streams that do its work.
@@ -35,6 +38,8 @@ var eventNames = [numEvents]string{"H2D start", "H2D end", "compute start", "com
 // device still reads or writes it.
 type slot struct {
 	devIn, devOut engine.Buffer
+	devTop        engine.Buffer // the ranked classes, with a Postprocessor
+	topK          int           // classes per image ranked on the device (0: logits came back)
 	hostOut       engine.HostBuffer
 	out           []float32 // hostOut as float32 logits
 	ev            [numEvents]engine.Event
@@ -51,7 +56,7 @@ type slot struct {
 
 // reset prepares a free slot for a new request.
 func (s *slot) reset(it item, n int, dequeued time.Time) {
-	s.it, s.n, s.worker, s.err, s.last, s.imageErrs = it, n, -1, nil, nil, nil
+	s.it, s.n, s.worker, s.err, s.last, s.imageErrs, s.topK = it, n, -1, nil, nil, nil, 0
 	s.recorded = [numEvents]bool{}
 	s.st = Stages{Queued: it.queued, Dequeued: dequeued}
 }
@@ -94,6 +99,7 @@ type pipeline struct {
 	inBytes  int // per image
 	classes  int
 
+	post      Postprocessor // nil: logits always come back
 	insts     []engine.Instance
 	h2dStream engine.Stream   // CopyStreams only
 	d2hStream engine.Stream   // CopyStreams only
@@ -196,6 +202,12 @@ func newPipeline(ctx context.Context, b *Backend, index int, load LoadFunc) (p *
 		}
 	}
 
+	if cfg.NewPostprocessor != nil {
+		if p.post, err = cfg.NewPostprocessor(index, p.dev, info); err != nil {
+			return p, fmt.Errorf("postprocessor: %w", err)
+		}
+	}
+
 	p.free = make(chan *slot, cfg.Slots)
 	p.work = make(chan *slot, cfg.Slots)
 	p.d2h = make(chan *slot, cfg.Slots)
@@ -208,6 +220,13 @@ func newPipeline(ctx context.Context, b *Backend, index int, load LoadFunc) (p *
 		}
 		if s.devOut, err = p.dev.Alloc(outSize); err != nil {
 			return p, fmt.Errorf("slot %d: allocating %d bytes of device output: %w", i, outSize, err)
+		}
+		if p.post != nil {
+			// Ranked pairs are copied back only when they are smaller
+			// than the logits, so they fit the logits' buffers.
+			if s.devTop, err = p.dev.Alloc(outSize); err != nil {
+				return p, fmt.Errorf("slot %d: allocating %d bytes of device ranking output: %w", i, outSize, err)
+			}
 		}
 		if s.hostOut, err = p.dev.AllocHost(outSize); err != nil {
 			return p, fmt.Errorf("slot %d: allocating %d bytes of pinned output: %w", i, outSize, err)
@@ -424,15 +443,42 @@ func copyIn(s *slot, st engine.Stream, ring *stagingRing, at int, src []byte) er
 	return ring.copyIn(st, s.devIn, at, src)
 }
 
-// stageOut copies s's logits from the device to its pinned output on st.
+// stageOut copies s's logits from the device to its pinned output on st,
+// or, for a request the Postprocessor ranks, its best classes.
 func (p *pipeline) stageOut(s *slot, st engine.Stream) {
 	if p.b.cfg.Profile {
 		s.record(st, evD2HStart)
 	}
-	if err := st.CopyToHost(tensor.F32Bytes(s.out[:s.n*p.classes]), s.devOut, 0); err != nil {
+	req := &s.it.req
+	if k := req.TopK; p.post != nil && k > 0 && 2*k <= p.classes {
+		n := s.n * k * TopPairBytes
+		if err := p.post.TopK(s.devOut, s.n, p.classes, k, req.Softmax, s.devTop, st); err != nil {
+			s.fail(fmt.Errorf("ranking the logits: %w", err))
+		} else if err := st.CopyToHost(s.hostOut.Bytes()[:n], s.devTop, 0); err != nil {
+			s.fail(fmt.Errorf("D2H copy: %w", err))
+		}
+		s.topK = k
+	} else if err := st.CopyToHost(tensor.F32Bytes(s.out[:s.n*p.classes]), s.devOut, 0); err != nil {
 		s.fail(fmt.Errorf("D2H copy: %w", err))
 	}
 	s.record(st, evD2HEnd)
+}
+
+// ranked decodes the classes a Postprocessor wrote for s into dst (or a
+// new slice when dst has no room).
+func (p *pipeline) ranked(s *slot, dst []topk.Class) []topk.Class {
+	m := s.n * s.topK
+	if cap(dst) >= m {
+		dst = dst[:m]
+	} else {
+		dst = make([]topk.Class, m)
+	}
+	b := s.hostOut.Bytes()
+	le := binary.LittleEndian
+	for i := range dst {
+		dst[i] = topk.Class{Index: int(int32(le.Uint32(b[TopPairBytes*i:]))), Value: math.Float32frombits(le.Uint32(b[TopPairBytes*i+4:]))}
+	}
+	return dst
 }
 
 // workerLoop runs forwards on worker k's instance.
@@ -529,7 +575,10 @@ func (p *pipeline) finish(s *slot) Response {
 		Device:    p.index,
 		ImageErrs: s.imageErrs,
 	}
-	if s.err == nil {
+	if s.err == nil && s.topK > 0 {
+		resp.Top = p.ranked(s, req.Top)
+		resp.Compute = p.deviceTimes(s)
+	} else if s.err == nil {
 		m := s.n * p.classes
 		logits := req.Output
 		if cap(logits) >= m {
@@ -618,6 +667,9 @@ func (p *pipeline) release() error {
 		if s.devOut != nil {
 			keep("a device output buffer", s.devOut.Free())
 		}
+		if s.devTop != nil {
+			keep("a device ranking buffer", s.devTop.Free())
+		}
 		if s.hostOut != nil {
 			keep("a pinned output buffer", s.hostOut.Free())
 		}
@@ -629,6 +681,9 @@ func (p *pipeline) release() error {
 	}
 	if p.anchor != nil {
 		keep("the anchor event", p.anchor.Close())
+	}
+	if p.post != nil {
+		keep("the postprocessor", p.post.Close())
 	}
 	for _, st := range p.streams {
 		keep("a stream", st.Close())

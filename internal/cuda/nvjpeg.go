@@ -40,6 +40,7 @@ func (b JPEGBackend) String() string {
 
 // JPEG output formats (nvjpegOutputFormat_t).
 const (
+	JPEGOutputYUV  = 1 // planar Y, Cb, Cr, chroma at its coded resolution
 	JPEGOutputRGB  = 3 // three planes
 	JPEGOutputRGBI = 5 // one interleaved plane
 )

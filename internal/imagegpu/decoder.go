@@ -10,16 +10,17 @@ import (
 	"goinfer/internal/preprocess"
 )
 
-// SpecFor turns a model's preprocessing into the kernel's: bilinear
-// resizes of the shorter side only.
+// SpecFor turns a model's preprocessing into the kernel's: bilinear or
+// bicubic resizes of the shorter side.
 func SpecFor(s preprocess.Spec) (Spec, error) {
 	if err := s.Validate(); err != nil {
 		return Spec{}, err
 	}
-	if s.Filter() != preprocess.Bilinear {
-		return Spec{}, fmt.Errorf("imagegpu: the kernel resizes bilinearly; the model's preprocessing is %s", s)
+	f := s.Filter()
+	if f != preprocess.Bilinear && f != preprocess.Bicubic {
+		return Spec{}, fmt.Errorf("imagegpu: the kernel resizes with PIL's bilinear or bicubic filter; the model's preprocessing is %s", s)
 	}
-	return Spec{Resize: s.Resize, CropW: s.Width, CropH: s.Height, Mean: s.Mean, Std: s.Std}, nil
+	return Spec{Resize: s.Resize, CropW: s.Width, CropH: s.Height, Mean: s.Mean, Std: s.Std, Bicubic: f == preprocess.Bicubic}, nil
 }
 
 // Decode is Run behind the engine interfaces, which makes a Preprocessor a

@@ -14,8 +14,13 @@ func TestSpecFor(t *testing.T) {
 	}
 	bicubic := preprocess.ImageNet(224, 224)
 	bicubic.Interpolation = preprocess.Bicubic
-	if _, err := SpecFor(bicubic); err == nil || !strings.Contains(err.Error(), "bicubic") {
-		t.Errorf("bicubic: %v", err)
+	if s, err := SpecFor(bicubic); err != nil || !s.Bicubic {
+		t.Errorf("bicubic: %+v, %v", s, err)
+	}
+	nearest := preprocess.ImageNet(224, 224)
+	nearest.Interpolation = preprocess.Nearest
+	if _, err := SpecFor(nearest); err == nil || !strings.Contains(err.Error(), "nearest") {
+		t.Errorf("nearest: %v", err)
 	}
 	noResize := preprocess.ImageNet(224, 224)
 	noResize.Resize = 0

@@ -1,9 +1,13 @@
 // Package imagegpu turns encoded images into a model's input batch on the
 // GPU: JPEGs are decoded by nvJPEG (the hardware JPEG engines where the GPU
 // has them, nvJPEG's GPU decoder for what they refuse), images nvJPEG
-// cannot take (PNG, CMYK JPEGs, anything else) by Go on the CPU, and one
-// kernel then resizes (antialiased bilinear, as torchvision), center-crops,
-// normalises and stores every image of the batch into the input slot.
+// cannot take (PNG, CMYK JPEGs, anything else) by Go on the CPU. YCbCr
+// JPEGs come out of nvJPEG as planes at their coded resolution, and a
+// kernel upsamples the chroma and converts to RGB as libjpeg (so PIL)
+// does. One kernel then resizes with PIL's fixed-point antialiased filter
+// (as torchvision on PIL images), center-crops, normalises and stores
+// every image of the batch into the input slot: from the same RGB pixels,
+// the CPU path's input bit for bit.
 //
 // A corrupt or oversized image fails alone: Run reports an error for its
 // index and leaves its slot filled with zeros-after-normalisation, so the
@@ -13,11 +17,10 @@ package imagegpu
 import (
 	"bytes"
 	"embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
+	"strings"
 	"sync"
 
 	cu "goinfer/internal/cuda"
@@ -28,16 +31,27 @@ import (
 // kernelFiles hold tools/kernels/images.cu compiled by
 // tools/kernels/build.sh: images.ptx (clang) always, images.fatbin (nvcc,
 // machine code: no JIT compile at start) when it was built on a machine
-// with the CUDA toolkit.
+// with the CUDA toolkit, and sources.sha256, the source each was built
+// from.
 //
 //go:embed kernels
 var kernelFiles embed.FS
 
-// loadModule loads the fatbin when there is one and the driver takes it,
-// else the PTX.
+// loadModule loads the fatbin when it was built from the same source as
+// the PTX (a kernel edited where only clang is installed leaves the
+// fatbin behind until nvcc rebuilds it) and the driver takes it, else the
+// PTX.
 func loadModule(d *cu.Driver) (cu.Module, error) {
 	var ferr error
-	if fat, err := kernelFiles.ReadFile("kernels/images.fatbin"); err == nil {
+	sums := map[string]string{}
+	if rec, err := kernelFiles.ReadFile("kernels/sources.sha256"); err == nil {
+		for _, line := range strings.Split(string(rec), "\n") {
+			if sum, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+				sums[name] = sum
+			}
+		}
+	}
+	if fat, err := kernelFiles.ReadFile("kernels/images.fatbin"); err == nil && sums["images.fatbin"] != "" && sums["images.fatbin"] == sums["images.ptx"] {
 		m, err := d.ModuleLoad(fat)
 		if err == nil {
 			return m, nil
@@ -60,6 +74,17 @@ type Spec struct {
 	Resize       int // shorter side after resizing
 	CropW, CropH int
 	Mean, Std    [3]float32
+	// Bicubic resizes with PIL's bicubic filter instead of its bilinear
+	// one.
+	Bicubic bool
+}
+
+// filter is the spec's PIL filter.
+func (s Spec) filter() imageproc.Filter {
+	if s.Bicubic {
+		return imageproc.Bicubic
+	}
+	return imageproc.Bilinear
 }
 
 // ImageNet is torchvision's ImageNet eval transform: Resize(256),
@@ -78,6 +103,9 @@ type Options struct {
 	MaxPixels int
 	// NoHardware skips the hardware JPEG decoder even where it exists.
 	NoHardware bool
+	// NoYCbCr has nvJPEG convert JPEGs to RGB itself (its own chroma
+	// upsampling and colour conversion, not libjpeg's), for comparisons.
+	NoYCbCr bool
 }
 
 // Preprocessor is one decoding pipeline: nvJPEG handles and state, the
@@ -89,18 +117,20 @@ type Preprocessor struct {
 	drv  *cu.Driver
 	jpg  *cu.JPEG
 
-	dec     [2]decoder // hardware (may be absent), then GPU
-	mod     cu.Module
-	fn      cu.Function
-	affine  cu.DevPtr // scale[3], shift[3]
-	descs   cu.DevPtr
-	hdescs  []byte // pinned
-	scratch cu.DevPtr
-	scrSize int64
-	staging []byte // pinned, for CPU-decoded planes
-	done    cu.Event
-	pending bool
-	args    cu.KernelArgs
+	dec      [2]decoder // hardware (may be absent), then GPU
+	mod      cu.Module
+	fn, fYCC cu.Function
+	lut      cu.DevPtr // [3][256] normalised values, of the output dtype
+	meta     cu.DevPtr // descriptors and taps of a batch (batchMeta)
+	metaSize int64
+	hmeta    []byte // pinned, batchMeta's buffer
+	scratch  cu.DevPtr
+	scrSize  int64
+	staging  []byte // pinned, for CPU-decoded planes
+	taps     tapCache
+	done     cu.Event
+	pending  bool
+	args     cu.KernelArgs
 }
 
 // decoder is one nvJPEG backend's handle and state.
@@ -109,10 +139,10 @@ type decoder struct {
 	h       cu.JPEGHandle
 	st      cu.JPEGState
 	ok      bool
+	// noYCbCr is set once the backend has refused planar YCbCr output
+	// for a batch it decoded to RGB: its JPEGs go to RGB from then on.
+	noYCbCr bool
 }
-
-// descSize is sizeof(ImageDesc) in images.cu.
-const descSize = 48
 
 // New loads nvJPEG and the kernel on opts.Device.
 func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
@@ -123,7 +153,7 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 		return nil, fmt.Errorf("imagegpu: MaxBatch %d must be at least 1", opts.MaxBatch)
 	}
 	s := opts.Spec
-	if s.Resize < 1 || s.CropW < 1 || s.CropH < 1 || s.CropW > s.Resize && s.CropH > s.Resize {
+	if s.Resize < 1 || s.CropW < 1 || s.CropH < 1 {
 		return nil, fmt.Errorf("imagegpu: bad spec %+v", s)
 	}
 	if opts.MaxPixels <= 0 {
@@ -142,7 +172,7 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("imagegpu: %w", err)
 	}
-	p := &Preprocessor{opts: opts, rt: libs.Runtime, drv: libs.Driver, jpg: jpg}
+	p := &Preprocessor{opts: opts, rt: libs.Runtime, drv: libs.Driver, jpg: jpg, taps: tapCache{filter: s.filter()}}
 	defer runtime.UnlockOSThread()
 	if err := p.enter(); err != nil {
 		return nil, err
@@ -173,21 +203,17 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 	if p.fn, err = p.drv.ModuleFunction(p.mod, kernel); err != nil {
 		return nil, err
 	}
-	var aff [6]float32
-	for c := 0; c < 3; c++ {
-		aff[c] = 1 / (255 * s.Std[c])
-		aff[3+c] = -s.Mean[c] / s.Std[c]
-	}
-	if p.affine, err = p.rt.Malloc(24); err != nil {
+	if p.fYCC, err = p.drv.ModuleFunction(p.mod, "ycc_to_rgb"); err != nil {
 		return nil, err
 	}
-	if err := p.rt.MemcpyHtoD(p.affine, tensor.F32Bytes(aff[:])); err != nil {
+	lut, lut16 := normLUTs(s.Mean, s.Std)
+	if opts.Out == tensor.Float16 {
+		lut = lut16
+	}
+	if p.lut, err = p.rt.Malloc(int64(len(lut))); err != nil {
 		return nil, err
 	}
-	if p.descs, err = p.rt.Malloc(int64(opts.MaxBatch * descSize)); err != nil {
-		return nil, err
-	}
-	if p.hdescs, err = p.rt.HostAlloc(opts.MaxBatch * descSize); err != nil {
+	if err := p.rt.MemcpyHtoD(p.lut, lut); err != nil {
 		return nil, err
 	}
 	if p.done, err = p.rt.EventCreate(false); err != nil {
@@ -245,13 +271,13 @@ func (p *Preprocessor) Close() error {
 		errs = append(errs, p.drv.ModuleUnload(p.mod))
 		p.mod = 0
 	}
-	for _, ptr := range []*cu.DevPtr{&p.affine, &p.descs, &p.scratch} {
+	for _, ptr := range []*cu.DevPtr{&p.lut, &p.meta, &p.scratch} {
 		if *ptr != 0 {
 			errs = append(errs, p.rt.Free(*ptr))
 			*ptr = 0
 		}
 	}
-	for _, b := range []*[]byte{&p.hdescs, &p.staging} {
+	for _, b := range []*[]byte{&p.hmeta, &p.staging} {
 		if *b != nil {
 			errs = append(errs, p.rt.FreeHost(*b))
 			*b = nil
@@ -279,8 +305,14 @@ type plan struct {
 	route route
 	w, h  int
 	pitch int
-	off   int64 // of plane 0 in scratch
+	off   int64 // of the R plane in scratch
 	rgb   *imageproc.RGB
+	// ycc is how ycc_to_rgb converts nvJPEG's YCbCr planes (yccNone: nvJPEG
+	// writes RGB); they lie at yoff: Y, then Cb and Cr of cw x ch pixels
+	// with pitch cpitch.
+	ycc            int
+	cw, ch, cpitch int
+	yoff           int64
 }
 
 // Run decodes images and writes the preprocessed batch (len(images)
@@ -328,12 +360,18 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 		pl := plans[i]
 		if errs[i] != nil {
 			// Whatever route it had, nothing of it is uploaded or decoded.
-			plans[i] = plan{route: routeFailed}
+			plans[i] = plan{route: routeFailed, ycc: yccNone}
 			continue
 		}
 		pl.pitch = (pl.w + 3) &^ 3
 		pl.off = size
 		size += int64(3 * pl.pitch * pl.h)
+		if pl.ycc != yccNone {
+			pl.cw, pl.ch = chromaSize(pl.w, pl.h, pl.ycc)
+			pl.cpitch = (pl.cw + 3) &^ 3
+			pl.yoff = size
+			size += int64(pl.pitch*pl.h + 2*pl.cpitch*pl.ch)
+		}
 		plans[i] = pl
 	}
 	if err := p.growScratch(size); err != nil {
@@ -343,8 +381,10 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 		return nil, err
 	}
 	for ri, r := range []route{routeHardware, routeGPU} {
-		if err := p.decodeGPU(ri, r, images, plans, errs, s); err != nil {
-			return nil, err
+		for _, ycc := range []bool{true, false} {
+			if err := p.decodeGPU(ri, r, ycc, images, plans, errs, s); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return errs, p.launch(plans, dst, s)
@@ -361,14 +401,18 @@ func (p *Preprocessor) plan(img []byte) (plan, error) {
 	h, err := parseJPEGHeader(img)
 	if err != nil || h.components == 4 {
 		// Not a JPEG nvJPEG reads: Go decodes it, or says why it cannot.
-		return plan{route: routeCPU}, nil
+		return plan{route: routeCPU, ycc: yccNone}, nil
 	}
 	if err := p.checkSize(h.width, h.height); err != nil {
 		return plan{}, err
 	}
-	pl := plan{route: routeGPU, w: h.width, h: h.height}
+	pl := plan{route: routeGPU, w: h.width, h: h.height, ycc: h.yccMode()}
+	d := &p.dec[1]
 	if p.dec[0].ok && h.hardwareOK() {
-		pl.route = routeHardware
+		pl.route, d = routeHardware, &p.dec[0]
+	}
+	if p.opts.NoYCbCr || d.noYCbCr {
+		pl.ycc = yccNone
 	}
 	return pl, nil
 }
@@ -399,7 +443,7 @@ func (p *Preprocessor) decodeCPU(images [][]byte, plans []plan, errs []error, id
 				errs[i] = err
 				return
 			}
-			plans[i] = plan{route: routeCPU, w: m.W, h: m.H, rgb: m}
+			plans[i] = plan{route: routeCPU, w: m.W, h: m.H, rgb: m, ycc: yccNone}
 		}()
 	}
 	wg.Wait()
@@ -468,14 +512,17 @@ func (p *Preprocessor) uploadCPU(plans []plan, s cu.Stream) error {
 	return nil
 }
 
-// decodeGPU decodes the images routed to one nvJPEG backend in one batched
-// call. When the batch fails (a bitstream that parses but does not decode),
-// each image is decoded alone to find which, and those fail.
-func (p *Preprocessor) decodeGPU(di int, r route, images [][]byte, plans []plan, errs []error, s cu.Stream) error {
+// decodeGPU decodes the images routed to one nvJPEG backend, those to
+// planar YCbCr (ycc) or those to RGB, in one batched call. When a YCbCr
+// batch fails and the same batch decodes to RGB, the backend does not
+// take YCbCr output: its images go to RGB from then on. When a batch
+// fails otherwise (a bitstream that parses but does not decode), each
+// image is decoded alone to RGB to find which, and those go to the CPU.
+func (p *Preprocessor) decodeGPU(di int, r route, ycc bool, images [][]byte, plans []plan, errs []error, s cu.Stream) error {
 	d := &p.dec[di]
 	var idx []int
 	for i, pl := range plans {
-		if pl.route == r && errs[i] == nil {
+		if pl.route == r && errs[i] == nil && (pl.ycc != yccNone) == ycc {
 			idx = append(idx, i)
 		}
 	}
@@ -484,17 +531,24 @@ func (p *Preprocessor) decodeGPU(di int, r route, images [][]byte, plans []plan,
 	}
 	data := make([][]byte, len(idx))
 	dst := make([]cu.JPEGImage, len(idx))
+	rgb := make([]cu.JPEGImage, len(idx))
 	for k, i := range idx {
 		pl := plans[i]
 		data[k] = images[i]
-		planeLen := cu.DevPtr(pl.pitch * pl.h)
-		base := p.scratch + cu.DevPtr(pl.off)
-		for c := 0; c < 3; c++ {
-			dst[k].Channel[c] = base + cu.DevPtr(c)*planeLen
-			dst[k].Pitch[c] = uint64(pl.pitch)
+		rgb[k] = p.rgbPlanes(pl)
+		dst[k] = rgb[k]
+		if ycc {
+			base := p.scratch + cu.DevPtr(pl.yoff)
+			cb := base + cu.DevPtr(pl.pitch*pl.h)
+			dst[k].Channel = [cu.JPEGMaxComponent]cu.DevPtr{base, cb, cb + cu.DevPtr(pl.cpitch*pl.ch)}
+			dst[k].Pitch = [cu.JPEGMaxComponent]uint64{uint64(pl.pitch), uint64(pl.cpitch), uint64(pl.cpitch)}
 		}
 	}
-	err := p.jpg.DecodeBatched(d.h, d.st, data, dst, cu.JPEGOutputRGB, s)
+	format := cu.JPEGOutputRGB
+	if ycc {
+		format = cu.JPEGOutputYUV
+	}
+	err := p.jpg.DecodeBatched(d.h, d.st, data, dst, format, s)
 	if err == nil {
 		return nil
 	}
@@ -502,8 +556,17 @@ func (p *Preprocessor) decodeGPU(di int, r route, images [][]byte, plans []plan,
 	if !errors.As(err, &ce) || ce.Lib != cu.LibJPEG {
 		return err
 	}
+	for _, i := range idx {
+		plans[i].ycc = yccNone
+	}
+	if ycc {
+		if e := p.jpg.DecodeBatched(d.h, d.st, data, rgb, cu.JPEGOutputRGB, s); e == nil {
+			d.noYCbCr = true
+			return nil
+		}
+	}
 	for k, i := range idx {
-		e := p.jpg.DecodeBatched(d.h, d.st, data[k:k+1], dst[k:k+1], cu.JPEGOutputRGB, s)
+		e := p.jpg.DecodeBatched(d.h, d.st, data[k:k+1], rgb[k:k+1], cu.JPEGOutputRGB, s)
 		if e == nil {
 			continue
 		}
@@ -515,6 +578,18 @@ func (p *Preprocessor) decodeGPU(di int, r route, images [][]byte, plans []plan,
 		}
 	}
 	return nil
+}
+
+// rgbPlanes is where an image's RGB planes lie in scratch.
+func (p *Preprocessor) rgbPlanes(pl plan) cu.JPEGImage {
+	var im cu.JPEGImage
+	planeLen := cu.DevPtr(pl.pitch * pl.h)
+	base := p.scratch + cu.DevPtr(pl.off)
+	for c := 0; c < 3; c++ {
+		im.Channel[c] = base + cu.DevPtr(c)*planeLen
+		im.Pitch[c] = uint64(pl.pitch)
+	}
+	return im
 }
 
 // decodeOnCPU is the slow path for an image nvJPEG failed on: decoded by
@@ -533,7 +608,7 @@ func (p *Preprocessor) decodeOnCPU(pl *plan, img []byte, s cu.Stream) error {
 	if err := p.rt.StreamSynchronize(s); err != nil {
 		return err
 	}
-	pl.route = routeCPU
+	pl.route, pl.ycc = routeCPU, yccNone
 	return p.rt.MemcpyHtoD(p.scratch+cu.DevPtr(pl.off), planes)
 }
 
@@ -550,34 +625,39 @@ func toPlanes(dst []byte, m *imageproc.RGB, pitch int) {
 	}
 }
 
-// launch writes the descriptors and runs the preprocessing kernel.
+// launch uploads the batch's descriptors and taps, converts the YCbCr
+// images to RGB and runs the preprocessing kernel.
 func (p *Preprocessor) launch(plans []plan, dst cu.DevPtr, s cu.Stream) error {
 	sp := p.opts.Spec
-	le := binary.LittleEndian
-	for i, pl := range plans {
-		b := p.hdescs[i*descSize : (i+1)*descSize]
-		clear(b)
-		if pl.route == routeFailed || pl.w == 0 {
-			continue // width 0: the kernel writes the normalised zero
+	// The meta buffer's size is known only once it is laid out; laying it
+	// out again is cheap when the device buffer had to grow.
+	meta, nycc := p.batchMeta(p.hmeta, plans, uint64(p.scratch), uint64(p.meta))
+	if int64(len(meta)) > p.metaSize || len(meta) > len(p.hmeta) {
+		if err := p.growMeta(len(meta)); err != nil {
+			return err
 		}
-		rw, rh := imageproc.ResizedSize(pl.w, pl.h, sp.Resize)
-		le.PutUint64(b[0:], uint64(p.scratch)+uint64(pl.off))
-		le.PutUint64(b[8:], uint64(pl.pitch*pl.h))
-		le.PutUint32(b[16:], uint32(pl.pitch))
-		le.PutUint32(b[20:], uint32(pl.w))
-		le.PutUint32(b[24:], uint32(pl.h))
-		le.PutUint32(b[28:], uint32(rw))
-		le.PutUint32(b[32:], uint32(rh))
-		le.PutUint32(b[36:], uint32(cropOffset(rw, sp.CropW)))
-		le.PutUint32(b[40:], uint32(cropOffset(rh, sp.CropH)))
+		meta, nycc = p.batchMeta(p.hmeta, plans, uint64(p.scratch), uint64(p.meta))
 	}
-	n := len(plans)
-	if err := p.rt.MemcpyHtoDAsync(p.descs, p.hdescs[:n*descSize], s); err != nil {
+	if err := p.rt.MemcpyHtoDAsync(p.meta, meta, s); err != nil {
 		return err
 	}
+	n := len(plans)
 	const block = 256
+	if nycc > 0 {
+		most := 0
+		for _, pl := range plans {
+			if pl.route != routeFailed && pl.ycc != yccNone {
+				most = max(most, pl.w*pl.h)
+			}
+		}
+		grid := min((most+block-1)/block, 128)
+		a := p.args.Reset().Ptr(p.meta + cu.DevPtr(n*descSize))
+		if err := p.drv.Launch2D(p.fYCC, grid, nycc, block, s, a); err != nil {
+			return err
+		}
+	}
 	grid := (sp.CropW*sp.CropH + block - 1) / block
-	a := p.args.Reset().Ptr(p.descs).Ptr(dst).Int(sp.CropW).Int(sp.CropH).Ptr(p.affine).Ptr(p.affine + 12)
+	a := p.args.Reset().Ptr(p.meta).Ptr(dst).Int(sp.CropW).Int(sp.CropH).Ptr(p.lut)
 	if err := p.drv.Launch2D(p.fn, grid, n, block, s, a); err != nil {
 		return err
 	}
@@ -588,9 +668,32 @@ func (p *Preprocessor) launch(plans []plan, dst cu.DevPtr, s cu.Stream) error {
 	return nil
 }
 
-// cropOffset is torchvision's center_crop offset, round half to even of
-// (size-crop)/2; negative when the crop is larger (torchvision pads with
-// zeros there, which is what the kernel writes outside the image).
-func cropOffset(size, crop int) int {
-	return int(math.RoundToEven(float64(size-crop) / 2))
+// growMeta makes the pinned and device meta buffers hold size bytes.
+func (p *Preprocessor) growMeta(size int) error {
+	size = max(size, int(p.metaSize)*3/2, 64<<10)
+	if p.meta != 0 {
+		// The previous batch's kernels may still read it.
+		if err := p.rt.EventSynchronize(p.done); err != nil {
+			return err
+		}
+		if err := p.rt.Free(p.meta); err != nil {
+			return err
+		}
+		p.meta, p.metaSize = 0, 0
+	}
+	if p.hmeta != nil {
+		if err := p.rt.FreeHost(p.hmeta); err != nil {
+			return err
+		}
+		p.hmeta = nil
+	}
+	ptr, err := p.rt.Malloc(int64(size))
+	if err != nil {
+		return fmt.Errorf("imagegpu: %d bytes of descriptors: %w", size, err)
+	}
+	p.meta, p.metaSize = ptr, int64(size)
+	if p.hmeta, err = p.rt.HostAlloc(size); err != nil {
+		return fmt.Errorf("imagegpu: %d bytes of pinned descriptors: %w", size, err)
+	}
+	return nil
 }

@@ -151,9 +151,13 @@ func TestParityWithCPU(t *testing.T) {
 		}
 		mean := sum / float64(len(want))
 		t.Logf("%-24s max|gpu-cpu| %.4f mean %.5f (normalised units; one 8-bit level is %.4f)", name, maxd, mean, 1/(255*0.225))
-		// JPEG decoders differ by an IDCT rounding level or two, and the
-		// GPU resizes in float without PIL's intermediate 8-bit rounding.
-		if mean > 0.02 || maxd > 0.5 {
+		// From the same pixels the kernels give the CPU path's input bit
+		// for bit (TestResizeBitExactOnGPU, TestYCbCrBitExactOnGPU): what
+		// remains is the IDCT, nvJPEG's against Go's, a level or two of a
+		// few percent of the samples, which resizing and upsampling can
+		// add up to a few levels.
+		host := strings.HasSuffix(name, ".png") || strings.Contains(name, "cmyk")
+		if mean > 0.003 || maxd > 4.5/(255*0.225) || host && maxd != 0 {
 			t.Errorf("%s: GPU preprocessing differs from the CPU path: max %.4f mean %.5f", name, maxd, mean)
 		}
 	}

@@ -12,8 +12,12 @@ type jpegHeader struct {
 	components    int
 	progressive   bool
 	// sampling holds each component's horizontal and vertical sampling
-	// factors (h<<4 | v), as in the frame header.
+	// factors (h<<4 | v), as in the frame header; ids their identifiers.
 	sampling [4]byte
+	ids      [4]byte
+	// adobe is the colour transform of an Adobe APP14 segment before the
+	// frame (0: the components are RGB or CMYK as coded), -1 without one.
+	adobe int
 }
 
 var errNoFrame = errors.New("no JPEG frame header (SOF) before the scan")
@@ -22,7 +26,7 @@ var errNoFrame = errors.New("no JPEG frame header (SOF) before the scan")
 // frame. It reads only lengths and the frame header, so a hostile file
 // costs no more than its header bytes, and nothing is allocated.
 func parseJPEGHeader(b []byte) (jpegHeader, error) {
-	var h jpegHeader
+	h := jpegHeader{adobe: -1}
 	if len(b) < 4 || b[0] != 0xff || b[1] != 0xd8 {
 		return h, errors.New("not a JPEG (no SOI marker)")
 	}
@@ -52,6 +56,8 @@ func parseJPEGHeader(b []byte) (jpegHeader, error) {
 		}
 		seg := b[i+4 : i+2+n]
 		switch {
+		case m == 0xee && len(seg) >= 12 && string(seg[:5]) == "Adobe":
+			h.adobe = int(seg[11])
 		case m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc:
 			if len(seg) < 6 {
 				return h, errors.New("corrupt JPEG: short frame header")
@@ -67,6 +73,7 @@ func parseJPEGHeader(b []byte) (jpegHeader, error) {
 				return h, fmt.Errorf("corrupt JPEG: frame header with %d components", h.components)
 			}
 			for c := 0; c < h.components; c++ {
+				h.ids[c] = seg[6+3*c]
 				h.sampling[c] = seg[6+3*c+1]
 			}
 			return h, nil
@@ -96,4 +103,46 @@ func (h jpegHeader) hardwareOK() bool {
 		}
 	}
 	return false
+}
+
+// The chroma upsamplings the ycc_to_rgb kernel does (its mode argument).
+const (
+	ycc444  = iota // chroma at full resolution
+	ycc422         // chroma halved horizontally (libjpeg's h2v1)
+	ycc420         // halved both ways (h2v2)
+	yccNone        // not a YCbCr JPEG the kernel converts
+)
+
+// yccMode says how the kernel converts nvJPEG's planar YCbCr output of
+// this JPEG to RGB: three components coded as YCbCr (not RGB by Adobe's
+// transform flag or by their "R", "G", "B" identifiers, as libjpeg
+// guesses), chroma sampled 1x1 and luma 1x1, 2x1 or 2x2. Anything else
+// is converted by nvJPEG itself.
+func (h jpegHeader) yccMode() int {
+	if h.components != 3 || h.adobe == 0 || h.ids[0] == 'R' && h.ids[1] == 'G' && h.ids[2] == 'B' {
+		return yccNone
+	}
+	if h.sampling[1] != 0x11 || h.sampling[2] != 0x11 {
+		return yccNone
+	}
+	switch h.sampling[0] {
+	case 0x11:
+		return ycc444
+	case 0x21:
+		return ycc422
+	case 0x22:
+		return ycc420
+	}
+	return yccNone
+}
+
+// chromaSize is the size of the chroma planes of a JPEG of mode m.
+func chromaSize(w, h, m int) (int, int) {
+	switch m {
+	case ycc422:
+		return (w + 1) / 2, h
+	case ycc420:
+		return (w + 1) / 2, (h + 1) / 2
+	}
+	return w, h
 }

@@ -59,6 +59,9 @@ func TestBackendDecodesOnGPU(t *testing.T) {
 	b := backend.New(backend.Config{NumWorkers: 2, CopyStreams: true, MaxBatch: 8,
 		NewDecoder: func(_ int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
 			return imagegpu.New(libs, imagegpu.Options{MaxBatch: 8, Spec: ks, Out: info.Input().DType})
+		},
+		NewPostprocessor: func(device int, _ engine.Device, _ engine.Info) (backend.Postprocessor, error) {
+			return imagegpu.NewRanker(libs, device)
 		}})
 	err = b.Start(context.Background(), func(ctx context.Context) (engine.Model, error) {
 		return cuda.Engine{}.Load(ctx, g, engine.Options{MaxBatch: 8, Height: 224, Width: 224, InputDType: tensor.Float32})
@@ -104,6 +107,23 @@ func TestBackendDecodesOnGPU(t *testing.T) {
 		t.Logf("image %d: max|gpu-cpu|/max|cpu| = %.2e", i, num/den)
 		if num/den > 1e-2 || topk.Indices(nil, g, 1)[0] != topk.Indices(nil, w, 1)[0] {
 			t.Errorf("image %d: logits differ by %.2e relative, or top-1 differs", i, num/den)
+		}
+	}
+	// The same images ranked on the GPU: only the top classes come back,
+	// those topk finds in the logits.
+	for _, softmax := range []bool{false, true} {
+		b.Submit(backend.Request{ID: 4, Input: &tensor.Tensor{DType: tensor.Float32, Shape: shape}, Encoded: photos, SentAt: time.Now(), Reply: reply, TopK: 3, Softmax: softmax})
+		r := <-reply
+		if r.Err != nil || r.Logits != nil || len(r.Top) != n*3 {
+			t.Fatalf("top 3, softmax %v: %v, %d logits, %d classes", softmax, r.Err, len(r.Logits), len(r.Top))
+		}
+		want := make([]topk.Class, n*3)
+		topk.BestRows(want, got.Logits, 10, 3, softmax)
+		for i, w := range want {
+			g := r.Top[i]
+			if g.Index != w.Index || abs(float64(g.Value-w.Value)) > 2.5e-7*abs(float64(w.Value)) {
+				t.Errorf("top 3, softmax %v: class %d is %+v, want %+v", softmax, i, g, w)
+			}
 		}
 	}
 	bad := append([][]byte{[]byte("not an image")}, photos[1:]...)

@@ -200,3 +200,25 @@ func resampleVertical(dst, src *RGB, c coeffs) {
 		}
 	}
 }
+
+// FixedPointBits is the number of fractional bits of Taps' weights: a pass
+// sums pixel*weight in int32 from 1<<(FixedPointBits-1), shifts right by
+// FixedPointBits and clamps to 0..255.
+const FixedPointBits = precisionBits
+
+// Taps are one pass of a resize exactly as Resize computes it, for
+// resamplers outside this package (the GPU image kernel) that must give
+// the same bytes: output pixel i reads Bounds[2i+1] input pixels from
+// Bounds[2i] with the weights K[i*KSize:].
+type Taps struct {
+	KSize  int
+	Bounds []int
+	K      []int32
+}
+
+// ResizeTaps returns the taps of resizing an axis of inSize pixels to
+// outSize with f (the zero Filter is Bilinear).
+func ResizeTaps(inSize, outSize int, f Filter) Taps {
+	c := precompute(inSize, 0, float32(inSize), outSize, f.orBilinear())
+	return Taps{KSize: c.ksize, Bounds: c.bounds, K: c.k}
+}

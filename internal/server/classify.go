@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 
+	"goinfer/internal/server/batcher"
 	"goinfer/internal/topk"
 )
 
@@ -27,11 +28,31 @@ func (st *modelState) outputNames() string {
 }
 
 // postprocess turns the model's output for a request into the output it
-// asked for, in place: the probabilities are the softmax of each row.
+// asked for, in place: the probabilities are the softmax of each row. A
+// classification needs none: the lane ranked it (ranking), and out may
+// hold no logits.
 func (p plan) postprocess(out []float32, classes int) {
-	if p.out.name == ProbabilitiesName {
+	if p.out.name == ProbabilitiesName && p.top == nil {
 		topk.SoftmaxRows(out, classes)
 	}
+}
+
+// ranking asks the lane, for a classification, to rank each image's
+// classes into p.top: on the device where the backend has a
+// Postprocessor, so that only the k classes per image come back, else on
+// the host from the logits. The probabilities output ranks (and values)
+// by the softmax, the model's own by its logits.
+func (p *plan) ranking(in *batcher.Input) {
+	if k := p.out.classification; k > 0 {
+		p.top = make([]topk.Class, p.n*k)
+		in.TopK, in.Softmax, in.Top = k, p.out.name == ProbabilitiesName, p.top
+	}
+}
+
+// classify emits a classification's "value:index[:label]" entries, k per
+// image, best first.
+func (p plan) classify(labels []string, emit func(entry []byte)) {
+	topk.ClassifyRanked(p.top, labels, emit)
 }
 
 // outputsMetadata lists the model's outputs: its own first (clients that

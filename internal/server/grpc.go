@@ -12,7 +12,6 @@ import (
 	"goinfer/internal/kservepb"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
-	"goinfer/internal/topk"
 )
 
 // recoverUnary turns a panic in a gRPC handler into a logged INTERNAL
@@ -196,7 +195,9 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	// come from a pool.
 	raw := make([]byte, p.n*classes*4)
 	logits := tensor.BytesF32(raw)
-	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: data, Pinned: pinned}, logits)
+	bin := batcher.Input{DType: p.dtype, N: p.n, Data: data, Pinned: pinned}
+	p.ranking(&bin)
+	res, err = p.lane.Infer(ctx, bin, logits)
 	if err != nil {
 		return nil, res, err
 	}
@@ -205,7 +206,7 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	if k := p.out.classification; k > 0 {
 		out.Datatype, out.Shape = "BYTES", []int64{int64(p.n), int64(k)}
 		var b []byte
-		topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		p.classify(st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		raw = b
 	}
 	resp := &kservepb.ModelInferResponse{

@@ -16,7 +16,6 @@ import (
 
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
-	"goinfer/internal/topk"
 )
 
 // HeaderContentLength is the binary tensor data extension's header: the
@@ -452,7 +451,9 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	if !inShm {
 		inPinned = s.reqs.Pinned(*data)
 	}
-	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: *data, Pinned: inPinned}, logits)
+	bin := batcher.Input{DType: p.dtype, N: p.n, Data: *data, Pinned: inPinned}
+	p.ranking(&bin)
+	res, err = p.lane.Infer(ctx, bin, logits)
 	if err != nil {
 		return res, err
 	}
@@ -467,14 +468,13 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 // writeShmResponse writes the output into its shared memory region and
 // answers with a JSON body that describes it.
 func (s *Server) writeShmResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result, use *shmUse) error {
-	classes := st.model.Info.OutputElems()
 	raw := tensor.F32Bytes(logits)
 	datatype, shape := "FP32", st.output.batched(p.n)
 	if k := p.out.classification; k > 0 {
 		buf := s.bufs.get(0)
 		defer s.bufs.put(buf)
 		b := (*buf)[:0]
-		topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		p.classify(st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		*buf = b
 		raw, datatype, shape = b, "BYTES", []int64{int64(p.n), int64(k)}
 	}
@@ -625,7 +625,6 @@ func expectEOF(body io.Reader, consumed int) error {
 // writeInferResponse answers a successful request: JSON, or a JSON header
 // followed by the binary output.
 func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id string, p plan, logits []float32, res batcher.Result) {
-	classes := st.model.Info.OutputElems()
 	hdr := s.bufs.get(0)
 	defer s.bufs.put(hdr)
 	j := jsonResponse{buf: (*hdr)[:0]}
@@ -639,11 +638,11 @@ func (s *Server) writeInferResponse(w http.ResponseWriter, st *modelState, id st
 		if p.out.binary {
 			binBuf = s.bufs.get(0)
 			b := (*binBuf)[:0]
-			topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+			p.classify(st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 			bin = b
 			j.binary(len(bin))
 		} else {
-			j.strings(func(add func([]byte)) { topk.Classify(logits, classes, k, st.model.Labels, add) })
+			j.strings(func(add func([]byte)) { p.classify(st.model.Labels, add) })
 		}
 	} else {
 		j.output(p.out.name, "FP32", st.output.batched(p.n))

@@ -333,9 +333,17 @@ func TestInferOtherDTypes(t *testing.T) {
 	}
 }
 
+// TestClassification asks for the top classes, ranked in the batcher from
+// the logits or in the backend (as the GPU does on the cuda engine).
 func TestClassification(t *testing.T) {
+	for _, rank := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rank in backend %v", rank), func(t *testing.T) { testClassification(t, rank) })
+	}
+}
+
+func testClassification(t *testing.T, rankInBackend bool) {
 	labels := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
-	s := servertest.Start(t, servertest.Options{Labels: labels})
+	s := servertest.Start(t, servertest.Options{Labels: labels, RankInBackend: rankInBackend})
 	x := randImages(2, 16, 4)
 	want := s.Expected(t, x, 2)
 	data := tensor.F32Bytes(x)

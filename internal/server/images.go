@@ -11,7 +11,6 @@ import (
 	"goinfer/internal/preprocess"
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
-	"goinfer/internal/topk"
 )
 
 // ImageInputName is the model's image input: BYTES elements, each an
@@ -120,7 +119,9 @@ func (s *Server) runImages(ctx context.Context, st *modelState, images [][]byte,
 	}
 	if st.images.pre == nil {
 		// The backend decodes on its copy stream.
-		res, err := p.lane.Infer(ctx, batcher.Input{DType: dt, N: n, Encoded: images}, logits)
+		bin := batcher.Input{DType: dt, N: n, Encoded: images}
+		p.ranking(&bin)
+		res, err := p.lane.Infer(ctx, bin, logits)
 		var ie *batcher.ImageError
 		if errors.As(err, &ie) {
 			msg := fmt.Sprintf("inputs[0] element %d: %v", ie.Index, ie.Err)
@@ -147,7 +148,9 @@ func (s *Server) runImages(ctx context.Context, st *modelState, images [][]byte,
 	if err := imageErrors(ctx, st.images.pre.Preprocess(ctx, images, dt, *buf)); err != nil {
 		return p, res, err
 	}
-	res, err := p.lane.Infer(ctx, batcher.Input{DType: dt, N: n, Data: *buf, Pinned: s.reqs.Pinned(*buf)}, logits)
+	bin := batcher.Input{DType: dt, N: n, Data: *buf, Pinned: s.reqs.Pinned(*buf)}
+	p.ranking(&bin)
+	res, err := p.lane.Infer(ctx, bin, logits)
 	if err != nil {
 		return p, res, err
 	}
@@ -325,7 +328,7 @@ func (g *grpcService) inferImages(ctx context.Context, req *kservepb.ModelInferR
 	if k := p.out.classification; k > 0 {
 		o.Datatype, o.Shape = "BYTES", []int64{int64(n), int64(k)}
 		var b []byte
-		topk.Classify(logits, classes, k, st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
+		p.classify(st.model.Labels, func(e []byte) { b = appendBytesElem(b, e) })
 		raw = b
 	}
 	return &kservepb.ModelInferResponse{

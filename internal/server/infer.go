@@ -7,6 +7,7 @@ import (
 
 	"goinfer/internal/server/batcher"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // inputSpec is an inference request's input tensor header, whatever the
@@ -33,6 +34,9 @@ type plan struct {
 	n     int // images
 	bytes int // expected input data size
 	out   outputSpec
+	// top holds a classification's ranked classes, n*classification of
+	// them, once the lane has answered (ranking).
+	top []topk.Class
 }
 
 // outBytes is the least room the output needs: the logits, or one byte

@@ -129,6 +129,62 @@ func SoftmaxRows(x []float32, classes int) {
 	}
 }
 
+// Class is one ranked class of an image: its index and its value (a
+// probability or a logit).
+type Class struct {
+	Index int
+	Value float32
+}
+
+// Best writes the min(k, len(row)) best classes of row into dst[:0],
+// best first, and returns it.
+func Best(dst []Class, row []float32, k int) []Class {
+	idx := Indices(make([]int, 0, min(max(k, 0), len(row))), row, k)
+	dst = dst[:0]
+	for _, c := range idx {
+		dst = append(dst, Class{Index: c, Value: row[c]})
+	}
+	return dst
+}
+
+// BestRows writes the k best classes of each row of x (rows of classes
+// values) into dst, k per row (len(dst) >= rows*k, k <= classes), ranked
+// by the softmax of the row with softmax set (then valued by it too),
+// else by the values themselves: what Classify emits, as Class values.
+// x is not modified.
+func BestRows(dst []Class, x []float32, classes, k int, softmax bool) {
+	if classes <= 0 || k <= 0 {
+		return
+	}
+	var probs []float32
+	if softmax {
+		probs = make([]float32, classes)
+	}
+	idx := make([]int, 0, min(k, classes))
+	for r := 0; (r+1)*classes <= len(x); r++ {
+		row := x[r*classes : (r+1)*classes]
+		if softmax {
+			Softmax(probs, row)
+			row = probs
+		}
+		idx = Indices(idx, row, k)
+		for j, c := range idx {
+			dst[r*k+j] = Class{Index: c, Value: row[c]}
+		}
+	}
+}
+
+// ClassifyRanked emits the AppendEntry strings of classes already ranked
+// (rows of k, best first, as BestRows writes them). Each string passed to
+// emit is only valid during the call.
+func ClassifyRanked(top []Class, labels []string, emit func(entry []byte)) {
+	var buf []byte
+	for _, c := range top {
+		buf = AppendEntry(buf[:0], c.Value, c.Index, labels)
+		emit(buf)
+	}
+}
+
 // AppendEntry appends one classification result as the KServe
 // classification extension writes it: "value:index", then ":label" when
 // the class has a non-empty label. The value has six decimals.

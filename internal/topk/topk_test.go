@@ -173,3 +173,25 @@ func BenchmarkIndicesTop5Of1000(b *testing.B) {
 		idx = Indices(idx, row, 5)
 	}
 }
+
+// TestBestRowsMatchesClassify checks that ranking rows ahead (BestRows,
+// then ClassifyRanked) emits what Classify emits on the same values, the
+// softmax applied by SoftmaxRows first where asked.
+func TestBestRowsMatchesClassify(t *testing.T) {
+	const classes, k = 7, 3
+	x := []float32{1, 3, 3, 2, float32(math.NaN()), -1, 0, 5, 4, 3, 2, 1, 0, -1}
+	for _, softmax := range []bool{false, true} {
+		vals := append([]float32(nil), x...)
+		if softmax {
+			SoftmaxRows(vals, classes)
+		}
+		var want, got []string
+		Classify(vals, classes, k, nil, func(e []byte) { want = append(want, string(e)) })
+		top := make([]Class, 2*k)
+		BestRows(top, x, classes, k, softmax)
+		ClassifyRanked(top, nil, func(e []byte) { got = append(got, string(e)) })
+		if !slices.Equal(got, want) {
+			t.Errorf("softmax %v: got %v, want %v", softmax, got, want)
+		}
+	}
+}

@@ -44,6 +44,7 @@ import (
 	"goinfer/internal/backend"
 	"goinfer/internal/engine"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // Errors Infer returns; callers map them to protocol status codes.
@@ -126,6 +127,10 @@ type Result struct {
 	// BatchSize is the number of real images in the largest batch that ran
 	// (part of) the request: the effect of dynamic batching.
 	BatchSize int
+	// Ranked says, for a request with Input.TopK, that the device ranked
+	// every image (the backend's Postprocessor) and out holds no logits;
+	// otherwise Infer ranked the logits in out on the host.
+	Ranked bool
 }
 
 // Input is one request's images: N images of the batcher's shape in DType,
@@ -145,6 +150,15 @@ type Input struct {
 	// made only of such requests in the model's dtype are not assembled on
 	// the host: the backend copies each request's images into place.
 	Pinned bool
+	// TopK > 0 asks for the k best classes of each image in Top (N*TopK
+	// of them, best first per image), ranked by the softmax of the logits
+	// with Softmax set, else by the logits (package topk's order): on the
+	// device where the backend has a Postprocessor, which copies back
+	// only those, else by Infer from the logits in out. Batches merge
+	// only requests that ask for the same ranking.
+	TopK    int
+	Softmax bool
+	Top     []topk.Class
 }
 
 // Batcher is a dynamic batcher in front of one backend. It is safe for
@@ -280,6 +294,7 @@ type item struct {
 	dispatched time.Time
 	compute    time.Duration
 	batchSize  int
+	hostRanked bool // some of its images were ranked from their logits here
 	err        error
 }
 
@@ -382,6 +397,9 @@ func (b *Batcher) Infer(ctx context.Context, in Input, out []float32) (Result, e
 	if len(out) < in.N*b.cfg.Classes {
 		return Result{}, fmt.Errorf("batcher: output has room for %d logits, need %d", len(out), in.N*b.cfg.Classes)
 	}
+	if in.TopK < 0 || in.TopK > b.cfg.Classes || len(in.Top) < in.N*in.TopK {
+		return Result{}, fmt.Errorf("%w: top %d of %d classes with room for %d", ErrInvalid, in.TopK, b.cfg.Classes, len(in.Top))
+	}
 	if in.N > b.cfg.MaxQueue {
 		return Result{}, b.tooLarge(in.N)
 	}
@@ -431,7 +449,8 @@ func (b *Batcher) Infer(ctx context.Context, in Input, out []float32) (Result, e
 		<-it.done
 	}
 	// it.done was received, so no goroutine touches it any more.
-	res := Result{QueueWait: it.dispatched.Sub(it.enq), Compute: it.compute, BatchSize: it.batchSize}
+	res := Result{QueueWait: it.dispatched.Sub(it.enq), Compute: it.compute, BatchSize: it.batchSize,
+		Ranked: in.TopK > 0 && !it.hostRanked}
 	if it.dispatched.IsZero() {
 		res.QueueWait = time.Since(it.enq)
 	}
@@ -633,9 +652,13 @@ func (b *Batcher) form(bt *batch, now time.Time) {
 	bt.segs = bt.segs[:0]
 	take := 0
 	encoded := len(b.head.in.Encoded) > 0
+	topK, softmax := b.head.in.TopK, b.head.in.Softmax
 	for it := b.head; it != nil && take < b.cfg.MaxBatch; {
 		if (len(it.in.Encoded) > 0) != encoded {
 			break // a batch is all encoded images or all tensors
+		}
+		if it.in.TopK != topK || it.in.Softmax != softmax {
+			break // and asks for one ranking
 		}
 		left := it.in.N - it.sent
 		n := left
@@ -682,8 +705,10 @@ func (b *Batcher) submit(bt *batch, reply chan backend.Response) bool {
 	whole := len(bt.segs) == 1 && s.itemOff == 0 && s.n == s.it.in.N && bt.padded == s.n
 	bt.outDirect = whole
 	bt.inDirect = whole && !bt.encoded && s.it.in.DType == cfg.DType && (cfg.AllocHost == nil || s.it.in.Pinned)
+	req.TopK, req.Softmax = s.it.in.TopK, s.it.in.Softmax
 	if whole {
 		req.Output = s.it.out
+		req.Top = s.it.in.Top
 		// The one client's cancellation can still drop it from the
 		// backend's queue.
 		req.Ctx = s.it.ctx
@@ -835,16 +860,33 @@ func (b *Batcher) collect() {
 func (b *Batcher) finish(bt *batch, resp backend.Response) {
 	err := resp.Err
 	c := b.cfg.Classes
-	if err == nil && len(resp.Logits) < bt.padded*c {
+	k, softmax := bt.segs[0].it.in.TopK, bt.segs[0].it.in.Softmax
+	ranked := k > 0 && resp.Top != nil
+	if ranked && err == nil && len(resp.Top) < bt.padded*k {
+		err = fmt.Errorf("backend answered %d ranked classes for a batch of %d images, top %d", len(resp.Top), bt.padded, k)
+	}
+	if !ranked && err == nil && len(resp.Logits) < bt.padded*c {
 		err = fmt.Errorf("backend answered %d logits for a batch of %d images of %d classes", len(resp.Logits), bt.padded, c)
 	}
-	if err == nil && !bt.outDirect {
+	if ranked {
+		for _, s := range bt.segs {
+			if err == nil && (!bt.outDirect || &resp.Top[0] != &s.it.in.Top[0]) {
+				copy(s.it.in.Top[s.itemOff*k:(s.itemOff+s.n)*k], resp.Top[s.batchOff*k:(s.batchOff+s.n)*k])
+			}
+		}
+	} else if err == nil && !bt.outDirect {
 		for _, s := range bt.segs {
 			copy(s.it.out[s.itemOff*c:(s.itemOff+s.n)*c], resp.Logits[s.batchOff*c:(s.batchOff+s.n)*c])
 		}
 	} else if err == nil && &resp.Logits[0] != &bt.segs[0].it.out[0] {
 		// The backend did not write into Output; copy what it returned.
 		copy(bt.segs[0].it.out, resp.Logits)
+	}
+	if !ranked && k > 0 && err == nil {
+		// No Postprocessor: rank the logits here, as the device would.
+		for _, s := range bt.segs {
+			topk.BestRows(s.it.in.Top[s.itemOff*k:(s.itemOff+s.n)*k], s.it.out[s.itemOff*c:(s.itemOff+s.n)*c], c, k, softmax)
+		}
 	}
 	stats := BatchStats{
 		Images: bt.images, Padded: bt.padded, Requests: len(bt.segs),
@@ -858,6 +900,7 @@ func (b *Batcher) finish(bt *batch, resp backend.Response) {
 		it.finished += s.n
 		it.compute += resp.Compute
 		it.batchSize = max(it.batchSize, bt.images)
+		it.hostRanked = it.hostRanked || k > 0 && !ranked
 		if err != nil && it.err == nil {
 			it.err = err
 		}

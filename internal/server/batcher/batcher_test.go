@@ -16,6 +16,7 @@ import (
 	"goinfer/internal/backend"
 	"goinfer/internal/engine"
 	"goinfer/internal/tensor"
+	"goinfer/internal/topk"
 )
 
 // meanModel is a real backend.Submitter for a model that is easy to check:
@@ -37,6 +38,9 @@ type meanModel struct {
 	parts    [][][]byte       // each batch's Parts
 	pinned   []bool
 	failNext error
+	// rank answers requests with TopK with their ranked classes only, as
+	// a backend with a Postprocessor does.
+	rank bool
 }
 
 func newMeanModel(t *testing.T, classes int, gated bool) *meanModel {
@@ -125,6 +129,16 @@ func (m *meanModel) run(req backend.Request) {
 	m.pinned = append(m.pinned, req.Pinned)
 	err, m.failNext = m.failNext, nil
 	m.mu.Unlock()
+	if m.rank && req.TopK > 0 {
+		top := req.Top
+		if len(top) < n*req.TopK {
+			top = make([]topk.Class, n*req.TopK)
+		}
+		topk.BestRows(top, out[:n*m.classes], m.classes, req.TopK, req.Softmax)
+		req.Reply <- backend.Response{ID: req.ID, Top: top[:n*req.TopK], N: n, Classes: m.classes,
+			SentAt: req.SentAt, DoneAt: time.Now(), Compute: time.Since(start), Err: err}
+		return
+	}
 	req.Reply <- backend.Response{ID: req.ID, Logits: out[:n*m.classes], N: n, Classes: m.classes,
 		SentAt: req.SentAt, DoneAt: time.Now(), Compute: time.Since(start), Err: err}
 }
@@ -832,5 +846,73 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Error("New accepted it")
 			}
 		})
+	}
+}
+
+// TestTopK asks for ranked classes from a backend that ranks them (only
+// the classes come back) and from one that returns logits (Infer ranks
+// them): the same classes either way, requests of one ranking merged into
+// a batch and requests of another kept apart.
+func TestTopK(t *testing.T) {
+	for _, rank := range []bool{true, false} {
+		t.Run(fmt.Sprintf("device ranks %v", rank), func(t *testing.T) {
+			m := newMeanModel(t, testClasses, true)
+			m.rank = rank
+			b := newTestBatcher(t, m, func(c *Config) { c.MaxDelay = 100 * time.Millisecond })
+			type ask struct {
+				n, k    int
+				softmax bool
+				base    float32
+			}
+			asks := []ask{{2, 2, true, 0}, {3, 2, true, 10}, {1, 1, false, 20}, {2, 3, false, 30}}
+			var wg sync.WaitGroup
+			queued := 0
+			for _, a := range asks {
+				// One at a time, so that they queue in this order.
+				for b.QueueDepth() < queued {
+					time.Sleep(100 * time.Microsecond)
+				}
+				queued += a.n
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					in := images(a.n, a.base)
+					in.TopK, in.Softmax, in.Top = a.k, a.softmax, make([]topk.Class, a.n*a.k)
+					out := make([]float32, a.n*testClasses)
+					res, err := b.Infer(context.Background(), in, out)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Ranked != rank {
+						t.Errorf("Ranked %v, want %v", res.Ranked, rank)
+					}
+					logits := make([]float32, a.n*testClasses)
+					for i := range a.n {
+						for c := range testClasses {
+							logits[i*testClasses+c] = a.base + float32(i) + float32(c)
+						}
+					}
+					want := make([]topk.Class, a.n*a.k)
+					topk.BestRows(want, logits, testClasses, a.k, a.softmax)
+					for i, w := range want {
+						if g := in.Top[i]; g.Index != w.Index || math.Abs(float64(g.Value-w.Value)) > 1e-3 {
+							t.Errorf("%+v: class %d is %+v, want %+v", a, i, g, w)
+						}
+					}
+				}()
+			}
+			m.release(16)
+			wg.Wait()
+			if batches, images := m.seen(); images != 8 || len(batches) != 3 {
+				t.Errorf("batches %v (%d images); want the two top-2 softmax requests merged, 3 batches", batches, images)
+			}
+		})
+	}
+	b := newTestBatcher(t, newMeanModel(t, testClasses, false), nil)
+	in := images(2, 0)
+	in.TopK, in.Top = 2, make([]topk.Class, 3)
+	if _, err := b.Infer(context.Background(), in, make([]float32, 2*testClasses)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no room for the classes: %v, want ErrInvalid", err)
 	}
 }

@@ -62,6 +62,10 @@ type Options struct {
 	// DecodeInBackend decodes the images in the backend's pipeline (a
 	// backend.HostDecoder on its copy stream) instead of in the server.
 	DecodeInBackend bool
+	// RankInBackend ranks classifications in the backend's pipeline (a
+	// backend.HostPostprocessor, as the GPU's on the cuda engine) instead
+	// of in the batcher from the logits.
+	RankInBackend bool
 }
 
 // Server is a running test server.
@@ -134,6 +138,11 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.Images && opts.DecodeInBackend {
 		bcfg.NewDecoder = func(_ int, _ engine.Device, info engine.Info) (backend.Decoder, error) {
 			return backend.HostDecoder{Pre: pre, DType: info.Input().DType}, nil
+		}
+	}
+	if opts.RankInBackend {
+		bcfg.NewPostprocessor = func(int, engine.Device, engine.Info) (backend.Postprocessor, error) {
+			return backend.HostPostprocessor{}, nil
 		}
 	}
 	be := backend.New(bcfg)
