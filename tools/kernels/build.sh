@@ -78,9 +78,11 @@ grecord() {
   mv "$out/graph.sha256.tmp" "$out/graph.sha256"
 }
 if [[ -n "$nvcc" ]]; then
+  # Kept gzipped (graph.fatbin.gz): the engine decompresses it at load.
   "$nvcc" -fatbin "${gencode[@]}" -gencode arch=compute_80,code=compute_80 -O3 -o "$out/graph.fatbin" "$here/graph.cu"
+  gzip -9nf "$out/graph.fatbin"
   grecord graph.fatbin
-  echo "nvcc: $here/graph.cu -> $out/graph.fatbin"
+  echo "nvcc: $here/graph.cu -> $out/graph.fatbin.gz"
 fi
 if [[ -n "$clang" ]]; then
   "$clang" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -O3 -S \

@@ -1,10 +1,13 @@
 package cuda
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,15 +19,17 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// graphFatbin and graphPTX are tools/kernels/graph.cu, the general-graph
+// graphFatbinGz and graphPTX are tools/kernels/graph.cu, the general-graph
 // executor's kernels, compiled by tools/kernels/build.sh: nvcc's machine
-// code (no JIT compile at load) and clang's PTX. graphSums records the
+// code (no JIT compile at load), gzipped because the machine code for six
+// GPU generations is 4-5 times its compressed size in the repository and
+// the binary, and clang's PTX. graphSums records the
 // source each was built from; the fatbin is loaded only when it was built
 // from the same source as the PTX (a kernel edited where only clang is
 // installed leaves the fatbin behind until nvcc rebuilds it).
 var (
-	//go:embed kernels/graph.fatbin
-	graphFatbin []byte
+	//go:embed kernels/graph.fatbin.gz
+	graphFatbinGz []byte
 	//go:embed kernels/graph.ptx
 	graphPTX []byte
 	//go:embed kernels/graph.sha256
@@ -39,11 +44,26 @@ func graphImage() []byte {
 			sums[name] = sum
 		}
 	}
-	if f := sums["graph.fatbin"]; f != "" && f == sums["graph.ptx"] && len(graphFatbin) > 0 {
-		return graphFatbin
+	if f := sums["graph.fatbin"]; f != "" && f == sums["graph.ptx"] && len(graphFatbinGz) > 0 {
+		if fat, err := graphFatbin(); err == nil {
+			return fat
+		}
 	}
 	return graphPTX
 }
+
+// graphFatbin is the embedded fatbin, decompressed once per process.
+var graphFatbin = sync.OnceValues(func() ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(graphFatbinGz))
+	if err != nil {
+		return nil, fmt.Errorf("cuda engine: kernels/graph.fatbin.gz: %w", err)
+	}
+	fat, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("cuda engine: kernels/graph.fatbin.gz: %w", err)
+	}
+	return fat, nil
+})
 
 var _ engine.GraphLoader = Engine{}
 

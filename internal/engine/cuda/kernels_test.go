@@ -3,6 +3,7 @@ package cuda
 import (
 	"bufio"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -68,5 +69,18 @@ func TestGraphKernelsMatchSource(t *testing.T) {
 	}
 	if got["graph.fatbin"] != want {
 		t.Logf("kernels/graph.fatbin is from graph.cu %.12s, not the current source: the engine loads the PTX until nvcc rebuilds it", got["graph.fatbin"])
+	}
+}
+
+// TestGraphFatbinDecompresses checks that the gzipped graph fatbin the
+// engine embeds opens to a fatbin (its magic number), so that a damaged
+// file shows here rather than as a silent fallback to the PTX on a GPU.
+func TestGraphFatbinDecompresses(t *testing.T) {
+	fat, err := graphFatbin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fat) < 4 || binary.LittleEndian.Uint32(fat) != 0xBA55ED50 {
+		t.Fatalf("kernels/graph.fatbin.gz holds %d bytes that do not start with a fatbin's magic number", len(fat))
 	}
 }
