@@ -231,7 +231,8 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
 	}
-	res, err := s.inferHTTP(ctx, w, r)
+	var ph httpPhases
+	res, err := s.inferHTTP(ctx, w, r, &ph)
 	if err != nil {
 		k, msg := classify(err)
 		s.logFailure("http", k, msg)
@@ -239,8 +240,16 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 		s.metrics.observeRequest("http", k, false, time.Since(start), 0)
 		return
 	}
-	s.metrics.observeRequest("http", 0, true, time.Since(start), res.QueueWait)
+	end := time.Now()
+	if !ph.in.IsZero() {
+		s.metrics.observeHTTPPhases(start, ph.in, ph.out, end)
+	}
+	s.metrics.observeRequest("http", 0, true, end.Sub(start), res.QueueWait)
 }
+
+// httpPhases marks when an HTTP inference request's input was received and
+// when the batcher answered it (zero on paths that do not record them).
+type httpPhases struct{ in, out time.Time }
 
 // logFailure logs failed requests: server-side failures as errors, the
 // rest at debug level so that an overload does not flood the log.
@@ -254,7 +263,7 @@ func (s *Server) logFailure(protocol string, k kind, msg string) {
 
 // inferHTTP decodes, runs and answers one request. On error nothing has
 // been written.
-func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.Request) (batcher.Result, error) {
+func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.Request, ph *httpPhases) (batcher.Result, error) {
 	var res batcher.Result
 	st, err := s.serving(r.PathValue("name"), r.PathValue("version"))
 	if err != nil {
@@ -452,16 +461,24 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	if !inShm {
 		inPinned = s.reqs.Pinned(*data)
 	}
+	ph.in = time.Now()
 	res, err = p.lane.Infer(ctx, batcher.Input{DType: p.dtype, N: p.n, Data: *data, Pinned: inPinned}, logits)
+	ph.out = time.Now()
 	if err != nil {
 		return res, err
 	}
 	p.postprocess(logits, classes)
 	if outShm {
-		return res, s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
+		err = s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
+	} else {
+		s.writeInferResponse(w, st, req.ID, p, logits, res)
 	}
-	s.writeInferResponse(w, st, req.ID, p, logits, res)
-	return res, nil
+	if err == nil {
+		// Out now, not after the handler's deferred clean-up: the
+		// client is waiting for it.
+		http.NewResponseController(w).Flush()
+	}
+	return res, err
 }
 
 // writeShmResponse writes the output into its shared memory region and

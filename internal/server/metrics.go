@@ -32,7 +32,22 @@ type metrics struct {
 	padded   prometheus.Counter
 	images   prometheus.Counter
 	batches  prometheus.Counter
+	// phases sums the time answered HTTP inference requests spent in
+	// each part of the handler; with the request count it gives where a
+	// request's time goes on the server.
+	phases  *prometheus.CounterVec // protocol, phase
+	httpPhs [numPhases]prometheus.Counter
 }
+
+// Parts of an answered request's time in the server's handler.
+const (
+	phaseRead  = iota // handler start (head parsed) to input data received
+	phaseInfer        // input received to logits back from the batcher (queue, device)
+	phaseReply        // logits back to the answer written to the connection
+	numPhases
+)
+
+var phaseNames = [numPhases]string{"read", "infer", "reply"}
 
 // latencyBuckets span 100 us to 30 s: batch-1 GPU answers and big CPU
 // batches both land inside.
@@ -82,8 +97,16 @@ func newMetrics(model string, maxBatch int, queueDepth func() float64, ready fun
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "goinfer_batches_total", Help: "Batches run on the device.", ConstLabels: ml,
 		}),
+		phases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "goinfer_request_phase_seconds_total",
+			Help:        "Time answered HTTP inference requests spent in each phase of the handler: read (head parsed to body received), infer (body received to logits back: queue and device), reply (answer written).",
+			ConstLabels: ml,
+		}, []string{"protocol", "phase"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.inflight, m.queue, m.compute, m.batch, m.padded, m.images, m.batches,
+	for i, name := range phaseNames {
+		m.httpPhs[i] = m.phases.WithLabelValues("http", name)
+	}
+	reg.MustRegister(m.requests, m.latency, m.phases, m.inflight, m.queue, m.compute, m.batch, m.padded, m.images, m.batches,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "goinfer_queue_depth", Help: "Images waiting to be batched.", ConstLabels: ml,
 		}, queueDepth),
@@ -123,6 +146,15 @@ func (m *metrics) observeRequest(protocol string, k kind, ok bool, took time.Dur
 	if ok {
 		m.queue.Observe(queued.Seconds())
 	}
+}
+
+// observeHTTPPhases adds an answered HTTP request's phases: start is the
+// handler's start, in when its input was received, out when the batcher
+// answered, end when the answer was written.
+func (m *metrics) observeHTTPPhases(start, in, out, end time.Time) {
+	m.httpPhs[phaseRead].Add(in.Sub(start).Seconds())
+	m.httpPhs[phaseInfer].Add(out.Sub(in).Seconds())
+	m.httpPhs[phaseReply].Add(end.Sub(out).Seconds())
 }
 
 var (
