@@ -13,7 +13,10 @@
 # then the same with every other CPU kept busy by nice 19 spinners: tells
 # whether idle-CPU wake-ups cost), phases (GOINFER's server: phases and Go
 # execution traces of server and client), poll (busy polling on either
-# side, socket buffers). Default: all.
+# side, socket buffers), and not by default: base (MAIN, one run of each
+# protocol), profile (the server's CPU profile during an HTTP run),
+# affinity (server and client on separate halves of the CPUs), poll2
+# (longer server polling, GOMAXPROCS=4). Default: env main phases poll.
 set -uo pipefail
 B=${GOINFER:-.bin/goinfer}
 MAIN=${MAIN:-.bin/goinfer-main}
@@ -36,7 +39,10 @@ if has env; then
   echo "cpuidle driver: $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)"
   for s in /sys/devices/system/cpu/cpu0/cpuidle/state*; do [ -d "$s" ] && echo "  $(cat $s/name) latency $(cat $s/latency) us"; done
   echo "governor: $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo none)"
-  for k in net/ipv4/tcp_rmem net/ipv4/tcp_wmem net/core/rmem_max net/core/wmem_max net/core/busy_poll; do
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  lscpu 2>/dev/null | grep -E "^(Thread|Core|Socket|NUMA node\(s\)|L3|L2)" 
+  echo "cpu0 shares its LLC with: $(cat /sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list 2>/dev/null || echo ?)"
+  for k in kernel/sched_autogroup_enabled kernel/preempt net/ipv4/tcp_rmem net/ipv4/tcp_wmem net/core/rmem_max net/core/wmem_max net/core/busy_poll; do
     echo "$k: $(cat /proc/sys/$k 2>/dev/null || echo -)"; done
 fi
 
@@ -50,7 +56,7 @@ bench() { # binary, experiment, then flags
   local bin=$1 exp=$2; shift 2
   local before after
   before=$(phases)
-  echo "+ $(basename $bin) bench --experiment $exp $*"
+  echo "+ ${bin##*/} bench --experiment $exp $*"
   $bin bench --results_dir "$OUT" --output_file latency.csv --experiment "$exp" --batch_size 1 --concurrency 1 --num_iters "$ITERS" "$@" >"$OUT/last.log" 2>&1 || { echo "    FAILED"; tail -5 "$OUT/last.log"; }
   grep -E "^(p50|Server time|Client time|Errors)" "$OUT/last.log" | sed 's/^/    /'
   after=$(phases)
@@ -62,7 +68,7 @@ if n > 0 and a[0] > b[0]:
 }
 start_server() { # binary, log name, then serve flags
   local bin=$1 log=$OUT/$2.log; shift 2
-  echo "+ $(basename $bin) serve $*"
+  echo "+ ${bin##*/} serve $*"
   $bin serve --checkpoint "$CKPT" "$@" >"$log" 2>&1 &
   SERVER=$!
   for _ in $(seq 600); do curl -sf localhost:8000/v2/health/ready >/dev/null && return 0; sleep 0.1; done
@@ -74,6 +80,14 @@ spinners() { # start nice 19 busy loops on all CPUs but two
   for _ in $(seq $(( $(nproc) - 2 ))); do nice -n 19 bash -c 'while :; do :; done' & SPIN+=($!); done
 }
 unspin() { for p in "${SPIN[@]}"; do kill $p; done; wait "${SPIN[@]}" 2>/dev/null; }
+
+if has base; then
+  log "baseline on this machine: MAIN's server and client (defaults)"
+  start_server "$MAIN" serve_base
+  bench "$MAIN" base_http --url http://127.0.0.1:8000
+  bench "$MAIN" base_grpc --url grpc://127.0.0.1:8001
+  stop_server
+fi
 
 if has main; then
   log "baseline: MAIN's server and client (defaults)"
@@ -124,6 +138,48 @@ if has poll; then
   start_server "$B" serve_buf --socket_buffer_bytes 4194304
   bench "$B" bothbuf_http --url http://127.0.0.1:8000 --socket_buffer_bytes 4194304
   bench "$B" bothbuf_grpc --url grpc://127.0.0.1:8001 --socket_buffer_bytes 4194304
+  stop_server
+fi
+
+if has profile; then
+  log "the server's CPU profile during an HTTP run (defaults)"
+  start_server "$B" serve_profile --pprof 127.0.0.1:6060
+  bench "$B" prof_warm --url http://127.0.0.1:8000 --num_iters 300
+  (sleep 0.3; curl -s -o "$OUT/server-http.pprof" "localhost:6060/debug/pprof/profile?seconds=2") &
+  PR=$!
+  bench "$B" prof_http --url http://127.0.0.1:8000 --num_iters 4000
+  wait $PR
+  stop_server
+fi
+
+if has affinity; then
+  # Server on CPUs 0-7, client on 8-15: neither's wake-ups can land on
+  # the other's CPU.
+  half=$(( $(nproc) / 2 ))
+  S="0-$((half - 1))" C="$half-$(( $(nproc) - 1 ))"
+  log "server pinned to CPUs $S, client to $C"
+  taskset -c $S true || { echo "no taskset"; }
+  start_server "taskset -c $S $B" serve_aff
+  bench "taskset -c $C $B" aff_http --url http://127.0.0.1:8000
+  bench "taskset -c $C $B" aff_grpc --url grpc://127.0.0.1:8001
+  bench "taskset -c $C $B" aff_clientpoll_http --url http://127.0.0.1:8000 --busy_poll 2ms
+  stop_server
+  start_server "taskset -c $S $B" serve_aff_poll --busy_poll 1ms
+  bench "taskset -c $C $B" aff_bothpoll_http --url http://127.0.0.1:8000 --busy_poll 2ms
+  bench "taskset -c $C $B" aff_bothpoll_grpc --url grpc://127.0.0.1:8001 --busy_poll 2ms
+  stop_server
+fi
+
+if has poll2; then
+  log "server --busy_poll 1ms, unpinned; GOMAXPROCS=4 server"
+  start_server "$B" serve_poll1ms --busy_poll 1ms
+  bench "$B" serverpoll1ms_http --url http://127.0.0.1:8000
+  bench "$B" bothpoll1ms_http --url http://127.0.0.1:8000 --busy_poll 2ms
+  bench "$B" bothpoll1ms_grpc --url grpc://127.0.0.1:8001 --busy_poll 2ms
+  stop_server
+  GOMAXPROCS=4 start_server "$B" serve_poll1ms_procs4 --busy_poll 1ms
+  bench "$B" procs4_bothpoll1ms_http --url http://127.0.0.1:8000 --busy_poll 2ms
+  bench "$B" procs4_bothpoll1ms_grpc --url grpc://127.0.0.1:8001 --busy_poll 2ms
   stop_server
 fi
 
