@@ -16,7 +16,8 @@
 # side, socket buffers), and not by default: base (MAIN, one run of each
 # protocol), profile (the server's CPU profile during an HTTP run),
 # affinity (server and client on separate halves of the CPUs), poll2
-# (longer server polling, GOMAXPROCS=4). Default: env main phases poll.
+# (longer server polling, GOMAXPROCS=4), final (both ends polling, 3
+# rounds). Default: env main phases poll.
 set -uo pipefail
 B=${GOINFER:-.bin/goinfer}
 MAIN=${MAIN:-.bin/goinfer-main}
@@ -180,6 +181,16 @@ if has poll2; then
   GOMAXPROCS=4 start_server "$B" serve_poll1ms_procs4 --busy_poll 1ms
   bench "$B" procs4_bothpoll1ms_http --url http://127.0.0.1:8000 --busy_poll 2ms
   bench "$B" procs4_bothpoll1ms_grpc --url grpc://127.0.0.1:8001 --busy_poll 2ms
+  stop_server
+fi
+
+if has final; then
+  log "busy polling at both ends (serve --busy_poll ${SERVER_POLL:=1ms}, bench --busy_poll ${CLIENT_POLL:=2ms}), 3 rounds"
+  start_server "$B" serve_final --busy_poll $SERVER_POLL
+  for r in 1 2 3; do
+    bench "$B" final_http_r$r --url http://127.0.0.1:8000 --busy_poll $CLIENT_POLL
+    bench "$B" final_grpc_r$r --url grpc://127.0.0.1:8001 --busy_poll $CLIENT_POLL
+  done
   stop_server
 fi
 
