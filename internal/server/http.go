@@ -469,16 +469,10 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	p.postprocess(logits, classes)
 	if outShm {
-		err = s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
-	} else {
-		s.writeInferResponse(w, st, req.ID, p, logits, res)
+		return res, s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
 	}
-	if err == nil {
-		// Out now, not after the handler's deferred clean-up: the
-		// client is waiting for it.
-		http.NewResponseController(w).Flush()
-	}
-	return res, err
+	s.writeInferResponse(w, st, req.ID, p, logits, res)
+	return res, nil
 }
 
 // writeShmResponse writes the output into its shared memory region and

@@ -43,7 +43,7 @@ type metrics struct {
 const (
 	phaseRead  = iota // handler start (head parsed) to input data received
 	phaseInfer        // input received to logits back from the batcher (queue, device)
-	phaseReply        // logits back to the answer written to the connection
+	phaseReply        // logits back to the answer handed to net/http (what exceeds its 4 KiB buffer is written by then)
 	numPhases
 )
 
