@@ -222,7 +222,7 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	g := s.metrics.inflight.WithLabelValues("http")
+	g := s.metrics.inflightGauge("http")
 	g.Inc()
 	defer g.Dec()
 	ctx := r.Context()
@@ -324,7 +324,10 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	outs := make([]outputSpec, len(req.Outputs))
 	for i, o := range req.Outputs {
-		field := fmt.Sprintf("outputs[%d]", i)
+		field := "outputs[0]" // the usual single output, without formatting
+		if i > 0 {
+			field = fmt.Sprintf("outputs[%d]", i)
+		}
 		outs[i].name = o.Name
 		if outs[i].binary, err = paramBool(o.Parameters, "binary_data", field); err != nil {
 			return res, err

@@ -37,6 +37,17 @@ type metrics struct {
 	// request's time goes on the server.
 	phases  *prometheus.CounterVec // protocol, phase
 	httpPhs [numPhases]prometheus.Counter
+	// proto holds each protocol's children of the vectors above that
+	// every request touches, resolved once: a label lookup hashes and
+	// locks.
+	proto map[string]*protoMetrics
+}
+
+// protoMetrics are one protocol's per-request collectors.
+type protoMetrics struct {
+	inflight prometheus.Gauge
+	success  prometheus.Counter
+	latency  prometheus.Observer
 }
 
 // Parts of an answered request's time in the server's handler.
@@ -106,6 +117,14 @@ func newMetrics(model string, maxBatch int, queueDepth func() float64, ready fun
 	for i, name := range phaseNames {
 		m.httpPhs[i] = m.phases.WithLabelValues("http", name)
 	}
+	m.proto = map[string]*protoMetrics{}
+	for _, p := range []string{"http", "grpc"} {
+		m.proto[p] = &protoMetrics{
+			inflight: m.inflight.WithLabelValues(p),
+			success:  m.requests.WithLabelValues(p, "success"),
+			latency:  m.latency.WithLabelValues(p),
+		}
+	}
 	reg.MustRegister(m.requests, m.latency, m.phases, m.inflight, m.queue, m.compute, m.batch, m.padded, m.images, m.batches,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "goinfer_queue_depth", Help: "Images waiting to be batched.", ConstLabels: ml,
@@ -137,16 +156,19 @@ func (m *metrics) observeBatch(s batcher.BatchStats) {
 
 // observeRequest records one finished request.
 func (m *metrics) observeRequest(protocol string, k kind, ok bool, took time.Duration, queued time.Duration) {
-	status := "success"
-	if !ok {
-		status = k.statusLabel()
-	}
-	m.requests.WithLabelValues(protocol, status).Inc()
-	m.latency.WithLabelValues(protocol).Observe(took.Seconds())
 	if ok {
+		pm := m.proto[protocol]
+		pm.success.Inc()
+		pm.latency.Observe(took.Seconds())
 		m.queue.Observe(queued.Seconds())
+		return
 	}
+	m.requests.WithLabelValues(protocol, k.statusLabel()).Inc()
+	m.latency.WithLabelValues(protocol).Observe(took.Seconds())
 }
+
+// inflightGauge is protocol's goinfer_inflight_requests.
+func (m *metrics) inflightGauge(protocol string) prometheus.Gauge { return m.proto[protocol].inflight }
 
 // observeHTTPPhases adds an answered HTTP request's phases: start is the
 // handler's start, in when its input was received, out when the batcher
