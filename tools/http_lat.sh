@@ -185,7 +185,7 @@ if has poll2; then
 fi
 
 if has final; then
-  log "busy polling at both ends (serve --busy_poll ${SERVER_POLL:=1ms}, bench --busy_poll ${CLIENT_POLL:=2ms}), 3 rounds"
+  log "busy polling at both ends (serve --busy_poll ${SERVER_POLL:=200us}, bench --busy_poll ${CLIENT_POLL:=2ms}), 3 rounds"
   start_server "$B" serve_final --busy_poll $SERVER_POLL
   for r in 1 2 3; do
     bench "$B" final_http_r$r --url http://127.0.0.1:8000 --busy_poll $CLIENT_POLL
