@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	rtrace "runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,11 +105,13 @@ type benchOptions struct {
 	experiment  string
 	profile     bool
 	profileFile string
+	execTrace   string
 	pinInputs   bool
 	url         string
 	connections int
 	sharedMem   string
 	grpc        grpcFlags
+	net         netFlags
 	httpClient  string
 	images      string // --images DIR
 	topK        int
@@ -123,6 +126,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.numWorkers, "num_workers", defaultNumWorkers, "prediction workers per device, each with its own stream")
 	fs.BoolVar(&o.profile, "profile", false, "write a Chrome trace (Perfetto, chrome://tracing) of every stage and device stream to --profile_file")
 	fs.StringVar(&o.profileFile, "profile_file", "trace.json", "trace `FILE` for --profile")
+	fs.StringVar(&o.execTrace, "exec_trace", "", "write a Go execution trace (runtime/trace: goroutines, syscalls, network waits; `go tool trace FILE`) of the whole run to `FILE`")
 	fs.IntVar(&o.imageSize, "image_size", defaultImageSize, "image height and width in `PIXELS`")
 	fs.StringVar(&o.inputDType, "input_dtype", "fp32", "request `DTYPE`: fp32 (normal values), fp16 (normal values) or uint8 (raw pixels, normalized on the device)")
 	fs.BoolVar(&o.copyStreams, "copy_streams", true, "run the H2D and D2H copies as their own stages on their own streams; --no-copy_streams copies on each worker's stream (the reference before its copy-stream change)")
@@ -136,6 +140,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.url, "url", "", "benchmark a running server instead: http://HOST:PORT or grpc://HOST:PORT (KServe v2; model flags are then unused)")
 	fs.StringVar(&o.sharedMem, "shared_memory", "none", "with a --url on this host, how tensors travel (`MODE`): none, in the messages; system, through POSIX shared memory: request tensors generated in registered objects, logits back through one per request in flight (Triton's system shared memory extension, as perf_analyzer --shared-memory system; the server needs --allow_shared_memory)")
 	o.grpc.register(fs, "client (with a grpc:// --url)")
+	o.net.register(fs, "client (with a --url)")
 	fs.StringVar(&o.httpClient, "http_client", client.HTTPLean, "with an http:// --url, the `CLIENT` inference requests go through: lean (persistent HTTP/1.1 connections, each request written in one system call) or nethttp (Go's net/http)")
 	o.registerImages(fs)
 	fs.IntVar(&o.connections, "connections", 0, "with a grpc:// --url: TCP connections to spread requests over (0: one per 4 requests in flight, 1 to 16)")
@@ -174,6 +179,9 @@ func (o *benchOptions) check() error {
 		return fmt.Errorf("--http_client %q: want %s or %s", o.httpClient, client.HTTPLean, client.HTTPNetHTTP)
 	case o.sharedMem == "system" && o.url == "":
 		return errors.New("--shared_memory system needs --url: shared memory is how a client passes tensors to a server on its host")
+	}
+	if err := o.net.check(); err != nil {
+		return err
 	}
 	if err := o.grpc.check(); err != nil {
 		return err
@@ -244,6 +252,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 
+	if o.execTrace != "" {
+		stop, err := startExecTrace(o.execTrace)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if o.url != "" && o.images != "" {
 		return runRemoteImageBench(ctx, &o, stdout, stderr)
 	}
@@ -665,4 +680,20 @@ func inputDTypeName(dt tensor.DType) string {
 		return "uint8"
 	}
 	return "fp32"
+}
+
+// startExecTrace starts a Go execution trace into path; stop ends it.
+func startExecTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--exec_trace: %w", err)
+	}
+	if err := rtrace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--exec_trace: %w", err)
+	}
+	return func() {
+		rtrace.Stop()
+		f.Close()
+	}, nil
 }

@@ -79,7 +79,7 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 	c, err := client.DialOptions(dctx, o.url, client.Options{
 		MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM,
 		GRPCWindow: o.grpc.windowOption(), GRPCReadBuffer: o.grpc.readBufferOption(), GRPCWriteBuffer: o.grpc.writeBufferOption(),
-		HTTPClient: o.httpClient,
+		HTTPClient: o.httpClient, BusyPoll: o.net.busyPoll, SocketBuffer: o.net.socketBuffer,
 	})
 	if err != nil {
 		return err
@@ -165,6 +165,10 @@ func printClientStats(w io.Writer, c *client.Client, shm bool) {
 		ok := time.Duration(s.Requests - s.Errors)
 		fmt.Fprintf(w, "Server time per request: queue %.3f ms, compute %.3f ms\n",
 			float64(s.ServerQueue/ok)/1e6, float64(s.ServerCompute/ok)/1e6)
+		if s.Send > 0 {
+			fmt.Fprintf(w, "Client time per request: sending %.3f ms, then waiting for the answer %.3f ms\n",
+				float64(s.Send/ok)/1e6, float64(s.Wait/ok)/1e6)
+		}
 	}
 	if s.Errors > 0 {
 		fmt.Fprintf(w, "Refused by the server (queue full): %d; other errors: %d\n", s.Refused, s.Errors-s.Refused)

@@ -107,6 +107,7 @@ type serveOptions struct {
 	pinnedPoolBytes  int64
 	allowShm         bool
 	grpc             grpcFlags
+	net              netFlags
 	images           bool
 	imageCrop        int
 	maxImages        int
@@ -162,6 +163,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log_level", "info", "log level: debug, info, warn or error")
 	o.grpc.register(fs, "server")
+	o.net.register(fs, "server")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on `ADDR`, e.g. 127.0.0.1:6060 (empty: off); never expose it publicly")
 }
 
@@ -226,6 +228,9 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--log_format %q: want text or json", o.logFormat)
 	case o.set["devices"] && o.set["device"]:
 		return p, errors.New("--device and --devices are mutually exclusive")
+	}
+	if err := o.net.check(); err != nil {
+		return p, err
 	}
 	if err := o.grpc.check(); err != nil {
 		return p, err
@@ -387,6 +392,8 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		MaxConnections: o.maxConns, GRPCMaxConcurrentStreams: uint32(o.grpcMaxStreams),
 		PinnedPoolBytes:   o.pinnedPoolBytes,
 		AllowSharedMemory: o.allowShm,
+		BusyPoll:          o.net.busyPoll,
+		SocketBuffer:      o.net.socketBuffer,
 		GRPCWindow:        o.grpc.windowOption(),
 		GRPCReadBuffer:    o.grpc.readBufferOption(),
 		GRPCWriteBuffer:   o.grpc.writeBufferOption(),

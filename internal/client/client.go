@@ -58,6 +58,15 @@ type Options struct {
 	// grants each stream and each connection (default 16 MiB); negative:
 	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
 	GRPCWindow int32
+	// BusyPoll makes the reads of inference connections (the lean HTTP
+	// client's and gRPC's) poll the socket for up to this long before
+	// sleeping in the network poller (see package busypoll): an answer
+	// that arrives within it is read without waking a sleeping thread,
+	// while the waiting request keeps a core busy (0: off).
+	BusyPoll time.Duration
+	// SocketBuffer, when > 0, sets the kernel send and receive buffers of
+	// those connections, in bytes.
+	SocketBuffer int
 	// HTTPClient is the client inference requests go through over
 	// http://: HTTPLean (default) or HTTPNetHTTP. Other requests, and
 	// all of https://, use net/http.
@@ -128,6 +137,10 @@ type Stats struct {
 	// ServerQueue and ServerCompute sum the server-side queue and device
 	// times of the answered requests.
 	ServerQueue, ServerCompute time.Duration
+	// Send and Wait sum, over answered requests, the time the lean HTTP
+	// client took to hand each request to its socket and then waited for
+	// the answer's first byte (zero for other transports).
+	Send, Wait time.Duration
 	// InputCopies counts the requests (with Options.SharedMemory) whose
 	// input the client copied into a shared memory slot, not lying in a
 	// buffer from AllocShared.
@@ -170,6 +183,7 @@ type result struct {
 	queue     time.Duration
 	compute   time.Duration
 	batchSize int
+	times     sendTimes // the lean HTTP client's
 }
 
 // Client is a connection to one model on one server. It is safe for
@@ -192,6 +206,7 @@ type Client struct {
 
 	requests, errs, refused, images atomic.Int64
 	queueNS, computeNS              atomic.Int64
+	sendNS, waitNS                  atomic.Int64
 	inputCopies                     atomic.Int64
 	mu                              sync.Mutex
 	batches                         map[int]int64
@@ -377,6 +392,8 @@ func (c *Client) count(n int, r result, err error) {
 	c.images.Add(int64(n))
 	c.queueNS.Add(int64(r.queue))
 	c.computeNS.Add(int64(r.compute))
+	c.sendNS.Add(int64(r.times.send))
+	c.waitNS.Add(int64(r.times.wait))
 	if r.batchSize > 0 {
 		c.mu.Lock()
 		c.batches[r.batchSize]++
@@ -438,6 +455,7 @@ func (c *Client) Stats() Stats {
 	s := Stats{
 		Requests: c.requests.Load(), Errors: c.errs.Load(), Refused: c.refused.Load(), Images: c.images.Load(),
 		ServerQueue: time.Duration(c.queueNS.Load()), ServerCompute: time.Duration(c.computeNS.Load()),
+		Send: time.Duration(c.sendNS.Load()), Wait: time.Duration(c.waitNS.Load()),
 		ServerBatches: map[int]int64{}, InputCopies: c.inputCopies.Load(),
 	}
 	c.mu.Lock()

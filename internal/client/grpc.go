@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"goinfer/internal/busypoll"
 	"goinfer/internal/kservepb"
 	"goinfer/internal/tensor"
 )
@@ -32,6 +34,9 @@ func newGRPCTransport(host string, opts Options) (*grpcTransport, error) {
 			grpc.ForceCodecV2(&t.codec)), // sends raw_input_contents without copying it
 		grpc.WithReadBufferSize(bufferSize(opts.GRPCReadBuffer)),
 		grpc.WithWriteBufferSize(bufferSize(opts.GRPCWriteBuffer)),
+	}
+	if opts.BusyPoll > 0 || opts.SocketBuffer > 0 {
+		dopts = append(dopts, grpc.WithContextDialer(tunedDialer(opts)))
 	}
 	switch w := opts.GRPCWindow; {
 	case w == 0:
@@ -297,4 +302,20 @@ func (t *grpcTransport) statusSHM(ctx context.Context) ([]SharedMemoryRegion, er
 		rs = append(rs, SharedMemoryRegion{Name: name, Key: r.Key, Offset: r.Offset, ByteSize: r.ByteSize})
 	}
 	return rs, nil
+}
+
+// tunedDialer dials gRPC connections with opts' BusyPoll and SocketBuffer.
+func tunedDialer(opts Options) func(context.Context, string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := busypoll.SetBuffers(c, opts.SocketBuffer); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return busypoll.Wrap(c, opts.BusyPoll), nil
+	}
 }

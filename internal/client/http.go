@@ -53,6 +53,7 @@ func newHTTPTransport(base string, opts Options) *httpTransport {
 	t := &httpTransport{base: base, hc: &http.Client{Transport: tr}, jsonImages: opts.JSONImages}
 	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && opts.HTTPClient != HTTPNetHTTP {
 		t.h1 = newH1Client(u.Host, opts.MaxInflight)
+		t.h1.busyPoll, t.h1.socketBuffer = opts.BusyPoll, opts.SocketBuffer
 	}
 	return t
 }
@@ -310,7 +311,7 @@ func (t *httpTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 	path := "/v2/models/" + url.PathEscape(c.model) + "/infer"
 	var ir inferResponse
 	if t.h1 != nil {
-		ir, r.logits, err = t.h1.post(ctx, path, h, in.Data, out, false)
+		ir, r.logits, err = t.h1.post(ctx, path, h, in.Data, out, false, &r.times)
 	} else {
 		ir, r.logits, err = t.inferNetHTTP(ctx, path, h, in.Data, out)
 	}
@@ -519,7 +520,7 @@ func (t *httpTransport) inferSHM(ctx context.Context, c *Client, in *tensor.Tens
 	path := "/v2/models/" + url.PathEscape(c.model) + "/infer"
 	var ir inferResponse
 	if t.h1 != nil {
-		ir, _, err = t.h1.post(ctx, path, h, nil, nil, true)
+		ir, _, err = t.h1.post(ctx, path, h, nil, nil, true, nil)
 	} else {
 		ir, err = t.inferSHMNetHTTP(ctx, path, h)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"goinfer/internal/busypoll"
 )
 
 // HTTP clients for inference requests (Options.HTTPClient).
@@ -44,6 +46,9 @@ type h1Client struct {
 	host    string // Host header
 	dialer  net.Dialer
 	maxIdle int
+	// Options.BusyPoll and Options.SocketBuffer, for new connections.
+	busyPoll     time.Duration
+	socketBuffer int
 
 	mu     sync.Mutex
 	idle   []*h1Conn
@@ -95,6 +100,11 @@ func (h *h1Client) dial(ctx context.Context) (*h1Conn, error) {
 		// response comes back whole before the next request.
 		tc.SetNoDelay(true)
 	}
+	if err := busypoll.SetBuffers(nc, h.socketBuffer); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc = busypoll.Wrap(nc, h.busyPoll)
 	return &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), head: make([]byte, 0, 512)}, nil
 }
 
@@ -128,10 +138,10 @@ func (h *h1Client) close() error {
 // bin in the binary tensor data extension when bin is not nil. It returns
 // the response's JSON and its logits, read into out when it has room
 // (with inPlace, the logits are elsewhere: see decodeInferBody).
-func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []float32, inPlace bool) (inferResponse, []float32, error) {
+func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []float32, inPlace bool, tm *sendTimes) (inferResponse, []float32, error) {
 	var ir inferResponse
 	var logits []float32
-	err := h.exchange(ctx, path, js, [][]byte{bin}, bin != nil, func(body io.Reader, jsonLen, contentLength int64) error {
+	err := h.exchange(ctx, path, js, [][]byte{bin}, bin != nil, tm, func(body io.Reader, jsonLen, contentLength int64) error {
 		var err error
 		ir, logits, err = decodeInferBody(body, jsonLen, contentLength, out, inPlace)
 		return err
@@ -142,21 +152,27 @@ func (h *h1Client) post(ctx context.Context, path string, js, bin []byte, out []
 	return ir, logits, nil
 }
 
+// sendTimes are where a request's time went on the client: handing the
+// request to the socket, and waiting from then for the answer's first
+// byte.
+type sendTimes struct{ send, wait time.Duration }
+
 // exchange sends an inference POST to path: the JSON in js and, with
 // binary (the binary data extension), the parts of bin after it, handed
 // to the socket in one writev without being copied together. decode
 // reads the body of a 200 answer (see readBody); other answers are
 // ServerErrors. A request that fails on a reused connection before any
 // byte of the response arrived (the server had closed it while idle, or
-// as it drained) is sent once more on a new one.
-func (h *h1Client) exchange(ctx context.Context, path string, js []byte, bin [][]byte, binary bool, decode bodyDecoder) error {
+// as it drained) is sent once more on a new one. tm, if not nil, gets the
+// times of the attempt that was answered.
+func (h *h1Client) exchange(ctx context.Context, path string, js []byte, bin [][]byte, binary bool, tm *sendTimes, decode bodyDecoder) error {
 	for attempt := 0; ; attempt++ {
 		c, err := h.get(ctx)
 		if err != nil {
 			return h.fail(ctx, path, "connecting", err)
 		}
 		reused := c.used
-		keep, started, err := h.roundTrip(ctx, c, path, js, bin, binary, decode)
+		keep, started, err := h.roundTrip(ctx, c, path, js, bin, binary, tm, decode)
 		if keep {
 			h.put(c)
 		} else {
@@ -201,7 +217,7 @@ func closedByPeer(err error) bool {
 
 // roundTrip runs one request on c. keep says whether c may carry another;
 // started whether any of the response arrived.
-func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js []byte, bin [][]byte, binary bool, decode bodyDecoder) (keep, started bool, err error) {
+func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js []byte, bin [][]byte, binary bool, tm *sendTimes, decode bodyDecoder) (keep, started bool, err error) {
 	// The context's deadline bounds the socket calls; its cancellation
 	// cuts them short. A connection whose calls were cut short is closed,
 	// not reused: its stream is in an unknown state.
@@ -234,7 +250,9 @@ func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js []b
 		}
 	}
 	bufs := c.bufs
+	t0 := time.Now()
 	_, werr := bufs.WriteTo(c.nc)
+	t1 := time.Now()
 	clear(c.bufs) // drop the references to the caller's buffers
 	if werr != nil {
 		// The server may have answered (and closed) before reading the
@@ -248,6 +266,9 @@ func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, path string, js []b
 	}
 	if _, perr := c.br.Peek(1); perr != nil {
 		return false, false, fmt.Errorf("waiting for the response: %w", perr)
+	}
+	if tm != nil {
+		*tm = sendTimes{send: t1.Sub(t0), wait: time.Since(t1)}
 	}
 	rh, err := readResponseHead(c.br)
 	if err != nil {

@@ -166,7 +166,7 @@ func (t *httpTransport) inferImages(ctx context.Context, model string, r imageRe
 	var entries []string
 	var err error
 	if t.h1 != nil {
-		err = t.h1.exchange(ctx, path, h, parts, !t.jsonImages, func(body io.Reader, jsonLen, contentLength int64) error {
+		err = t.h1.exchange(ctx, path, h, parts, !t.jsonImages, nil, func(body io.Reader, jsonLen, contentLength int64) error {
 			var err error
 			ir, entries, err = decodeClassBody(body, jsonLen, contentLength)
 			return err

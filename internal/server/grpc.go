@@ -93,7 +93,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 	start := time.Now()
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	gauge := s.metrics.inflight.WithLabelValues("grpc")
+	gauge := s.metrics.inflightGauge("grpc")
 	gauge.Inc()
 	defer gauge.Dec()
 	if s.cfg.RequestTimeout > 0 {

@@ -221,7 +221,7 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.active.Add(1)
 	defer s.active.Add(-1)
-	g := s.metrics.inflight.WithLabelValues("http")
+	g := s.metrics.inflightGauge("http")
 	g.Inc()
 	defer g.Dec()
 	ctx := r.Context()
@@ -230,7 +230,8 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
 	}
-	res, err := s.inferHTTP(ctx, w, r)
+	var ph httpPhases
+	res, err := s.inferHTTP(ctx, w, r, &ph)
 	if err != nil {
 		k, msg := classify(err)
 		s.logFailure("http", k, msg)
@@ -238,8 +239,16 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 		s.metrics.observeRequest("http", k, false, time.Since(start), 0)
 		return
 	}
-	s.metrics.observeRequest("http", 0, true, time.Since(start), res.QueueWait)
+	end := time.Now()
+	if !ph.in.IsZero() {
+		s.metrics.observeHTTPPhases(start, ph.in, ph.out, end)
+	}
+	s.metrics.observeRequest("http", 0, true, end.Sub(start), res.QueueWait)
 }
+
+// httpPhases marks when an HTTP inference request's input was received and
+// when the batcher answered it (zero on paths that do not record them).
+type httpPhases struct{ in, out time.Time }
 
 // logFailure logs failed requests: server-side failures as errors, the
 // rest at debug level so that an overload does not flood the log.
@@ -253,7 +262,7 @@ func (s *Server) logFailure(protocol string, k kind, msg string) {
 
 // inferHTTP decodes, runs and answers one request. On error nothing has
 // been written.
-func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.Request) (batcher.Result, error) {
+func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.Request, ph *httpPhases) (batcher.Result, error) {
 	var res batcher.Result
 	st, err := s.serving(r.PathValue("name"), r.PathValue("version"))
 	if err != nil {
@@ -314,7 +323,10 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	outs := make([]outputSpec, len(req.Outputs))
 	for i, o := range req.Outputs {
-		field := fmt.Sprintf("outputs[%d]", i)
+		field := "outputs[0]" // the usual single output, without formatting
+		if i > 0 {
+			field = fmt.Sprintf("outputs[%d]", i)
+		}
 		outs[i].name = o.Name
 		if outs[i].binary, err = paramBool(o.Parameters, "binary_data", field); err != nil {
 			return res, err
@@ -453,7 +465,9 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	bin := batcher.Input{DType: p.dtype, N: p.n, Data: *data, Pinned: inPinned}
 	p.ranking(&bin)
+	ph.in = time.Now()
 	res, err = p.lane.Infer(ctx, bin, logits)
+	ph.out = time.Now()
 	if err != nil {
 		return res, err
 	}

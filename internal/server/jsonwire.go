@@ -38,8 +38,13 @@ type jsonOutput struct {
 	Parameters map[string]json.RawMessage `json:"parameters"`
 }
 
-// decodeHeader parses the JSON part of a request.
+// decodeHeader parses the JSON part of a request: a typical binary
+// request without reflection (decodeHeaderFast), the rest with
+// encoding/json.
 func decodeHeader(b []byte) (*jsonInferRequest, error) {
+	if r, ok := decodeHeaderFast(b); ok {
+		return r, nil
+	}
 	var r jsonInferRequest
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&r); err != nil {

@@ -32,7 +32,33 @@ type metrics struct {
 	padded   prometheus.Counter
 	images   prometheus.Counter
 	batches  prometheus.Counter
+	// phases sums the time answered HTTP inference requests spent in
+	// each part of the handler; with the request count it gives where a
+	// request's time goes on the server.
+	phases  *prometheus.CounterVec // protocol, phase
+	httpPhs [numPhases]prometheus.Counter
+	// proto holds each protocol's children of the vectors above that
+	// every request touches, resolved once: a label lookup hashes and
+	// locks.
+	proto map[string]*protoMetrics
 }
+
+// protoMetrics are one protocol's per-request collectors.
+type protoMetrics struct {
+	inflight prometheus.Gauge
+	success  prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// Parts of an answered request's time in the server's handler.
+const (
+	phaseRead  = iota // handler start (head parsed) to input data received
+	phaseInfer        // input received to logits back from the batcher (queue, device)
+	phaseReply        // logits back to the answer handed to net/http (what exceeds its 4 KiB buffer is written by then)
+	numPhases
+)
+
+var phaseNames = [numPhases]string{"read", "infer", "reply"}
 
 // latencyBuckets span 100 us to 30 s: batch-1 GPU answers and big CPU
 // batches both land inside.
@@ -82,8 +108,24 @@ func newMetrics(model string, maxBatch int, queueDepth func() float64, ready fun
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "goinfer_batches_total", Help: "Batches run on the device.", ConstLabels: ml,
 		}),
+		phases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "goinfer_request_phase_seconds_total",
+			Help:        "Time answered HTTP inference requests spent in each phase of the handler: read (head parsed to body received), infer (body received to logits back: queue and device), reply (answer written).",
+			ConstLabels: ml,
+		}, []string{"protocol", "phase"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.inflight, m.queue, m.compute, m.batch, m.padded, m.images, m.batches,
+	for i, name := range phaseNames {
+		m.httpPhs[i] = m.phases.WithLabelValues("http", name)
+	}
+	m.proto = map[string]*protoMetrics{}
+	for _, p := range []string{"http", "grpc"} {
+		m.proto[p] = &protoMetrics{
+			inflight: m.inflight.WithLabelValues(p),
+			success:  m.requests.WithLabelValues(p, "success"),
+			latency:  m.latency.WithLabelValues(p),
+		}
+	}
+	reg.MustRegister(m.requests, m.latency, m.phases, m.inflight, m.queue, m.compute, m.batch, m.padded, m.images, m.batches,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "goinfer_queue_depth", Help: "Images waiting to be batched.", ConstLabels: ml,
 		}, queueDepth),
@@ -114,15 +156,27 @@ func (m *metrics) observeBatch(s batcher.BatchStats) {
 
 // observeRequest records one finished request.
 func (m *metrics) observeRequest(protocol string, k kind, ok bool, took time.Duration, queued time.Duration) {
-	status := "success"
-	if !ok {
-		status = k.statusLabel()
-	}
-	m.requests.WithLabelValues(protocol, status).Inc()
-	m.latency.WithLabelValues(protocol).Observe(took.Seconds())
 	if ok {
+		pm := m.proto[protocol]
+		pm.success.Inc()
+		pm.latency.Observe(took.Seconds())
 		m.queue.Observe(queued.Seconds())
+		return
 	}
+	m.requests.WithLabelValues(protocol, k.statusLabel()).Inc()
+	m.latency.WithLabelValues(protocol).Observe(took.Seconds())
+}
+
+// inflightGauge is protocol's goinfer_inflight_requests.
+func (m *metrics) inflightGauge(protocol string) prometheus.Gauge { return m.proto[protocol].inflight }
+
+// observeHTTPPhases adds an answered HTTP request's phases: start is the
+// handler's start, in when its input was received, out when the batcher
+// answered, end when the answer was written.
+func (m *metrics) observeHTTPPhases(start, in, out, end time.Time) {
+	m.httpPhs[phaseRead].Add(in.Sub(start).Seconds())
+	m.httpPhs[phaseInfer].Add(out.Sub(in).Seconds())
+	m.httpPhs[phaseReply].Add(end.Sub(out).Seconds())
 }
 
 var (

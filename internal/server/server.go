@@ -39,6 +39,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
+	"goinfer/internal/busypoll"
 	"goinfer/internal/engine"
 	"goinfer/internal/kservepb"
 	"goinfer/internal/server/batcher"
@@ -87,6 +88,15 @@ type Config struct {
 	// how long a keep-alive connection may wait for its next request
 	// (default 2 min).
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	// BusyPoll makes every connection's reads poll the socket for up to
+	// this long before the goroutine sleeps in the network poller (see
+	// package busypoll): a request, or the rest of its body, that arrives
+	// within it is read without waking a sleeping thread, at the price of
+	// a core kept busy meanwhile (0: off).
+	BusyPoll time.Duration
+	// SocketBuffer, when > 0, sets the kernel send and receive buffers of
+	// every accepted connection, in bytes.
+	SocketBuffer int
 	// MaxConnections bounds the connections open on each listener (default
 	// 1024; negative: unbounded). Further clients wait in the kernel's
 	// accept backlog.
@@ -532,7 +542,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	errc := make(chan error, 2)
 	if httpLn != nil {
 		s.log.Info("serving HTTP", "addr", httpLn.Addr().String(), "model", s.cfg.ModelName)
-		httpLn = newLimitListener(httpLn, s.cfg.MaxConnections)
+		httpLn = newLimitListener(s.tuned(httpLn), s.cfg.MaxConnections)
 		go func() {
 			if err := s.http.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("HTTP server: %w", err)
@@ -541,7 +551,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	}
 	if grpcLn != nil {
 		s.log.Info("serving gRPC", "addr", grpcLn.Addr().String(), "model", s.cfg.ModelName)
-		grpcLn = newLimitListener(grpcLn, s.cfg.MaxConnections)
+		grpcLn = newLimitListener(s.tuned(grpcLn), s.cfg.MaxConnections)
 		go func() {
 			if err := s.grpc.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				errc <- fmt.Errorf("gRPC server: %w", err)
@@ -557,6 +567,15 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	return errors.Join(serveErr, s.Shutdown(dctx))
+}
+
+// tuned applies Config.BusyPoll and Config.SocketBuffer to l's
+// connections.
+func (s *Server) tuned(l net.Listener) net.Listener {
+	if s.cfg.BusyPoll <= 0 && s.cfg.SocketBuffer <= 0 {
+		return l
+	}
+	return &busypoll.Listener{Listener: l, Spin: s.cfg.BusyPoll, Buffer: s.cfg.SocketBuffer}
 }
 
 // Shutdown stops accepting requests, waits for those in flight until ctx
