@@ -270,10 +270,10 @@ func (d *decoder) acFirst(r *bitReader, sc *scan, c *component, coef *[64]int16)
 func (d *decoder) acRefine(r *bitReader, sc *scan, c *component, coef *[64]int16) error {
 	p1 := int16(1) << sc.al
 	m1 := int16(-1) << sc.al
-	k := sc.se + 1
+	k := sc.ss
 	if d.eobrun == 0 {
 		ac := &d.ac[c.acTab]
-		for k = sc.ss; k <= sc.se; {
+		for k <= sc.se {
 			rs, err := r.decode(ac)
 			if err != nil {
 				return err
