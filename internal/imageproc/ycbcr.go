@@ -78,8 +78,20 @@ func upsampleRow(m *image.YCbCr, y int, plane []uint8, dst []uint8) {
 		}
 		ny = min(max(ny, 0), ch-1)
 		h2v2(dst, row(cy)[:cw], row(ny)[:cw])
+	case image.YCbCrSubsampleRatio440:
+		// libjpeg-turbo's h1v2_fancy_upsample: the vertical half of h2v2.
+		cy := y / 2
+		ny, bias := cy-1, 1
+		if y%2 == 1 {
+			ny, bias = cy+1, 2
+		}
+		ny = min(max(ny, 0), ch-1)
+		near, far := row(cy)[:w], row(ny)[:w]
+		for x := range dst {
+			dst[x] = uint8((int(near[x])*3 + int(far[x]) + bias) >> 2)
+		}
 	default:
-		// 4:4:0, 4:1:1, 4:1:0 are rare: replicate the nearest sample.
+		// 4:1:1 and 4:1:0: libjpeg replicates the nearest sample.
 		for x := range dst {
 			dst[x] = plane[m.COffset(x, y)]
 		}
