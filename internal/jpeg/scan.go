@@ -80,9 +80,8 @@ func (d *decoder) parseSOS(seg []byte) error {
 			c.dcSeen = true
 		}
 		if !c.latched {
-			if !d.qtDefined[c.tq] {
-				return fmt.Errorf("jpeg: component %d uses undefined quantization table %d", c.id, c.tq)
-			}
+			// An undefined table reads as zeros (libjpeg refuses the file,
+			// image/jpeg decodes it; we follow the more lenient).
 			for k, q := range d.qt[c.tq] {
 				c.qt[k] = int32(q)
 			}
