@@ -12,8 +12,12 @@ import (
 )
 
 func fixture(t testing.TB, name string) []byte {
+	return fixtureFile(t, "../../testdata/jpeg/"+name)
+}
+
+func fixtureFile(t testing.TB, path string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../../testdata/jpeg/" + name)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
