@@ -5,9 +5,9 @@ import "image"
 // libjpeg's YCbCr to RGB conversion (jdcolor.c): 16-bit fixed point with
 // per-value tables, and "fancy" chroma upsampling (jdsample.c), a triangle
 // filter weighting the nearer chroma sample 3/4. PIL decodes JPEG through
-// libjpeg with these defaults; Go's image/jpeg leaves chroma subsampled
-// and color.YCbCrToRGB rounds differently, so doing both here removes the
-// largest differences between the two decoders.
+// libjpeg with these defaults; internal/jpeg leaves chroma subsampled (as
+// image.YCbCr holds it), and color.YCbCrToRGB rounds differently, so both
+// are done here the libjpeg way.
 
 const (
 	scaleBits = 16
@@ -57,7 +57,7 @@ func ycbcrToRGB(m *image.YCbCr, out *RGB) {
 }
 
 // upsampleRow fills dst with one full-resolution row y of a chroma plane.
-// m's rectangle starts at the origin (image/jpeg's always does).
+// m's rectangle starts at the origin (internal/jpeg's always does).
 func upsampleRow(m *image.YCbCr, y int, plane []uint8, dst []uint8) {
 	w := len(dst)
 	cw := (w + 1) / 2 // chroma samples per row when halved horizontally
