@@ -332,7 +332,7 @@ func (d *decoder) parseSOF(m byte, seg []byte) error {
 func (d *decoder) parseDHT(seg []byte) error {
 	for len(seg) > 0 {
 		if len(seg) < 17 {
-			return fmt.Errorf("jpeg: %w in a DHT segment", errTruncated)
+			return fmt.Errorf("jpeg: DHT segment of %d bytes is too short", len(seg))
 		}
 		tc, th := seg[0]>>4, seg[0]&15
 		if tc > 1 || th > 3 {
@@ -348,15 +348,13 @@ func (d *decoder) parseDHT(seg []byte) error {
 			return fmt.Errorf("jpeg: Huffman table with %d codes (256 at most)", total)
 		}
 		if len(seg) < 17+total {
-			return fmt.Errorf("jpeg: %w in a DHT segment", errTruncated)
+			return fmt.Errorf("jpeg: DHT segment shorter than its %d codes", total)
 		}
 		t := &d.dc[th]
 		if tc == 1 {
 			t = &d.ac[th]
 		}
-		if err := t.build(&counts, seg[17:17+total]); err != nil {
-			return fmt.Errorf("jpeg: DHT table %d/%d: %w", tc, th, err)
-		}
+		t.build(&counts, seg[17:17+total])
 		seg = seg[17+total:]
 	}
 	return nil
@@ -370,7 +368,7 @@ func (d *decoder) parseDQT(seg []byte) error {
 		}
 		n := 65 + 64*int(pq)
 		if len(seg) < n {
-			return fmt.Errorf("jpeg: %w in a DQT segment", errTruncated)
+			return fmt.Errorf("jpeg: DQT segment of %d bytes is too short (%d)", len(seg), n)
 		}
 		for k := 0; k < 64; k++ {
 			var q uint16

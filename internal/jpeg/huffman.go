@@ -17,41 +17,36 @@ type huffTable struct {
 	defined bool
 }
 
-var errBadHuffTable = errors.New("invalid Huffman table (code lengths overflow)")
-
 // build fills h from the 16 counts of codes per length and the symbols.
-func (h *huffTable) build(counts *[16]uint8, vals []uint8) error {
+// Counts that give out more codes than a length holds (libjpeg refuses
+// them, image/jpeg does not) leave the excess codes unreachable.
+func (h *huffTable) build(counts *[16]uint8, vals []uint8) {
 	*h = huffTable{defined: true}
 	copy(h.vals[:], vals)
 	code, k := int32(0), int32(0)
 	for l := 1; l <= 16; l++ {
 		n := int32(counts[l-1])
-		// More codes than the length can hold: the counts are not a prefix code.
-		if code+n > 1<<l {
-			return errBadHuffTable
-		}
-		if n == 0 {
-			h.maxCode[l] = -1
-		} else {
+		h.maxCode[l] = -1
+		if n > 0 && code < 1<<l {
 			h.valPtr[l] = k - code
-			for i := int32(0); i < n; i++ {
-				if l <= lutBits {
-					// Every lookup index that starts with this code maps to it.
-					shift := uint(lutBits - l)
-					base := (code + i) << shift
-					e := uint16(l)<<8 | uint16(vals[k+i])
-					for j := int32(0); j < 1<<shift; j++ {
-						h.lut[base+j] = e
+			last := min(code+n, 1<<l) - 1
+			h.maxCode[l] = last
+			if l <= lutBits {
+				// Every lookup index that starts with one of these codes
+				// maps to it.
+				shift := uint(lutBits - l)
+				for c := code; c <= last; c++ {
+					e := uint16(l)<<8 | uint16(vals[k+c-code])
+					for j := c << shift; j < (c+1)<<shift; j++ {
+						h.lut[j] = e
 					}
 				}
 			}
-			code += n
-			k += n
-			h.maxCode[l] = code - 1
 		}
+		code += n
+		k += n
 		code <<= 1
 	}
-	return nil
 }
 
 // bitReader reads the entropy-coded bytes of a scan: 0xFF 0x00 is a data

@@ -213,7 +213,12 @@ func (d *decoder) decodeBaseline(r *bitReader, c *component, bx, by int) error {
 	c.pred += r.receiveExtend(uint(s))
 	blk[0] = c.pred * c.qt[0]
 	ac := &d.ac[c.acTab]
-	for k := 1; k < 64; k++ {
+	k := 1
+	if d.eobrun > 0 {
+		d.eobrun--
+		k = 64
+	}
+	for ; k < 64; k++ {
 		rs, err := r.decode(ac)
 		if err != nil {
 			return err
@@ -221,12 +226,27 @@ func (d *decoder) decodeBaseline(r *bitReader, c *component, bx, by int) error {
 		run, size := int(rs>>4), uint(rs&15)
 		if size == 0 {
 			if run != 15 {
-				break // end of block
+				// End of block. Sequential tables have no EOBn symbols
+				// (run 1-14, size 0); libjpeg reads them as a plain EOB,
+				// image/jpeg as the end-of-band run of a progressive scan.
+				// We follow image/jpeg, so that what it decodes decodes
+				// here too.
+				if run > 0 {
+					d.eobrun = 1<<run - 1 + r.bits(uint(run))
+				}
+				break
 			}
 			k += 15
 			continue
 		}
 		k += run
+		if k > 63 {
+			// A run past the block's end is corrupt data. libjpeg reads the
+			// value into the last coefficient; image/jpeg ends the block
+			// without reading it. We follow image/jpeg, so that every
+			// file it decodes decodes here too.
+			break
+		}
 		z := unzig[k]
 		blk[z] = r.receiveExtend(size) * c.qt[z]
 	}
@@ -258,6 +278,9 @@ func (d *decoder) acFirst(r *bitReader, sc *scan, c *component, coef *[64]int16)
 			continue
 		}
 		k += run
+		if k > sc.se {
+			break // past the band: corrupt, handled as in decodeBaseline
+		}
 		coef[unzig[k]] = int16(r.receiveExtend(size) << sc.al)
 	}
 	return nil
