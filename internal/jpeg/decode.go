@@ -354,7 +354,10 @@ func (d *decoder) parseDHT(seg []byte) error {
 		if tc == 1 {
 			t = &d.ac[th]
 		}
-		t.build(&counts, seg[17:17+total])
+		if err := t.build(&counts, seg[17:17+total]); err != nil {
+			*t = huffTable{}
+			return fmt.Errorf("jpeg: DHT class %d, destination %d: %w", tc, th, err)
+		}
 		seg = seg[17+total:]
 	}
 	return nil

@@ -82,6 +82,14 @@ func TestErrors(t *testing.T) {
 			b[i+1] = 0xd9
 			return b
 		}), "marker 0xD9 where a restart marker was due"},
+		{"over-full Huffman table", edit(base, func(b []byte) []byte {
+			// Two more codes of length 1 and two fewer of length 3: the
+			// total stays, but length 1 holds only two codes.
+			i := bytes.Index(b, []byte{0xff, 0xc4})
+			b[i+5] += 2
+			b[i+7] -= 2
+			return b
+		}), "invalid Huffman table"},
 		{"bad segment length", edit(base, func(b []byte) []byte { b[sof+2], b[sof+3] = 0, 1; return b }), "invalid length 1"},
 	}
 	for _, tc := range tests {

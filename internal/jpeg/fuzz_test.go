@@ -2,6 +2,7 @@ package jpeg_test
 
 import (
 	"bytes"
+	"errors"
 	"image"
 	stdjpeg "image/jpeg"
 	"os"
@@ -17,7 +18,10 @@ const fuzzMaxPixels = 1 << 16
 
 // FuzzDecode checks that no input panics, and that every baseline file
 // image/jpeg (used here only as an oracle) decodes is decoded too, with
-// the same size.
+// the same size. The one exception is a Huffman table with more codes
+// than their lengths hold: image/jpeg decodes those by letting the codes
+// wrap around in its lookup table, where libjpeg and this decoder refuse
+// the file.
 func FuzzDecode(f *testing.F) {
 	seeds, _ := filepath.Glob("../../testdata/jpeg/*.jpg")
 	for _, s := range seeds {
@@ -40,6 +44,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		ref, rerr := stdjpeg.Decode(bytes.NewReader(data))
 		if rerr != nil {
+			return
+		}
+		if errors.Is(err, jpeg.ErrHuffmanTable) {
 			return
 		}
 		if err != nil {

@@ -17,25 +17,30 @@ type huffTable struct {
 	defined bool
 }
 
+// ErrHuffmanTable is wrapped by the error for a DHT table whose code
+// counts give out more codes of some length than that length holds: not a
+// prefix code. libjpeg refuses such tables too.
+var ErrHuffmanTable = errors.New("invalid Huffman table (more codes than their lengths hold)")
+
 // build fills h from the 16 counts of codes per length and the symbols.
-// Counts that give out more codes than a length holds (libjpeg refuses
-// them, image/jpeg does not) leave the excess codes unreachable.
-func (h *huffTable) build(counts *[16]uint8, vals []uint8) {
+func (h *huffTable) build(counts *[16]uint8, vals []uint8) error {
 	*h = huffTable{defined: true}
 	copy(h.vals[:], vals)
 	code, k := int32(0), int32(0)
 	for l := 1; l <= 16; l++ {
 		n := int32(counts[l-1])
+		if code+n > 1<<l {
+			return ErrHuffmanTable
+		}
 		h.maxCode[l] = -1
-		if n > 0 && code < 1<<l {
+		if n > 0 {
 			h.valPtr[l] = k - code
-			last := min(code+n, 1<<l) - 1
-			h.maxCode[l] = last
+			h.maxCode[l] = code + n - 1
 			if l <= lutBits {
 				// Every lookup index that starts with one of these codes
 				// maps to it.
 				shift := uint(lutBits - l)
-				for c := code; c <= last; c++ {
+				for c := code; c < code+n; c++ {
 					e := uint16(l)<<8 | uint16(vals[k+c-code])
 					for j := c << shift; j < (c+1)<<shift; j++ {
 						h.lut[j] = e
@@ -47,6 +52,7 @@ func (h *huffTable) build(counts *[16]uint8, vals []uint8) {
 		k += n
 		code <<= 1
 	}
+	return nil
 }
 
 // bitReader reads the entropy-coded bytes of a scan: 0xFF 0x00 is a data
