@@ -137,6 +137,10 @@ func DecodeConfig(data []byte) (Config, error) {
 // ErrTooManyPixels before any image memory is allocated.
 func Decode(data []byte, maxPixels int) (image.Image, error) {
 	d := &decoder{data: data, maxPixels: maxPixels}
+	for i := range d.dc {
+		d.dc[i].clear()
+		d.ac[i].clear()
+	}
 	if err := d.run(false); err != nil {
 		return nil, err
 	}
@@ -355,7 +359,7 @@ func (d *decoder) parseDHT(seg []byte) error {
 			t = &d.ac[th]
 		}
 		if err := t.build(&counts, seg[17:17+total]); err != nil {
-			*t = huffTable{}
+			t.clear()
 			return fmt.Errorf("jpeg: DHT class %d, destination %d: %w", tc, th, err)
 		}
 		seg = seg[17+total:]

@@ -90,6 +90,11 @@ func TestErrors(t *testing.T) {
 			b[i+7] -= 2
 			return b
 		}), "invalid Huffman table"},
+		{"undefined Huffman table", edit(base, func(b []byte) []byte {
+			i := bytes.Index(b, []byte{0xff, 0xc4})
+			b[i+4] = 0x02 // the DC table 0 becomes DC table 2
+			return b
+		}), "Huffman table the scan uses is not defined"},
 		{"bad segment length", edit(base, func(b []byte) []byte { b[sof+2], b[sof+3] = 0, 1; return b }), "invalid length 1"},
 	}
 	for _, tc := range tests {

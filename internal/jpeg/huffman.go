@@ -22,6 +22,18 @@ type huffTable struct {
 // prefix code. libjpeg refuses such tables too.
 var ErrHuffmanTable = errors.New("invalid Huffman table (more codes than their lengths hold)")
 
+// clear makes h an undefined table: every lookup misses, and decoding
+// with it fails with errUndefinedTable when a scan first needs it (as
+// image/jpeg, and unlike libjpeg, which checks at the scan header).
+func (h *huffTable) clear() {
+	*h = huffTable{}
+	for l := range h.maxCode {
+		h.maxCode[l] = -1
+	}
+}
+
+var errUndefinedTable = errors.New("a Huffman table the scan uses is not defined")
+
 // build fills h from the 16 counts of codes per length and the symbols.
 func (h *huffTable) build(counts *[16]uint8, vals []uint8) error {
 	*h = huffTable{defined: true}
@@ -120,6 +132,9 @@ func (r *bitReader) decode(h *huffTable) (uint8, error) {
 			r.n -= uint(l)
 			return h.vals[uint8(h.valPtr[l]+c)], nil
 		}
+	}
+	if !h.defined {
+		return 0, errUndefinedTable
 	}
 	return 0, errBadCode
 }

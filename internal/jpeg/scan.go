@@ -68,11 +68,6 @@ func (d *decoder) parseSOS(seg []byte) error {
 		sc.ss, sc.se, sc.ah, sc.al = 0, 63, 0, 0
 	}
 	for _, c := range sc.comps {
-		needDC := sc.ss == 0 && sc.ah == 0
-		needAC := sc.se > 0
-		if needDC && !d.dc[c.dcTab].defined || needAC && !d.ac[c.acTab].defined {
-			return fmt.Errorf("jpeg: component %d uses an undefined Huffman table", c.id)
-		}
 		if d.progressive && sc.ss > 0 && !c.dcSeen {
 			return fmt.Errorf("jpeg: AC scan of component %d before its DC scan", c.id)
 		}
