@@ -25,10 +25,19 @@ var ErrTooManyPixels = errors.New("jpeg: more pixels than allowed")
 // errTruncated is wrapped by every error for data that ends too early.
 var errTruncated = errors.New("file truncated")
 
-// maxScans bounds the scans of one image. Each scan may visit every block,
-// so this caps the work a small progressive file can demand; encoders use
-// about ten.
+// maxScans bounds the scans of one image; encoders use about ten.
 const maxScans = 64
+
+// Progressive end-of-band runs let a few bits cover thousands of blocks,
+// and refining a block inside a run visits its whole band, so a small
+// file could make the decoder loop over a huge frame many times. The
+// coefficient visits not paid for by at least one bit of data are capped
+// at workPerByte per byte of the file plus workBase: over 4x what a
+// solid-color progressive photo needs, the cheapest real case.
+const (
+	workPerByte = 4096
+	workBase    = 1 << 20
+)
 
 // Markers (T.81 Table B.1).
 const (
@@ -113,6 +122,7 @@ type decoder struct {
 	transform uint8
 	scans     int
 	eobrun    int32
+	work      int // coefficient visits inside end-of-band runs
 	blk       [64]int32
 }
 

@@ -133,3 +133,36 @@ func TestBombRefusedBeforeAllocation(t *testing.T) {
 		t.Errorf("DecodeConfig: %v (the header alone is fine)", err)
 	}
 }
+
+// TestWorkBounded builds a 3 KB progressive file of a 1024x1024 frame
+// whose refinement scans are each one end-of-band run over all 16,384
+// blocks: 60 of them would be 62 million coefficient visits from a few
+// hundred bytes. The decoder stops once the visits outgrow the file.
+func TestWorkBounded(t *testing.T) {
+	var b []byte
+	put := func(p ...byte) { b = append(b, p...) }
+	put(0xff, 0xd8)
+	put(0xff, 0xdb, 0, 67, 0)
+	put(bytes.Repeat([]byte{1}, 64)...)
+	put(0xff, 0xc2, 0, 11, 8, 0x04, 0, 0x04, 0, 1, 1, 0x11, 0)
+	// DC table: one 1-bit code, category 0. AC table: one 1-bit code, EOB14.
+	put(0xff, 0xc4, 0, 38, 0x00, 1)
+	put(make([]byte, 15)...)
+	put(0x00, 0x10, 1)
+	put(make([]byte, 15)...)
+	put(0xe0)
+	scan := func(ss, se, ahal byte, data int) {
+		put(0xff, 0xda, 0, 8, 1, 1, 0x00, ss, se, ahal)
+		put(make([]byte, data)...)
+	}
+	scan(0, 0, 0x00, 16384/8) // DC: one bit per block
+	scan(1, 63, 0x01, 2)      // AC first: one run of 16,384 blocks
+	for range 60 {
+		scan(1, 63, 0x10, 2) // AC refinement: the same run, visiting the whole band
+	}
+	put(0xff, 0xd9)
+	_, err := jpeg.Decode(b, 1<<26)
+	if err == nil || !strings.Contains(err.Error(), "coefficient visits per byte") {
+		t.Fatalf("%d-byte file: error %v, want the work bound", len(b), err)
+	}
+}

@@ -138,6 +138,9 @@ func (d *decoder) decodeScan(sc *scan) error {
 		if r.overrun() {
 			return fmt.Errorf("jpeg: %w: scan %d ends after %d of %d MCUs", errTruncated, d.scans, m, total)
 		}
+		if d.work > workBase+workPerByte*len(d.data) {
+			return fmt.Errorf("jpeg: scan %d: end-of-band runs ask for more than %d coefficient visits per byte of the file", d.scans, workPerByte)
+		}
 	}
 	d.pos = r.pos
 	return nil
@@ -254,6 +257,7 @@ func (d *decoder) decodeBaseline(r *bitReader, c *component, bx, by int) error {
 func (d *decoder) acFirst(r *bitReader, sc *scan, c *component, coef *[64]int16) error {
 	if d.eobrun > 0 {
 		d.eobrun--
+		d.work++
 		return nil
 	}
 	ac := &d.ac[c.acTab]
@@ -331,6 +335,7 @@ func (d *decoder) acRefine(r *bitReader, sc *scan, c *component, coef *[64]int16
 	}
 	if d.eobrun > 0 {
 		// The rest of the band is in an end-of-band run: only corrections.
+		d.work += sc.se - k + 1
 		for ; k <= sc.se; k++ {
 			if z := &coef[unzig[k]]; *z != 0 {
 				refine(r, z, p1, m1)
