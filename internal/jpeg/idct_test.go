@@ -6,26 +6,32 @@ import (
 	"testing"
 )
 
+// cosTable[x][u] is C(u)/2 * cos((2x+1)u pi/16), with C(0) = 1/sqrt(2).
+var cosTable = func() (t [8][8]float64) {
+	for x := range 8 {
+		for u := range 8 {
+			c := 1.0
+			if u == 0 {
+				c = 1 / math.Sqrt2
+			}
+			t[x][u] = c / 2 * math.Cos(float64(2*x+1)*float64(u)*math.Pi/16)
+		}
+	}
+	return
+}()
+
 // floatIDCT is the inverse DCT of T.81 A.3.3 in float64, level-shifted,
 // rounded and clamped to a sample.
 func floatIDCT(in *[64]int32) (out [64]uint8) {
-	cu := func(u int) float64 {
-		if u == 0 {
-			return 1 / math.Sqrt2
-		}
-		return 1
-	}
 	for y := range 8 {
 		for x := range 8 {
 			var s float64
 			for v := range 8 {
 				for u := range 8 {
-					s += cu(u) * cu(v) * float64(in[8*v+u]) *
-						math.Cos(float64(2*x+1)*float64(u)*math.Pi/16) *
-						math.Cos(float64(2*y+1)*float64(v)*math.Pi/16)
+					s += cosTable[x][u] * cosTable[y][v] * float64(in[8*v+u])
 				}
 			}
-			out[8*y+x] = uint8(min(max(math.Round(s/4)+128, 0), 255))
+			out[8*y+x] = uint8(min(max(math.Round(s)+128, 0), 255))
 		}
 	}
 	return
