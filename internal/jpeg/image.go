@@ -68,26 +68,13 @@ func (d *decoder) subsampleRatio() (image.YCbCrSubsampleRatio, bool) {
 }
 
 // fullPlanes returns every component at full resolution (width x height,
-// no padding), subsampled ones upsampled by replication as libjpeg does
-// for ratios it has no smoothing filter for.
+// no padding), upsampled as libjpeg does.
 func (d *decoder) fullPlanes() [][]uint8 {
 	out := make([][]uint8, len(d.comps))
 	for i := range d.comps {
 		c := &d.comps[i]
-		p := make([]uint8, d.width*d.height)
-		fx, fy, stride := d.hmax/c.h, d.vmax/c.v, c.bw*8
-		for y := 0; y < d.height; y++ {
-			src := c.pix[(y/fy)*stride:]
-			dst := p[y*d.width : (y+1)*d.width]
-			if fx == 1 {
-				copy(dst, src)
-				continue
-			}
-			for x := range dst {
-				dst[x] = src[x/fx]
-			}
-		}
-		out[i] = p
+		out[i] = make([]uint8, d.width*d.height)
+		upsamplePlane(out[i], d.width, d.height, c.pix, c.bw*8, d.hmax/c.h, d.vmax/c.v)
 	}
 	return out
 }

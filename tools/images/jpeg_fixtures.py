@@ -7,8 +7,8 @@ usage: tools/images/jpeg_fixtures.py [--out testdata/jpeg]
 Each fixture is a crop of a committed photo (odd sizes, so partial MCUs and
 blocks occur) encoded by libjpeg-turbo's cjpeg (Debian's libjpeg-turbo-progs)
 or PIL in one coding variant: baseline and progressive, 4:4:4 / 4:2:2 /
-4:2:0 / 4:4:0 / 4:1:1, gray, restart intervals, CMYK and YCCK, very low
-and very high quality. want.json maps each file (and the committed photos) to the
+4:2:0 / 4:4:0 / 4:1:1, gray, restart intervals, CMYK and YCCK (also
+subsampled), very low and very high quality. want.json maps each file (and the committed photos) to the
 SHA-256 of PIL's Image.open(f).convert("RGB").tobytes(), the pixels
 torchvision starts from, with the size and PIL's mode.
 """
@@ -69,16 +69,20 @@ def main():
     crop = src.crop((60, 200, 113, 241))
     crop.convert("CMYK").save(os.path.join(args.out, "cmyk.jpg"), quality=90)
     crop.convert("CMYK").save(os.path.join(args.out, "cmyk_prog.jpg"), quality=90, progressive=True)
+    # PIL's subsampling=2 makes the first component 2x2 and leaves the
+    # others 1x1: a subsampled 4-component file.
+    crop.convert("CMYK").save(os.path.join(args.out, "cmyk_420.jpg"), quality=90, subsampling=2)
     # No encoder here writes YCCK, so flip the Adobe transform flag of the
-    # CMYK file from 0 to 2: libjpeg (and so PIL) then reads the same planes
-    # as Y, Cb, Cr, K, which exercises the YCCK conversion all the same.
-    with open(os.path.join(args.out, "cmyk.jpg"), "rb") as f:
-        data = bytearray(f.read())
-    i = data.index(b"Adobe")
-    assert data[i + 11] == 0, "expected Adobe transform 0"
-    data[i + 11] = 2
-    with open(os.path.join(args.out, "ycck.jpg"), "wb") as f:
-        f.write(data)
+    # CMYK files from 0 to 2: libjpeg (and so PIL) then reads the same
+    # planes as Y, Cb, Cr, K, which exercises the YCCK conversion all the same.
+    for src_name, name in (("cmyk.jpg", "ycck.jpg"), ("cmyk_420.jpg", "ycck_420.jpg")):
+        with open(os.path.join(args.out, src_name), "rb") as f:
+            data = bytearray(f.read())
+        i = data.index(b"Adobe")
+        assert data[i + 11] == 0, "expected Adobe transform 0"
+        data[i + 11] = 2
+        with open(os.path.join(args.out, name), "wb") as f:
+            f.write(data)
     want = {"versions": {"PIL": PIL.__version__}, "files": {}}
     files = sorted(os.listdir(args.out))
     for name in files:
