@@ -69,7 +69,7 @@ rc=0
 "$PYTHON" tools/images/parity.py --ref "$WORK/ref" --server "http://127.0.0.1:$PORT" --model resnet18_w8 --tol "$TOL" \
   --report "$report" --title "Preprocessing parity: goinfer --image_decoder $DECODER ($ENGINE engine, $gpu) vs torchvision" \
   --note "Command: \`${serve[*]}\`; $("$GOINFER" version 2>/dev/null | head -1 || true)" \
-  --note "Files: the $(ls testdata/photos/*.jpg testdata/photos/*.png | wc -l) committed photos (testdata/photos: baseline 4:2:0, 4:4:4, grayscale, CMYK, progressive JPEGs, a PNG with alpha), the $(ls testdata/jpeg/*.jpg | wc -l) small coding variants of testdata/jpeg (tools/images/jpeg_fixtures.py: baseline/progressive, 4:4:4/4:2:2/4:2:0/4:4:0/4:1:1, gray, restart intervals, CMYK, q5/q100) and $COUNT bench JPEGs (500x375 q90, grain 11) made by tools/images/make_photos.py on this machine. fp32 throughout; the reference logits are float64." \
+  --note "Files: the $(ls testdata/photos/*.jpg testdata/photos/*.png | wc -l) committed photos (testdata/photos: baseline 4:2:0, 4:4:4, grayscale, CMYK, progressive JPEGs, a PNG with alpha), the $(ls testdata/jpeg/*.jpg | wc -l) small coding variants of testdata/jpeg (tools/images/jpeg_fixtures.py: baseline/progressive, 4:4:4/4:2:2/4:2:0/4:4:0/4:1:1, gray, restart intervals, CMYK and YCCK also subsampled, q5/q100) and $COUNT bench JPEGs (500x375 q90, grain 11) made by tools/images/make_photos.py on this machine. fp32 throughout; the reference logits are float64." \
   || rc=$?
 echo "report: $report (exit $rc)"
 exit $rc
