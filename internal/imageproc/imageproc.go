@@ -7,10 +7,10 @@
 //	Normalize(mean, std)
 //
 // The resampling is a port of PIL's fixed-point two-pass algorithm, so PNG
-// inputs give the same bytes as PIL. JPEGs are decoded by Go's image/jpeg
-// and converted with libjpeg's chroma upsampling and color conversion, which
-// PIL gets from libjpeg-turbo; Go's inverse DCT rounds differently from
-// libjpeg's, so a few samples differ by one or two levels.
+// inputs give the same bytes as PIL. JPEGs are decoded by internal/jpeg,
+// whose inverse DCT rounds as libjpeg's integer transform does, and
+// converted with libjpeg's chroma upsampling and color conversion, which
+// PIL gets from libjpeg-turbo.
 package imageproc
 
 import (
@@ -19,11 +19,12 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/jpeg"
 	"image/png"
 	"io"
 	"math"
 	"os"
+
+	"goinfer/internal/jpeg"
 )
 
 // ImageNet statistics torchvision normalizes with.
@@ -78,7 +79,12 @@ func DecodeBytes(data []byte, maxPixels int) (*RGB, error) {
 	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
 		decode, config, format = png.Decode, png.DecodeConfig, "PNG"
 	case bytes.HasPrefix(data, []byte("\xff\xd8")):
-		decode, config, format = jpeg.Decode, jpeg.DecodeConfig, "JPEG"
+		decode = func(io.Reader) (image.Image, error) { return jpeg.Decode(data, maxPixels) }
+		config = func(io.Reader) (image.Config, error) {
+			c, err := jpeg.DecodeConfig(data)
+			return image.Config{Width: c.Width, Height: c.Height}, err
+		}
+		format = "JPEG"
 	case len(data) == 0:
 		return nil, errors.New("the image file is empty")
 	default:

@@ -1,13 +1,17 @@
 package imageproc
 
-import "image"
+import (
+	"image"
+
+	"goinfer/internal/jpeg"
+)
 
 // libjpeg's YCbCr to RGB conversion (jdcolor.c): 16-bit fixed point with
 // per-value tables, and "fancy" chroma upsampling (jdsample.c), a triangle
 // filter weighting the nearer chroma sample 3/4. PIL decodes JPEG through
-// libjpeg with these defaults; Go's image/jpeg leaves chroma subsampled
-// and color.YCbCrToRGB rounds differently, so doing both here removes the
-// largest differences between the two decoders.
+// libjpeg with these defaults; internal/jpeg leaves chroma subsampled (as
+// image.YCbCr holds it), and color.YCbCrToRGB rounds differently, so both
+// are done here the libjpeg way.
 
 const (
 	scaleBits = 16
@@ -56,83 +60,35 @@ func ycbcrToRGB(m *image.YCbCr, out *RGB) {
 	}
 }
 
-// upsampleRow fills dst with one full-resolution row y of a chroma plane.
-// m's rectangle starts at the origin (image/jpeg's always does).
+// upsampleRow fills dst with one full-resolution row y of a chroma plane,
+// with libjpeg's upsampling (jpeg.UpsampleRow). m's rectangle starts at
+// the origin (internal/jpeg's always does).
 func upsampleRow(m *image.YCbCr, y int, plane []uint8, dst []uint8) {
-	w := len(dst)
-	cw := (w + 1) / 2 // chroma samples per row when halved horizontally
-	ch := (m.Rect.Dy() + 1) / 2
-	row := func(cy int) []uint8 { return plane[cy*m.CStride:] }
+	fx, fy := 1, 1
 	switch m.SubsampleRatio {
-	case image.YCbCrSubsampleRatio444:
-		copy(dst, row(y)[:w])
 	case image.YCbCrSubsampleRatio422:
-		h2v1(dst, row(y)[:cw])
+		fx = 2
 	case image.YCbCrSubsampleRatio420:
-		// Output row y lies between chroma rows y/2 (weight 3) and the
-		// neighbour on its side (weight 1); the edges repeat themselves.
-		cy := y / 2
+		fx, fy = 2, 2
+	case image.YCbCrSubsampleRatio440:
+		fy = 2
+	case image.YCbCrSubsampleRatio411:
+		fx = 4
+	case image.YCbCrSubsampleRatio410:
+		fx, fy = 4, 2
+	}
+	cw := (len(dst) + fx - 1) / fx
+	ch := (m.Rect.Dy() + fy - 1) / fy
+	row := func(cy int) []uint8 { return plane[cy*m.CStride : cy*m.CStride+cw] }
+	cy := y / fy
+	near, far, lower := row(cy), []uint8(nil), false
+	if fy == 2 && fx <= 2 {
+		// The neighbour on the output row's side; the edges repeat.
 		ny := cy - 1
-		if y%2 == 1 {
+		if lower = y%2 == 1; lower {
 			ny = cy + 1
 		}
-		ny = min(max(ny, 0), ch-1)
-		h2v2(dst, row(cy)[:cw], row(ny)[:cw])
-	default:
-		// 4:4:0, 4:1:1, 4:1:0 are rare: replicate the nearest sample.
-		for x := range dst {
-			dst[x] = plane[m.COffset(x, y)]
-		}
+		far = row(min(max(ny, 0), ch-1))
 	}
-}
-
-// h2v1 is libjpeg's h2v1_fancy_upsample for one row.
-func h2v1(dst, in []uint8) {
-	n := len(in)
-	if n == 1 {
-		for i := range dst {
-			dst[i] = in[0]
-		}
-		return
-	}
-	out := make([]uint8, 0, 2*n)
-	out = append(out, in[0], uint8((int(in[0])*3+int(in[1])+2)>>2))
-	for i := 1; i < n-1; i++ {
-		v := int(in[i]) * 3
-		out = append(out, uint8((v+int(in[i-1])+1)>>2), uint8((v+int(in[i+1])+2)>>2))
-	}
-	out = append(out, uint8((int(in[n-1])*3+int(in[n-2])+1)>>2), in[n-1])
-	copy(dst, out)
-}
-
-// h2v2 is libjpeg's h2v2_fancy_upsample for one output row: near is the
-// chroma row the output row lies in, far its other neighbour.
-func h2v2(dst, near, far []uint8) {
-	n := len(near)
-	col := func(i int) int { return int(near[i])*3 + int(far[i]) }
-	if n == 1 {
-		v := uint8((col(0)*4 + 8) >> 4)
-		for i := range dst {
-			dst[i] = v
-		}
-		return
-	}
-	put := func(i int, v int) {
-		if i < len(dst) {
-			dst[i] = uint8(v)
-		}
-	}
-	this, next := col(0), col(1)
-	put(0, (this*4+8)>>4)
-	put(1, (this*3+next+7)>>4)
-	last := this
-	this = next
-	for i := 1; i < n-1; i++ {
-		next = col(i + 1)
-		put(2*i, (this*3+last+8)>>4)
-		put(2*i+1, (this*3+next+7)>>4)
-		last, this = this, next
-	}
-	put(2*(n-1), (this*3+last+8)>>4)
-	put(2*(n-1)+1, (this*4+7)>>4)
+	jpeg.UpsampleRow(dst, near, far, fx, fy, lower)
 }

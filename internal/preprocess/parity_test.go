@@ -50,12 +50,11 @@ func torchvisionTensor(hwc []uint8, h, w int) []float32 {
 	return out
 }
 
-// TestTorchvisionParity runs the CPU path (Go's decoders, PIL's resize)
-// on the committed photos and compares the network input with
-// torchvision's. Go's image/jpeg rounds its inverse DCT differently from
-// libjpeg-turbo (PIL's decoder), so up to 3% of JPEG samples are off by one
-// or two levels: max|got-ref|/max|ref| per image <= 2e-2 and at most 3
-// levels, where PNGs match exactly.
+// TestTorchvisionParity runs the CPU path (internal/jpeg, image/png, PIL's
+// resize) on the committed photos and compares the network input with
+// torchvision's. internal/jpeg rounds as libjpeg-turbo (PIL's decoder)
+// does, so every pixel must match: max|got-ref|/max|ref| <= 1e-5 (the
+// float32 normalisation alone) and 0 levels.
 func TestTorchvisionParity(t *testing.T) {
 	f := loadParity(t)
 	pre, err := NewCPU(ImageNet(224, 224), CPUOptions{})
@@ -92,8 +91,8 @@ func TestTorchvisionParity(t *testing.T) {
 			}
 			rel := maxd / maxr
 			t.Logf("%s: max|got-ref|/max|ref| = %.3g; pixels: max %d levels, %d of %d values differ", file, rel, levels, off, n)
-			if rel > 2e-2 || levels > 3 {
-				t.Errorf("max|got-ref|/max|ref| = %.3g (want <= 2e-2), %d levels (want <= 3)", rel, levels)
+			if rel > 1e-5 || levels > 0 {
+				t.Errorf("max|got-ref|/max|ref| = %.3g (want <= 1e-5), %d levels (want 0)", rel, levels)
 			}
 		})
 	}
