@@ -238,10 +238,10 @@ func (i *graphInstance) ptr(p *gplan, v int) cu.DevPtr {
 	case gConst:
 		i.m.mu.Lock()
 		defer i.m.mu.Unlock()
-		return i.m.consts[constKey{t: val.cnst}]
+		return i.m.consts[constKey{t: val.cnst}] + cu.DevPtr(p.voff(v)*int64(p.elem))
 	case gArena:
 		offs, _ := p.arenaLayout()
-		return i.arena + cu.DevPtr(offs[val.slot])
+		return i.arena + cu.DevPtr(offs[val.slot]) + cu.DevPtr(p.voff(v)*int64(p.elem))
 	}
 	return 0
 }
@@ -274,7 +274,8 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(dp.meta[k]).Int64(s.n).Int(s.op), s.p0), s.p1)
 		}
 	case stAffine:
-		if vn := int64(16 / p.elem); s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 {
+		res := i.ptr(p, s.res)
+		if vn := int64(16 / p.elem); s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 && (out|a|res)%16 == 0 {
 			rs.fn = kern.affineVec
 			rs.grid, rs.block = gridFor(s.n / vn)
 			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int(int(s.n/vn)).

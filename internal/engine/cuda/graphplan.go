@@ -35,7 +35,13 @@ type gvalue struct {
 	kind  gkind
 	// nhwc: a 4-d value stored channels-last (its logical [N,C,H,W]
 	// dimensions at strides HWC, 1, WC, C); else row-major.
-	nhwc  bool
+	nhwc bool
+	// strides: the element strides of a view (or of a value a step
+	// writes in another order than row-major); nil: row-major, or
+	// channels-last when nhwc.
+	strides []int64
+	// off: a view's first element within the value it aliases.
+	off   int64
 	slot  int
 	alias int
 	cnst  *tensor.Tensor
@@ -150,6 +156,7 @@ type convGeom struct {
 type gemmGeom struct {
 	m, n, k        int
 	transA, transB bool
+	lda, ldb       int // leading dimensions of A's and B's memory (0: packed)
 	batch          int
 	strideA        int64 // elements; 0 broadcasts A
 	strideB        int64
@@ -172,6 +179,12 @@ func gemmCallOf(g *gemmGeom) gemmCall {
 	}
 	if g.transA {
 		c.opB, c.ldB = opT, g.m
+	}
+	if g.ldb > 0 {
+		c.ldA = g.ldb
+	}
+	if g.lda > 0 {
+		c.ldB = g.lda
 	}
 	return c
 }
@@ -267,6 +280,8 @@ type planner struct {
 	p     *gplan
 	index map[*ir.Value]int
 	bad   map[string]string
+	uses  map[*ir.Value]int  // readers of each value
+	outs  map[*ir.Value]bool // the graph's outputs
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
@@ -276,7 +291,18 @@ func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) 
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
-	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{}}
+	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
+		uses: map[*ir.Value]int{}, outs: map[*ir.Value]bool{}}
+	for _, n := range g.Nodes {
+		for _, v := range n.Inputs {
+			if v != nil {
+				pl.uses[v]++
+			}
+		}
+	}
+	for _, v := range g.Outputs {
+		pl.outs[v] = true
+	}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
@@ -308,6 +334,16 @@ func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) 
 	}
 	pl.p.assignSlots()
 	return pl.p, nil
+}
+
+// voff is view v's first element within its root's storage.
+func (p *gplan) voff(v int) int64 {
+	var off int64
+	for p.vals[v].kind == gAlias {
+		off += p.vals[v].off
+		v = p.vals[v].alias
+	}
+	return off
 }
 
 func (p *gplan) root(v int) int {
@@ -451,6 +487,9 @@ func (pl *planner) commit(nc *nodeCtx) {
 // st returns value v's physical element strides.
 func (p *gplan) st(v int) []int64 {
 	val := &p.vals[v]
+	if val.strides != nil {
+		return val.strides
+	}
 	if val.nhwc {
 		s := val.shape
 		c, h, w := int64(s[1]), int64(s[2]), int64(s[3])
@@ -478,9 +517,17 @@ func (nc *nodeCtx) isContig(v int) bool {
 	return sameLayout(s, nc.st(v), contiguous(s))
 }
 
-// contig returns v, or a row-major copy of it.
+// aligned reports whether view v starts on a 16-byte boundary, as the
+// libraries' fast paths and the vector kernels want (arena slots and
+// weights are aligned; only a view's offset can break it).
+func (nc *nodeCtx) aligned(v int) bool {
+	return nc.pl.p.voff(v)*int64(nc.pl.p.elem)%16 == 0
+}
+
+// contig returns v, or a row-major copy of it (also of a row-major view
+// whose start is not 16-byte aligned).
 func (nc *nodeCtx) contig(v int) (int, error) {
-	if nc.isContig(v) {
+	if nc.isContig(v) && nc.aligned(v) {
 		return v, nil
 	}
 	s := nc.val(v).shape
@@ -496,12 +543,35 @@ func (nc *nodeCtx) asNHWC(v int) (int, error) {
 	s := nc.val(v).shape
 	t := nc.temp(s)
 	nc.val(t).nhwc = true
-	if sameLayout(s, nc.st(v), nc.st(t)) {
+	if sameLayout(s, nc.st(v), nc.st(t)) && nc.aligned(v) {
 		// The same memory either way ([N, C, 1, 1]): no copy.
 		nc.pl.p.vals = nc.pl.p.vals[:len(nc.pl.p.vals)-1]
 		return v, nil
 	}
 	return t, nc.copyStep(ewCopy, t, 0, nc.st(t), v, 0, nc.st(v), s)
+}
+
+// outLike stores an elementwise op's output o channels-last when the plan
+// is, o is 4-d and an input computed at run time is laid out channels-last
+// (or none is 4-d): 4-d values of attention (batch, heads, tokens, head
+// size) stay row-major, as products read them.
+func (nc *nodeCtx) outLike(o int) {
+	if !nc.pl.p.cl || len(nc.val(o).shape) != 4 {
+		return
+	}
+	any4 := false
+	for _, v := range nc.in {
+		if v < 0 || nc.val(v).kind == gConst || len(nc.val(v).shape) != 4 {
+			continue
+		}
+		any4 = true
+		s := nc.val(v).shape
+		if nc.val(v).nhwc || sameLayout(s, nc.st(v), []int64{int64(s[1] * s[2] * s[3]), 1, int64(s[3] * s[1]), int64(s[1])}) {
+			nc.val(o).nhwc = true
+			return
+		}
+	}
+	nc.val(o).nhwc = !any4
 }
 
 // outCL stores output value o channels-last when the plan is and o is 4-d.
@@ -540,15 +610,25 @@ func (nc *nodeCtx) temp(shape tensor.Shape) int {
 }
 
 // alias makes output 0 a view of input 0: of the same layout when the
-// shapes agree, else of a row-major input (copied to one when it is not).
+// shapes agree, else a reshape of its strides where they allow one (as
+// PyTorch's view), else of a row-major copy.
 func (nc *nodeCtx) alias() error {
 	in := nc.in[0]
 	o := nc.val(nc.out[0])
-	if o.elems != nc.val(in).elems {
-		return fmt.Errorf("a view of %d elements as %d", nc.val(in).elems, o.elems)
+	iv := nc.val(in)
+	if o.elems != iv.elems {
+		return fmt.Errorf("a view of %d elements as %d", iv.elems, o.elems)
 	}
-	if o.shape.Equal(nc.val(in).shape) {
-		o.kind, o.alias, o.nhwc = gAlias, in, nc.val(in).nhwc
+	if o.shape.Equal(iv.shape) {
+		o.kind, o.alias, o.nhwc, o.strides = gAlias, in, iv.nhwc, slices.Clone(iv.strides)
+		return nil
+	}
+	if nc.isContig(in) {
+		o.kind, o.alias = gAlias, in
+		return nil
+	}
+	if st, ok := reshapeStrides(iv.shape, nc.st(in), o.shape); ok {
+		nc.view(nc.out[0], in, st, 0)
 		return nil
 	}
 	in, err := nc.contig(in)
@@ -558,6 +638,74 @@ func (nc *nodeCtx) alias() error {
 	o = nc.val(nc.out[0])
 	o.kind, o.alias = gAlias, in
 	return nil
+}
+
+// view makes value o a view of value in: strides st, first element off.
+func (nc *nodeCtx) view(o, in int, st []int64, off int64) {
+	v := nc.val(o)
+	v.kind, v.alias, v.strides, v.off, v.nhwc = gAlias, in, slices.Clone(st), off, false
+}
+
+// singleUse reports whether node output k has one reader and is no graph
+// output: a view of it that its reader must copy costs no more than the
+// copy it replaces.
+func (nc *nodeCtx) singleUse(k int) bool {
+	v := nc.n.Outputs[k]
+	return nc.pl.uses[v] == 1 && !nc.pl.outs[v]
+}
+
+// reshapeStrides returns the strides that read a tensor of shape old at
+// strides os as shape nw without moving data, when there are such
+// strides: every group of old dimensions that new dimensions regroup
+// must be one strided run (NumPy's no-copy reshape rule).
+func reshapeStrides(old tensor.Shape, os []int64, nw tensor.Shape) ([]int64, bool) {
+	var od []int
+	var ost []int64
+	for i := range old {
+		if old[i] != 1 {
+			od, ost = append(od, old[i]), append(ost, os[i])
+		}
+	}
+	ns := make([]int64, len(nw))
+	oi, ni := 0, 0
+	for ni < len(nw) || oi < len(od) {
+		if ni < len(nw) && nw[ni] == 1 {
+			ni++ // any stride: dimensions of one element are never stepped
+			continue
+		}
+		if oi >= len(od) || ni >= len(nw) {
+			return nil, false
+		}
+		np, op := int64(nw[ni]), int64(od[oi])
+		nj, oj := ni+1, oi+1
+		for np != op {
+			if np < op {
+				if nj >= len(nw) {
+					return nil, false
+				}
+				np *= int64(nw[nj])
+				nj++
+			} else {
+				if oj >= len(od) {
+					return nil, false
+				}
+				op *= int64(od[oj])
+				oj++
+			}
+		}
+		for k := oi; k < oj-1; k++ {
+			if ost[k] != ost[k+1]*int64(od[k+1]) {
+				return nil, false
+			}
+		}
+		st := ost[oj-1]
+		for k := nj - 1; k >= ni; k-- {
+			ns[k] = st
+			st *= int64(nw[k])
+		}
+		ni, oi = nj, oj
+	}
+	return ns, true
 }
 
 func lowerNode(nc *nodeCtx) error {
@@ -610,7 +758,7 @@ func lowerNode(nc *nodeCtx) error {
 		if !ok {
 			return refuse("binary %s", op.Fn)
 		}
-		nc.outCL(nc.out[0])
+		nc.outLike(nc.out[0])
 		return nc.binary(code, nc.in[0], nc.in[1], nc.out[0], 0)
 	case *ir.BatchNorm:
 		return nc.batchNorm(op)
@@ -815,7 +963,7 @@ func (nc *nodeCtx) copyStep(op int, out int, outOff int64, os []int64, a int, aO
 
 // elementwise is a unary op of input 0 into output 0.
 func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
-	nc.outCL(nc.out[0])
+	nc.outLike(nc.out[0])
 	s := nc.val(nc.out[0]).shape
 	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), s)
 	if err != nil {
@@ -877,8 +1025,15 @@ func (nc *nodeCtx) batchNorm(op *ir.BatchNorm) error {
 		scale[i] = float32(sc)
 		shift[i] = float32(float64(ps[1][i]) - float64(ps[2][i])*sc)
 	}
-	nc.val(nc.out[0]).nhwc = nc.val(nc.in[0]).nhwc
-	nc.affineStep(nc.out[0], nc.in[0], scale, shift, -1, c, tensor.Shape(s[2:]).NumElements(), ewCopy, 0, 0)
+	x := nc.in[0]
+	if !nc.val(x).nhwc {
+		var err error
+		if x, err = nc.contig(x); err != nil {
+			return err
+		}
+	}
+	nc.val(nc.out[0]).nhwc = nc.val(x).nhwc
+	nc.affineStep(nc.out[0], x, scale, shift, -1, c, tensor.Shape(s[2:]).NumElements(), ewCopy, 0, 0)
 	return nil
 }
 
@@ -972,7 +1127,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		if err != nil {
 			return err
 		}
-		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
+		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
 		s := &gstep{kind: stDW, out: y, a: x, b: -1, res: -1, conv: g, scale: w, shift: bias, n: nc.val(y).elems, op: act, p0: p0, p1: p1}
 		for k, v := range []int{g.n, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.strH, g.strW, g.padH, g.padW, g.dilH, g.dilW} {
 			s.meta[k] = int32(v)
@@ -1024,7 +1179,7 @@ func (nc *nodeCtx) convStep(g *convGeom, x, y int, bias []float32, res int, e ir
 	if err != nil {
 		return err
 	}
-	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
+	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
 	if (act == ewRelu || act == ewCopy) && resOK && (bias != nil || res >= 0 || act == ewRelu) {
 		if bias == nil {
 			bias = make([]float32, g.k) // the fused call needs one
@@ -1078,16 +1233,17 @@ func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
 	if op.TransB {
 		n = bs[0]
 	}
-	a, err := nc.contig(nc.in[0])
+	g := &gemmGeom{m: m, n: n, k: k, transA: op.TransA, transB: op.TransB, batch: 1, alpha: float32(op.Alpha)}
+	a, lda, ta, err := nc.matrix(nc.in[0])
 	if err != nil {
 		return err
 	}
-	b, err := nc.contig(nc.in[1])
+	b, ldb, tb, err := nc.matrix(nc.in[1])
 	if err != nil {
 		return err
 	}
-	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1,
-		gemm: &gemmGeom{m: m, n: n, k: k, transA: op.TransA, transB: op.TransB, batch: 1, alpha: float32(op.Alpha)}})
+	g.lda, g.ldb, g.transA, g.transB = lda, ldb, g.transA != ta, g.transB != tb
+	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
 	var bias []float32
 	if nc.has(2) && op.Beta != 0 {
 		c := nc.n.Inputs[2]
@@ -1110,6 +1266,67 @@ func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
 	return nc.epilogue(nc.out[0], bias, n, 1, res, op.Epilogue)
 }
 
+// matOperand returns how cuBLAS reads a matrix [..., r, c] at strides st
+// in place: row-major at leading dimension ld, or transposed (column
+// c at ld); ok is false when neither of the last two strides is one.
+func matOperand(s tensor.Shape, st []int64) (ld int, trans, ok bool) {
+	n := len(s)
+	r, c := s[n-2], s[n-1]
+	sr, sc := st[n-2], st[n-1]
+	switch {
+	case r == 1 && c == 1:
+		return 1, false, true
+	case c == 1 || sc == 1:
+		if r == 1 {
+			return c, false, true
+		}
+		return int(sr), false, sr >= int64(c) && sr <= math.MaxInt32
+	case r == 1 || sr == 1:
+		if c == 1 {
+			return r, true, true
+		}
+		return int(sc), true, sc >= int64(r) && sc <= math.MaxInt32
+	}
+	return 0, false, false
+}
+
+// batchStride returns the one stride that steps through the elements of
+// shape s at strides st in row-major order, when there is one (0 for a
+// single element).
+func batchStride(s tensor.Shape, st []int64) (int64, bool) {
+	var stride, next int64
+	first := true
+	for d := len(s) - 1; d >= 0; d-- {
+		if s[d] == 1 {
+			continue
+		}
+		if first {
+			stride, next, first = st[d], st[d]*int64(s[d]), false
+			continue
+		}
+		if st[d] != next {
+			return 0, false
+		}
+		next *= int64(s[d])
+	}
+	return stride, true
+}
+
+// matrix returns a 2-d operand as cuBLAS reads it: the value (v or a
+// row-major copy), its leading dimension and whether it is stored
+// transposed.
+func (nc *nodeCtx) matrix(v int) (int, int, bool, error) {
+	if ld, tr, ok := matOperand(nc.val(v).shape, nc.st(v)); ok {
+		return v, ld, tr, nil
+	}
+	c, err := nc.contig(v)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	ld, tr, _ := matOperand(nc.val(c).shape, nc.st(c))
+	return c, ld, tr, nil
+}
+
 func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 	as, bs, ys := nc.inShape(0), nc.inShape(1), nc.val(nc.out[0]).shape
 	if len(as) < 2 || len(bs) < 2 {
@@ -1123,27 +1340,71 @@ func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 	yb := tensor.Shape(ys[:len(ys)-2])
 	batch := yb.NumElements()
 	g := &gemmGeom{m: m, n: n, k: k, batch: batch, alpha: 1}
-	switch {
-	case bb.NumElements() == 1:
-		// B shared by every product: one GEMM over all rows of A.
-		g.m, g.batch = m*ab.NumElements(), 1
-		if ab.NumElements() != batch {
-			return refuse("MatMul broadcasting A %v against B %v", as, bs)
-		}
-	case ab.Equal(yb) && bb.Equal(yb):
-		g.strideA, g.strideB = int64(m*k), int64(k*n)
-	case ab.NumElements() == 1 && bb.Equal(yb):
-		g.strideA, g.strideB = 0, int64(k*n)
-	default:
+	a, b := nc.in[0], nc.in[1]
+	if ab.NumElements() != 1 && ab.NumElements() != batch || bb.NumElements() != 1 && bb.NumElements() != batch ||
+		ab.NumElements() == batch && !ab.Equal(yb) && batch > 1 || bb.NumElements() == batch && !bb.Equal(yb) && batch > 1 {
 		return refuse("MatMul broadcasting batch dimensions %v against %v", ab, bb)
 	}
-	a, err := nc.contig(nc.in[0])
-	if err != nil {
-		return err
+	// Operands are read in place where cuBLAS can address them: a
+	// transposed last pair through the operation flag, a row stride
+	// through the leading dimension, batch dimensions that make one
+	// strided run through the batch stride; others are copied row-major.
+	opnd := func(v int, rowsFlat bool) (int, int, bool, int64, error) {
+		for try := 0; ; try++ {
+			s, st := nc.val(v).shape, nc.st(v)
+			ld, tr, ok := matOperand(s, st)
+			r := len(s)
+			var bs int64
+			if ok {
+				if rowsFlat {
+					// Every row of every batch: one matrix of rows at ld.
+					var rs int64
+					rs, ok = batchStride(s[:r-1], st[:r-1])
+					ok = ok && !tr && (rs == int64(ld) || tensor.Shape(s[:r-1]).NumElements() == 1)
+				} else {
+					bs, ok = batchStride(s[:r-2], st[:r-2])
+				}
+			}
+			if ok || try > 0 {
+				return v, ld, tr, bs, nil
+			}
+			var err error
+			if v, err = nc.contig(v); err != nil {
+				return 0, 0, false, 0, err
+			}
+		}
 	}
-	b, err := nc.contig(nc.in[1])
-	if err != nil {
-		return err
+	var err error
+	if bb.NumElements() == 1 && batch > 1 {
+		// B shared by every product: one GEMM over all rows of A.
+		var ldb int
+		var tb bool
+		if b, ldb, tb, _, err = opnd(b, false); err != nil {
+			return err
+		}
+		var lda int
+		var ta bool
+		if a, lda, ta, _, err = opnd(a, true); err != nil {
+			return err
+		}
+		g.m, g.batch, g.lda, g.ldb, g.transA, g.transB = m*batch, 1, lda, ldb, ta, tb
+	} else {
+		var lda, ldb int
+		var ta, tb bool
+		var sa, sb int64
+		if a, lda, ta, sa, err = opnd(a, false); err != nil {
+			return err
+		}
+		if b, ldb, tb, sb, err = opnd(b, false); err != nil {
+			return err
+		}
+		if ab.NumElements() == 1 {
+			sa = 0
+		}
+		if bb.NumElements() == 1 {
+			sb = 0
+		}
+		g.lda, g.ldb, g.transA, g.transB, g.strideA, g.strideB = lda, ldb, ta, tb, sa, sb
 	}
 	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
 	next := 2
@@ -1193,11 +1454,17 @@ func (nc *nodeCtx) poolOp(op *ir.Pool) error {
 	if len(op.Pads) == 4 {
 		g.ph, g.pw, g.peh, g.pew = op.Pads[0], op.Pads[1], op.Pads[2], op.Pads[3]
 	}
-	if nc.val(nc.in[0]).nhwc {
+	x := nc.in[0]
+	if nc.val(x).nhwc {
 		g.c = xs[1]
 		nc.val(nc.out[0]).nhwc = true
+	} else {
+		var err error
+		if x, err = nc.contig(x); err != nil {
+			return err
+		}
 	}
-	nc.add(&gstep{kind: stPool, out: nc.out[0], a: nc.in[0], b: -1, res: -1, pool: g, n: nc.val(nc.out[0]).elems})
+	nc.add(&gstep{kind: stPool, out: nc.out[0], a: x, b: -1, res: -1, pool: g, n: nc.val(nc.out[0]).elems})
 	return nil
 }
 
@@ -1377,7 +1644,7 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 	// A transpose that only relabels channels-last memory is a view.
 	o := nc.val(nc.out[0])
 	if sameLayout(ys, as, contiguous(ys)) {
-		o.kind, o.alias = gAlias, nc.in[0]
+		nc.view(nc.out[0], nc.in[0], contiguous(ys), 0)
 		return nil
 	}
 	if len(ys) == 4 {
@@ -1387,6 +1654,14 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 			return nil
 		}
 		o.nhwc = false
+	}
+	// Otherwise a strided view for a single reader: products read it
+	// through cuBLAS's transpose flags and leading dimensions, attention
+	// and elementwise kernels through strides, and others copy it (the
+	// copy this transpose would have made).
+	if nc.singleUse(0) {
+		nc.view(nc.out[0], nc.in[0], as, 0)
+		return nil
 	}
 	return nc.copyStep(ewCopy, nc.out[0], 0, contiguous(ys), nc.in[0], 0, as, ys)
 }
@@ -1416,12 +1691,9 @@ func (nc *nodeCtx) split(op *ir.Split) error {
 		if o < 0 {
 			continue
 		}
-		nc.outCL(o)
-		ys := nc.val(o).shape
-		if err := nc.copyStep(ewCopy, o, 0, nc.st(o), nc.in[0], int64(off)*is[ax], is, ys); err != nil {
-			return err
-		}
-		off += ys[ax]
+		// Each piece is a view of the input at its offset.
+		nc.view(o, nc.in[0], is, int64(off)*is[ax])
+		off += nc.val(o).shape[ax]
 	}
 	return nil
 }
@@ -1472,6 +1744,10 @@ func (nc *nodeCtx) slice() error {
 	if ys.NumElements() == 0 {
 		return nil
 	}
+	if !slices.ContainsFunc(steps, func(k int) bool { return k <= 0 }) {
+		nc.view(nc.out[0], nc.in[0], as, off)
+		return nil
+	}
 	nc.outCL(nc.out[0])
 	return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], off, as, ys)
 }
@@ -1487,6 +1763,19 @@ func (nc *nodeCtx) gather(op *ir.Gather) error {
 	ishape := nc.inShape(1)
 	if len(idx) > 64 {
 		return refuse("Gather of %d indices (the engine gathers up to 64 as copies)", len(idx))
+	}
+	if len(idx) == 1 {
+		// One index: a view with the axis fixed (index dimensions of one).
+		i := idx[0]
+		if i < 0 {
+			i += s[ax]
+		}
+		if i < 0 || i >= s[ax] {
+			return fmt.Errorf("Gather index %d out of range for %d", idx[0], s[ax])
+		}
+		st := append(slices.Clone(is[:ax]), make([]int64, len(ishape))...)
+		nc.view(nc.out[0], nc.in[0], append(st, is[ax+1:]...), int64(i)*is[ax])
+		return nil
 	}
 	nc.outCL(nc.out[0])
 	yst := nc.st(nc.out[0])

@@ -29,7 +29,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 		switch val.kind {
 		case gConst:
 			if c, ok := consts[r]; ok {
-				return c, 0
+				return c, p.voff(v)
 			}
 			f, err := val.cnst.ToFloat32()
 			if err != nil {
@@ -40,9 +40,9 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				c[i] = float64(x)
 			}
 			consts[r] = c
-			return c, 0
+			return c, p.voff(v)
 		case gArena:
-			return arena, offs[val.slot] / el
+			return arena, offs[val.slot]/el + p.voff(v)
 		}
 		t.Fatalf("value %d has no storage", v)
 		return nil, 0
