@@ -321,6 +321,19 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.grid, rs.block = gridFor(n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
 			Int(int(n)).Int(s.op), s.p0), s.p1)
+	case stAttn:
+		g := s.attn
+		rs.fn, rs.block = kern.attn, 256
+		rs.grid = min(g.b1*g.b2*g.s+7, 1<<24) / 8 // a warp per query row
+		if hd := max(g.d, g.dv); kern.attnMMA64 != 0 && hd <= attnMaxHead {
+			// Tensor cores: 64 query rows per block of 4 warps.
+			rs.fn, rs.block = kern.attnMMA128, 128
+			if hd <= 64 {
+				rs.fn = kern.attnMMA64
+			}
+			rs.grid = min(g.b1*g.b2*((g.s+63)/64), 1<<24)
+		}
+		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]), s.p0)
 	case stGemm:
 		c := gemmCallOf(s.gemm)
 		rs.a, rs.b, rs.c = b, a, out

@@ -53,6 +53,10 @@ type graphKernels struct {
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
 	softmaxWarp, normWarp, dw, dwVec, affineVec     cu.Function
+	attn                                            cu.Function
+	// attnMMA64, attnMMA128: the tensor-core attention for heads of up to
+	// 64 and 128 (16-bit types only; 0 for float32).
+	attnMMA64, attnMMA128 cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -72,11 +76,22 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.reduce, "g_reduce_"}, {&k.softmax, "g_softmax_"}, {&k.norm, "g_layernorm_"},
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
-		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"},
+		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"}, {&k.attn, "g_attn_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
 			return nil, err
+		}
+	}
+	if suffix != "f32" {
+		for _, f := range []struct {
+			dst  *cu.Function
+			name string
+		}{{&k.attnMMA64, "g_attn_mma64_"}, {&k.attnMMA128, "g_attn_mma128_"}} {
+			if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
+				d.ModuleUnload(mod)
+				return nil, err
+			}
 		}
 	}
 	return k, nil
@@ -260,7 +275,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		host = append(host, b...)
 	}
 	for k, s := range p.steps {
-		if (s.kind == stEW && !s.flat) || s.kind == stDW {
+		if (s.kind == stEW && !s.flat) || s.kind == stDW || s.kind == stAttn {
 			b := make([]byte, 4*len(s.meta))
 			for i, v := range s.meta {
 				u := uint32(v)

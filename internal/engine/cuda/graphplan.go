@@ -61,6 +61,7 @@ const (
 	stLayerNorm                     // layer normalization over rows
 	stReduceCL                      // global pooling of a channels-last value
 	stDW                            // channels-last depthwise convolution, epilogue fused
+	stAttn                          // fused scaled dot-product attention
 )
 
 func (k stepKind) String() string {
@@ -85,6 +86,8 @@ func (k stepKind) String() string {
 		return "globalpool"
 	case stDW:
 		return "dwconv"
+	case stAttn:
+		return "attention"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -227,6 +230,7 @@ type gstep struct {
 	conv                *convGeom
 	gemm                *gemmGeom
 	pool                *poolGeom
+	attn                *attnGeom // q = a, k = b, v = res; scale p0
 	reads, defs         []int
 }
 
@@ -277,11 +281,14 @@ func refuse(format string, args ...any) error {
 
 // planner is planGraph's state.
 type planner struct {
-	p     *gplan
-	index map[*ir.Value]int
-	bad   map[string]string
-	uses  map[*ir.Value]int  // readers of each value
-	outs  map[*ir.Value]bool // the graph's outputs
+	p      *gplan
+	index  map[*ir.Value]int
+	bad    map[string]string
+	uses   map[*ir.Value]int      // readers of each value
+	reader map[*ir.Value]*ir.Node // a reader of each value (the one, for single-use values)
+	outs   map[*ir.Value]bool     // the graph's outputs
+	attn   map[*ir.Node]*attnMatch
+	skip   map[*ir.Node]bool // folded into an attention step
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
@@ -292,16 +299,23 @@ func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) 
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
 	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
-		uses: map[*ir.Value]int{}, outs: map[*ir.Value]bool{}}
+		uses: map[*ir.Value]int{}, reader: map[*ir.Value]*ir.Node{}, outs: map[*ir.Value]bool{}, skip: map[*ir.Node]bool{}}
 	for _, n := range g.Nodes {
 		for _, v := range n.Inputs {
 			if v != nil {
 				pl.uses[v]++
+				pl.reader[v] = n
 			}
 		}
 	}
 	for _, v := range g.Outputs {
 		pl.outs[v] = true
+	}
+	pl.attn = pl.findAttention(g)
+	for _, m := range pl.attn {
+		for _, n := range m.skip {
+			pl.skip[n] = true
+		}
 	}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
@@ -429,6 +443,9 @@ func (nc *nodeCtx) add(s *gstep) *gstep {
 
 // node lowers one node into steps, or records why it cannot.
 func (pl *planner) node(n *ir.Node) error {
+	if pl.skip[n] {
+		return nil // computed by the attention step of a later node
+	}
 	nc := &nodeCtx{pl: pl, n: n}
 	for _, v := range n.Inputs {
 		i := -1
@@ -767,6 +784,9 @@ func lowerNode(nc *nodeCtx) error {
 	case *ir.Gemm:
 		return nc.gemmOp(op)
 	case *ir.MatMul:
+		if m := nc.pl.attn[n]; m != nil {
+			return nc.attention(m)
+		}
 		return nc.matmul(op)
 	case *ir.Pool:
 		return nc.poolOp(op)
@@ -1312,6 +1332,18 @@ func batchStride(s tensor.Shape, st []int64) (int64, bool) {
 	return stride, true
 }
 
+// flatRows reports whether the rows of [..., M, K] at strides st are one
+// strided run with unit column stride (one matrix of all rows).
+func flatRows(s tensor.Shape, st []int64) bool {
+	ld, tr, ok := matOperand(s, st)
+	if !ok || tr {
+		return false
+	}
+	r := len(s)
+	rs, ok := batchStride(s[:r-1], st[:r-1])
+	return ok && (rs == int64(ld) || tensor.Shape(s[:r-1]).NumElements() == 1)
+}
+
 // matrix returns a 2-d operand as cuBLAS reads it: the value (v or a
 // row-major copy), its leading dimension and whether it is stored
 // transposed.
@@ -1375,6 +1407,16 @@ func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 		}
 	}
 	var err error
+	if bb.NumElements() == 1 && batch > 1 && m >= 16 && !flatRows(as, nc.st(a)) {
+		// B shared, but A's rows make no single strided run (tokens-first
+		// activations): products of A's batches in place against B at
+		// batch stride 0, rather than a copy of A.
+		if _, _, ok := matOperand(as, nc.st(a)); ok {
+			if _, ok := batchStride(ab, nc.st(a)[:len(as)-2]); ok {
+				bb = ab
+			}
+		}
+	}
 	if bb.NumElements() == 1 && batch > 1 {
 		// B shared by every product: one GEMM over all rows of A.
 		var ldb int
