@@ -1263,7 +1263,7 @@ func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
 		return err
 	}
 	g.lda, g.ldb, g.transA, g.transB = lda, ldb, g.transA != ta, g.transB != tb
-	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
+	step := nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
 	var bias []float32
 	if nc.has(2) && op.Beta != 0 {
 		c := nc.n.Inputs[2]
@@ -1283,7 +1283,7 @@ func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
 	if op.Epilogue.Residual {
 		res = nc.in[len(nc.in)-1]
 	}
-	return nc.epilogue(nc.out[0], bias, n, 1, res, op.Epilogue)
+	return nc.gemmEpilogue(step, bias, n, res, op.Epilogue)
 }
 
 // matOperand returns how cuBLAS reads a matrix [..., r, c] at strides st
@@ -1448,7 +1448,7 @@ func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 		}
 		g.lda, g.ldb, g.transA, g.transB, g.strideA, g.strideB = lda, ldb, ta, tb, sa, sb
 	}
-	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
+	step := nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
 	next := 2
 	var bias []float32
 	e := op.Epilogue
@@ -1474,7 +1474,30 @@ func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 	if e.Residual {
 		res = nc.in[next]
 	}
-	return nc.epilogue(nc.out[0], bias, n, 1, res, e)
+	return nc.gemmEpilogue(step, bias, n, res, e)
+}
+
+// gemmEpilogue fuses a product's epilogue into its call (cuBLASLt: bias,
+// the residual as C with beta 1, ReLU or GELU) when one call can do it: a
+// single product, a residual of the output's layout and an activation
+// cuBLASLt has. cuBLASLt's GELU is the tanh form, within half an ulp of
+// the erf form in 16-bit storage, so erf GELU is fused in 16-bit plans
+// only. Otherwise (and at run time where cuBLASLt refuses) the epilogue
+// is a kernel after the product.
+func (nc *nodeCtx) gemmEpilogue(s *gstep, bias []float32, n int, res int, e ir.Epilogue) error {
+	act, p0, p1, err := actCode(e)
+	if err != nil {
+		return err
+	}
+	y := s.out
+	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
+	actOK := act == ewCopy || act == ewRelu || act == ewGELUTanh || (act == ewGELU && nc.pl.p.elem == 2)
+	if s.gemm.batch != 1 || !resOK || !actOK || (bias == nil && res < 0 && act == ewCopy) {
+		return nc.epilogue(y, bias, n, 1, res, e)
+	}
+	s.fused, s.shift, s.res, s.op, s.p0, s.p1 = true, bias, res, act, p0, p1
+	s.channels, s.inner, s.n = n, 1, nc.val(y).elems
+	return nil
 }
 
 func (nc *nodeCtx) poolOp(op *ir.Pool) error {

@@ -295,7 +295,19 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 							}
 							sum += xv * yv
 						}
-						out[ob+int64(bt)*c.strideC+int64(i+j*g.n)] = float64(g.alpha) * sum
+						v := float64(g.alpha) * sum
+						if s.fused {
+							// The epilogue in the call: bias per output
+							// column, residual (C, beta 1), activation.
+							if s.shift != nil {
+								v += float64(s.shift[i])
+							}
+							if res, rb := view(s.res); res != nil {
+								v += res[rb+int64(bt)*c.strideC+int64(i+j*g.n)]
+							}
+							v = simUnary(s.op, v, float64(s.p0), float64(s.p1))
+						}
+						out[ob+int64(bt)*c.strideC+int64(i+j*g.n)] = v
 					}
 				}
 			}
