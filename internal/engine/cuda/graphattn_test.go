@@ -87,6 +87,32 @@ func TestGraphPlanAttention(t *testing.T) {
 	}
 }
 
+// TestGraphPlanNoAttention checks the plan a model gets when the fused
+// attention kernels fail their load-time check: products and a softmax,
+// still exact.
+func TestGraphPlanNoAttention(t *testing.T) {
+	g, err := buildModel(tinyModels[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := ir.Optimize(g, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planGraphWith(b, 2, 4, false, planOptions{noAttention: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := p.kindCounts(); k[stAttn] != 0 || k[stSoftmax] != 2 {
+		t.Errorf("%d attention and %d softmax steps, want 0 and 2", k[stAttn], k[stSoftmax])
+	}
+	in := randInput(b.Inputs[0].Type.Shape, 2)
+	want := evalRef(t, g, 2, in)
+	if e := relErr64(simulate(t, p, in.Data)[0], want[0].Data); e > 1e-5 {
+		t.Errorf("relative error %.3g", e)
+	}
+}
+
 // TestGraphPlanViews checks that views replace copies: products read
 // transposed, sliced and split operands in place, and an attention whose
 // probabilities are also read elsewhere is not fused.

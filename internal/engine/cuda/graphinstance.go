@@ -420,7 +420,7 @@ func (i *graphInstance) affineArgs(rs *runStep, dp *devPlan, k int, out, a cu.De
 // cuBLASLt is missing or refuses it.
 func (i *graphInstance) buildLt(rs *runStep, dp *devPlan, k int) {
 	s, lt := dp.p.steps[k], i.m.libs.BLASLt
-	if i.lt == 0 || lt == nil {
+	if i.lt == 0 || lt == nil || !i.m.fused.lt {
 		return
 	}
 	g := s.gemm
@@ -434,7 +434,13 @@ func (i *graphInstance) buildLt(rs *runStep, dp *devPlan, k int) {
 	var bias cu.DevPtr
 	if s.shift != nil {
 		bias = dp.bias[k]
-		epi += cu.LtEpilogueBias // each *_BIAS epilogue is its plain one + BIAS
+		// The *_BIAS epilogues are their plain ones with the BIAS bit;
+		// DEFAULT has no bit of its own.
+		if epi == cu.LtEpilogueDefault {
+			epi = cu.LtEpilogueBias
+		} else {
+			epi |= cu.LtEpilogueBias
+		}
 	}
 	mm, err := lt.NewMatmul(i.lt, cu.LtProblem{TransA: rs.opA == opT, TransB: rs.opB == opT, M: g.n, N: g.m, K: g.k,
 		LdA: rs.ldA, LdB: rs.ldB, LdC: g.n, Type: rs.blasType, Compute: i.m.prec.blasComp, Epilogue: epi, Bias: bias,

@@ -163,6 +163,12 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix); err != nil {
 		return nil, err
 	}
+	m.fused = m.checkFused()
+	for _, w := range m.fused.why {
+		if opts.Progress != nil {
+			opts.Progress("cuda engine: %s", w)
+		}
+	}
 	for _, n := range opts.BatchSizes {
 		if _, err := m.plan(ctx, n); err != nil {
 			m.Close()
@@ -213,6 +219,8 @@ type graphModel struct {
 	prec precision
 	kern *graphKernels
 	info engine.Info
+	// fused: the fused paths that passed their check at load.
+	fused fusedPaths
 
 	mu          sync.Mutex
 	plans       map[int]*devPlan
@@ -238,7 +246,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	p, err := planGraph(b, n, m.prec.elem, m.prec.nhwc)
+	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, planOptions{noAttention: !m.fused.attn})
 	if err != nil {
 		return nil, err
 	}

@@ -291,10 +291,20 @@ type planner struct {
 	skip   map[*ir.Node]bool // folded into an attention step
 }
 
+// planOptions turns planning decisions off.
+type planOptions struct {
+	noAttention bool // no fused attention steps (the kernels failed their check)
+}
+
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
 // whose values are elem bytes each; with channelsLast, convolutions and
 // the 4-d values around them are stored NHWC.
 func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) {
+	return planGraphWith(g, batch, elem, channelsLast, planOptions{})
+}
+
+// planGraphWith is planGraph with options.
+func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOptions) (*gplan, error) {
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
@@ -311,7 +321,9 @@ func planGraph(g *ir.Graph, batch, elem int, channelsLast bool) (*gplan, error) 
 	for _, v := range g.Outputs {
 		pl.outs[v] = true
 	}
-	pl.attn = pl.findAttention(g)
+	if !opts.noAttention {
+		pl.attn = pl.findAttention(g)
+	}
 	for _, m := range pl.attn {
 		for _, n := range m.skip {
 			pl.skip[n] = true
