@@ -778,13 +778,23 @@ __device__ __forceinline__ unsigned raw16(const T* p, int r, int c, int rs, int 
   return (r < rows && c < cols) ? (unsigned)p[r * rs + c * cs].v : 0u;
 }
 
+// ld16 loads 16 bytes from global memory into r, or zeros for a null p;
+// st16 stores them (a generic address: shared memory here).
+__device__ __forceinline__ void ld16(const void* p, unsigned* r) {
+  r[0] = r[1] = r[2] = r[3] = 0u;
+  if (p) asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(p));
+}
+__device__ __forceinline__ void st16(void* p, const unsigned* r) {
+  asm volatile("st.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+
 #define ATQ 64
 #define ATK 64
 
 template <typename T, int DH>
 __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T* v, const int* m, float scale) {
-  __shared__ u16 ks[ATK][DH + 8];
-  __shared__ u16 vs[ATK][DH + 8];
+  __shared__ __attribute__((aligned(16))) u16 ks[ATK][DH + 8];
+  __shared__ __attribute__((aligned(16))) u16 vs[ATK][DH + 8];
   int B2 = m[1], S = m[2], L = m[3], D = m[4], DV = m[5];
   int tid = TID_X, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
   int tiles = (S + ATQ - 1) / ATQ;
@@ -795,6 +805,9 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
     const T* kb = k + b1 * m[10] + b2 * m[11];
     const T* vb = v + b1 * m[14] + b2 * m[15];
     T* ob = out + b1 * m[18] + b2 * m[19];
+    // K and V rows of contiguous, 16-byte aligned chunks: vector loads.
+    bool vec = m[13] == 1 && m[17] == 1 && D % 8 == 0 && DV % 8 == 0 && m[12] % 8 == 0 && m[16] % 8 == 0 &&
+               ((unsigned long long)kb & 15) == 0 && ((unsigned long long)vb & 15) == 0;
     int r0 = t * ATQ + w * 16 + g, r1 = r0 + 8;
     unsigned qa[DH / 16][4];
 #pragma unroll
@@ -811,10 +824,31 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
     float mx0 = NEG_INF, mx1 = NEG_INF, l0 = 0.f, l1 = 0.f;
     for (int j0 = 0; j0 < L; j0 += ATK) {
       SYNC();
-      for (int e = tid; e < ATK * DH; e += 128) {
-        int key = e / DH, d = e - key * DH;
-        ks[key][d] = (u16)raw16(kb, j0 + key, d, m[12], m[13], L, D);
-        vs[key][d] = (u16)raw16(vb, j0 + key, d, m[16], m[17], L, DV);
+      if (vec) {
+        // 16-byte chunks of 8 elements, all of a thread's loads issued
+        // before its stores (a load-store loop waits out each load's
+        // latency in turn).
+        const int CH = ATK * DH / 8 / 128;
+        unsigned kr[CH][4], vr[CH][4];
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+          int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
+          bool in = j0 + key < L;
+          ld16(in && d < D ? (const void*)(kb + (j0 + key) * m[12] + d) : 0, kr[c]);
+          ld16(in && d < DV ? (const void*)(vb + (j0 + key) * m[16] + d) : 0, vr[c]);
+        }
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+          int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
+          st16(&ks[key][d], kr[c]);
+          st16(&vs[key][d], vr[c]);
+        }
+      } else {
+        for (int e = tid; e < ATK * DH; e += 128) {
+          int key = e / DH, d = e - key * DH;
+          ks[key][d] = (u16)raw16(kb, j0 + key, d, m[12], m[13], L, D);
+          vs[key][d] = (u16)raw16(vb, j0 + key, d, m[16], m[17], L, DV);
+        }
       }
       SYNC();
       float s[ATK / 8][4];

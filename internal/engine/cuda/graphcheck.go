@@ -226,7 +226,7 @@ func (m *graphModel) checkLt(s cu.Stream) error {
 }
 
 // checkAttention runs the attention kernels the plans use on two heads of
-// 70 queries and 75 keys (partial tiles), head sizes that pad.
+// 70 queries and 75 keys (partial tiles).
 func (m *graphModel) checkAttention(s cu.Stream) error {
 	type kern struct {
 		fn         cu.Function
@@ -235,7 +235,9 @@ func (m *graphModel) checkAttention(s cu.Stream) error {
 	}
 	ks := []kern{{m.kern.attn, 256, 72, 8}}
 	if m.kern.attnMMA64 != 0 {
-		ks = []kern{{m.kern.attnMMA64, 128, 40, 64}, {m.kern.attnMMA128, 128, 96, 64}}
+		// Head sizes of 40 take the element loads, 64 and 96 the vector
+		// loads; 40 and 96 pad the kernel's head size.
+		ks = []kern{{m.kern.attnMMA64, 128, 40, 64}, {m.kern.attnMMA64, 128, 64, 64}, {m.kern.attnMMA128, 128, 96, 64}}
 	}
 	dt := m.prec.tensorDType
 	const B, S, L = 2, 70, 75
