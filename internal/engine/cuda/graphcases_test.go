@@ -112,6 +112,13 @@ func opCases() []opCase {
 		add(b.out(y))
 	}
 	{
+		// Patch embedding (kernel = stride): a copy into patches and a
+		// product; 14 is no multiple of 4, the last rows are unused.
+		b, x := newGB("patch_conv", 3, 14, 14)
+		y := b.node(&ir.Gelu{}, b.conv(x, 3, 8, 4, 4, 0, 1, 1, true))
+		add(b.out(y))
+	}
+	{
 		b, x := newGB("depthwise_hardswish", 8, 11, 11)
 		y := b.node(&ir.Unary{Fn: ir.OpHardSwish}, b.conv(x, 8, 8, 3, 2, 1, 8, 1, true))
 		add(b.out(y))

@@ -1136,6 +1136,9 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	}
 	x := nc.in[0]
 	var err error
+	if g.groups == 1 && g.kh == g.strH && g.kw == g.strW && g.padH == 0 && g.padW == 0 && g.dilH == 1 && g.dilW == 1 && g.kh*g.kw > 1 {
+		return nc.patchConv(g, x, bias, res, op.Epilogue)
+	}
 	if !nc.pl.p.cl {
 		if x, err = nc.contig(x); err != nil {
 			return err
@@ -1201,6 +1204,31 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		return err
 	}
 	return nc.convStep(g, x, y, bias, res, op.Epilogue)
+}
+
+// patchConv lowers a convolution whose windows tile the image (kernel =
+// stride, no padding or dilation: ViT's and ConvNeXt's patch embeddings)
+// as a copy of the input into patches [N, OH, OW, C, kh, kw] and one
+// product with the filter, writing channels-last [N, OH, OW, K]: cuDNN
+// ran ViT-B/16's at batch 256 in 1.6 ms, padding its 3 channels to 8.
+func (nc *nodeCtx) patchConv(g *convGeom, x int, bias []float32, res int, e ir.Epilogue) error {
+	y := nc.out[0]
+	xs := nc.st(x)
+	ps := tensor.Shape{g.n, g.oh, g.ow, g.c, g.kh, g.kw}
+	pt := nc.temp(ps)
+	src := []int64{xs[0], xs[2] * int64(g.kh), xs[3] * int64(g.kw), xs[1], xs[2], xs[3]}
+	if err := nc.copyStep(ewCopy, pt, 0, contiguous(ps), x, 0, src, ps); err != nil {
+		return err
+	}
+	if nc.pl.p.cl {
+		nc.val(y).nhwc = true
+	} else {
+		nc.val(y).strides = []int64{int64(g.oh * g.ow * g.k), 1, int64(g.ow * g.k), int64(g.k)}
+	}
+	k := g.c * g.kh * g.kw
+	s := nc.add(&gstep{kind: stGemm, out: y, a: pt, b: g.weight, res: -1,
+		gemm: &gemmGeom{m: g.n * g.oh * g.ow, n: g.k, k: k, transB: true, batch: 1, alpha: 1}})
+	return nc.gemmEpilogue(s, bias, g.k, res, e)
 }
 
 // convStep adds a cuDNN convolution and its epilogue: fused into the call
