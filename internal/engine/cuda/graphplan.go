@@ -1136,7 +1136,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	}
 	x := nc.in[0]
 	var err error
-	if g.groups == 1 && g.kh == g.strH && g.kw == g.strW && g.padH == 0 && g.padW == 0 && g.dilH == 1 && g.dilW == 1 && g.kh*g.kw > 1 {
+	if g.groups == 1 && g.c < 8 && g.kh == g.strH && g.kw == g.strW && g.padH == 0 && g.padW == 0 && g.dilH == 1 && g.dilW == 1 && g.kh*g.kw > 1 {
 		return nc.patchConv(g, x, bias, res, op.Epilogue)
 	}
 	if !nc.pl.p.cl {
@@ -1206,11 +1206,13 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	return nc.convStep(g, x, y, bias, res, op.Epilogue)
 }
 
-// patchConv lowers a convolution whose windows tile the image (kernel =
-// stride, no padding or dilation: ViT's and ConvNeXt's patch embeddings)
-// as a copy of the input into patches [N, OH, OW, C, kh, kw] and one
-// product with the filter, writing channels-last [N, OH, OW, K]: cuDNN
-// ran ViT-B/16's at batch 256 in 1.6 ms, padding its 3 channels to 8.
+// patchConv lowers a convolution of few input channels whose windows tile
+// the image (kernel = stride, no padding or dilation: ViT's and
+// ConvNeXt's patch embeddings of RGB images) as a copy of the input into
+// patches [N, OH, OW, C, kh, kw] and one product with the filter, writing
+// channels-last [N, OH, OW, K]: cuDNN ran ViT-B/16's at batch 256 in
+// 1.6 ms, its 3 channels padded to 8. Wider inputs (ConvNeXt's
+// downsampling) stay cuDNN's, whose channels-last reads are contiguous.
 func (nc *nodeCtx) patchConv(g *convGeom, x int, bias []float32, res int, e ir.Epilogue) error {
 	y := nc.out[0]
 	xs := nc.st(x)
