@@ -24,6 +24,9 @@ type Libs struct {
 	Driver  *Driver
 	DNN     *DNN
 	BLAS    *BLAS
+	// BLASLt is cuBLASLt, when it loads (products with fused epilogues);
+	// nil otherwise: callers fall back to cuBLAS and a kernel.
+	BLASLt *BLASLt
 	// Infos describes each library, loaded or not, in a fixed order:
 	// runtime, driver, cuDNN, cuBLAS.
 	Infos []LibInfo
@@ -112,6 +115,9 @@ func load(env Env) (*Libs, error) {
 			}
 			if lt := open(SpecBLASLt, env); lt.info.Err == nil {
 				blas.info.Parts = append(blas.info.Parts, lt.info.Path)
+				if b, err := newBLASLt(lt); err == nil {
+					ls.BLASLt = b
+				}
 			}
 		}
 	} else {

@@ -882,6 +882,270 @@ __device__ __forceinline__ void ew_chain(T* out, const T* a, const T* b0, const 
   }
 }
 
+// Fused attention: out = softmax(scale * q k^T) v for every (b1, b2) pair
+// of batch indices, the [S, L] scores never written to memory (online
+// softmax: a running maximum and sum per query row rescale the output as
+// key tiles arrive). meta holds B1, B2, S (queries), L (keys), D (query and
+// key size), DV (value size), then the element strides (b1, b2, row,
+// column) of q [S, D], k [L, D], v [L, DV] and out [S, DV]: any views of
+// the operands (heads split out of a packed projection, transposes) are
+// read in place.
+#define NEG_INF bits_f32(0xff800000u)
+#define AMAX 128
+
+__device__ __forceinline__ float shfl_idx(float v, int lane) {
+  float r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 31, -1;" : "=f"(r) : "f"(v), "r"(lane));
+  return r;
+}
+__device__ __forceinline__ void warp_sync() { asm volatile("bar.warp.sync -1;" ::: "memory"); }
+
+// attn_warp: one warp per query row (D, DV <= AMAX), the row's scaled
+// query in shared memory; each lane scores one key of a tile of 32, the
+// warp rescales its output (lane d holds columns d, d+32, ...) and adds
+// the tile's values. CUDA cores, any storage type.
+template <typename T>
+__device__ __forceinline__ void attn_warp(T* out, const T* q, const T* k, const T* v, const int* m, float scale) {
+  __shared__ float qsh[8][AMAX];
+  int S = m[2], L = m[3], D = m[4], DV = m[5], B2 = m[1];
+  int lane = TID_X & 31, w = TID_X >> 5, warps = NTID_X >> 5;
+  int rows = m[0] * B2 * S;
+  for (int r = CTAID_X * warps + w; r < rows; r += NCTAID_X * warps) {
+    int s = r % S, b = r / S, b2 = b % B2, b1 = b / B2;
+    const T* qr = q + b1 * m[6] + b2 * m[7] + s * m[8];
+    const T* kb = k + b1 * m[10] + b2 * m[11];
+    const T* vb = v + b1 * m[14] + b2 * m[15];
+    T* orow = out + b1 * m[18] + b2 * m[19] + s * m[20];
+    for (int d = lane; d < D; d += 32) qsh[w][d] = load(qr + d * m[9]) * scale;
+    warp_sync();
+    float mx = NEG_INF, l = 0.f, o[AMAX / 32];
+#pragma unroll
+    for (int i = 0; i < AMAX / 32; i++) o[i] = 0.f;
+    for (int j0 = 0; j0 < L; j0 += 32) {
+      int j = j0 + lane;
+      float sc = NEG_INF;
+      if (j < L) {
+        const T* kr = kb + j * m[12];
+        float acc = 0.f;
+        for (int d = 0; d < D; d++) acc += qsh[w][d] * load(kr + d * m[13]);
+        sc = acc;
+      }
+      float mn = fmax_(mx, warp_max(sc));
+      float corr = fexp(mx - mn);
+      float p = j < L ? fexp(sc - mn) : 0.f;
+      l = l * corr + warp_sum(p);
+#pragma unroll
+      for (int i = 0; i < AMAX / 32; i++) o[i] *= corr;
+      int cnt = L - j0 < 32 ? L - j0 : 32;
+      for (int jj = 0; jj < cnt; jj++) {
+        float pj = shfl_idx(p, jj);
+        const T* vr = vb + (j0 + jj) * m[16];
+#pragma unroll
+        for (int i = 0; i < AMAX / 32; i++) {
+          int d = lane + 32 * i;
+          if (d < DV) o[i] += pj * load(vr + d * m[17]);
+        }
+      }
+      mx = mn;
+    }
+#pragma unroll
+    for (int i = 0; i < AMAX / 32; i++) {
+      int d = lane + 32 * i;
+      if (d < DV) store(orow + d * m[21], o[i] / l);
+    }
+    warp_sync();
+  }
+}
+
+// Tensor-core attention for 16-bit types: mma.sync m16n8k16 (sm_80+),
+// float32 accumulation. A block of 4 warps takes 64 query rows of one
+// (b1, b2), 16 per warp, its queries as A fragments in registers; per tile
+// of 64 keys the block stages K and V in shared memory, each warp computes
+// its 16 x 64 scores, rescales its running output, turns the
+// probabilities (rounded to T) into A fragments in place and multiplies
+// them by V. DH (64 or 128) bounds D and DV; smaller sizes are
+// zero-padded.
+template <typename T> struct Mma;
+template <> struct Mma<f16> {
+  static __device__ __forceinline__ void run(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    return (unsigned)f2h(lo) | ((unsigned)f2h(hi) << 16);
+  }
+};
+template <> struct Mma<bf16> {
+  static __device__ __forceinline__ void run(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    return (unsigned)f2b(lo) | ((unsigned)f2b(hi) << 16);
+  }
+};
+
+// raw16 is element (r, c) of a strided 16-bit matrix of rows x cols, or
+// zero bits (0.0) outside it.
+template <typename T>
+__device__ __forceinline__ unsigned raw16(const T* p, int r, int c, int rs, int cs, int rows, int cols) {
+  return (r < rows && c < cols) ? (unsigned)p[r * rs + c * cs].v : 0u;
+}
+
+// ld16 loads 16 bytes from global memory into r, or zeros for a null p;
+// st16 stores them (a generic address: shared memory here).
+__device__ __forceinline__ void ld16(const void* p, unsigned* r) {
+  r[0] = r[1] = r[2] = r[3] = 0u;
+  if (p) asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(p));
+}
+__device__ __forceinline__ void st16(void* p, const unsigned* r) {
+  asm volatile("st.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+
+#define ATQ 64
+#define ATK 64
+
+template <typename T, int DH>
+__device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T* v, const int* m, float scale) {
+  __shared__ __attribute__((aligned(16))) u16 ks[ATK][DH + 8];
+  __shared__ __attribute__((aligned(16))) u16 vs[ATK][DH + 8];
+  int B2 = m[1], S = m[2], L = m[3], D = m[4], DV = m[5];
+  int tid = TID_X, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
+  int tiles = (S + ATQ - 1) / ATQ;
+  float sl2 = scale * 1.4426950408889634f;
+  for (int blk = CTAID_X; blk < m[0] * B2 * tiles; blk += NCTAID_X) {
+    int t = blk % tiles, b = blk / tiles, b2 = b % B2, b1 = b / B2;
+    const T* qb = q + b1 * m[6] + b2 * m[7];
+    const T* kb = k + b1 * m[10] + b2 * m[11];
+    const T* vb = v + b1 * m[14] + b2 * m[15];
+    T* ob = out + b1 * m[18] + b2 * m[19];
+    // K and V rows of contiguous, 16-byte aligned chunks: vector loads.
+    bool vec = m[13] == 1 && m[17] == 1 && D % 8 == 0 && DV % 8 == 0 && m[12] % 8 == 0 && m[16] % 8 == 0 &&
+               ((unsigned long long)kb & 15) == 0 && ((unsigned long long)vb & 15) == 0;
+    int r0 = t * ATQ + w * 16 + g, r1 = r0 + 8;
+    unsigned qa[DH / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < DH / 16; kk++) {
+      int c0 = kk * 16 + tg * 2, c1 = c0 + 8;
+      qa[kk][0] = raw16(qb, r0, c0, m[8], m[9], S, D) | (raw16(qb, r0, c0 + 1, m[8], m[9], S, D) << 16);
+      qa[kk][1] = raw16(qb, r1, c0, m[8], m[9], S, D) | (raw16(qb, r1, c0 + 1, m[8], m[9], S, D) << 16);
+      qa[kk][2] = raw16(qb, r0, c1, m[8], m[9], S, D) | (raw16(qb, r0, c1 + 1, m[8], m[9], S, D) << 16);
+      qa[kk][3] = raw16(qb, r1, c1, m[8], m[9], S, D) | (raw16(qb, r1, c1 + 1, m[8], m[9], S, D) << 16);
+    }
+    float o[DH / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < DH / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+    float mx0 = NEG_INF, mx1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+    for (int j0 = 0; j0 < L; j0 += ATK) {
+      SYNC();
+      if (vec) {
+        // 16-byte chunks of 8 elements, all of a thread's loads issued
+        // before its stores (a load-store loop waits out each load's
+        // latency in turn).
+        const int CH = ATK * DH / 8 / 128;
+        unsigned kr[CH][4], vr[CH][4];
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+          int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
+          bool in = j0 + key < L;
+          ld16(in && d < D ? (const void*)(kb + (j0 + key) * m[12] + d) : 0, kr[c]);
+          ld16(in && d < DV ? (const void*)(vb + (j0 + key) * m[16] + d) : 0, vr[c]);
+        }
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+          int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
+          st16(&ks[key][d], kr[c]);
+          st16(&vs[key][d], vr[c]);
+        }
+      } else {
+        for (int e = tid; e < ATK * DH; e += 128) {
+          int key = e / DH, d = e - key * DH;
+          ks[key][d] = (u16)raw16(kb, j0 + key, d, m[12], m[13], L, D);
+          vs[key][d] = (u16)raw16(vb, j0 + key, d, m[16], m[17], L, DV);
+        }
+      }
+      SYNC();
+      float s[ATK / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < ATK / 8; nt++) {
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < DH / 16; kk++) {
+          unsigned b0 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + tg * 2];
+          unsigned b1 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + 8 + tg * 2];
+          Mma<T>::run(s[nt], qa[kk], b0, b1);
+        }
+      }
+      float mn0 = mx0, mn1 = mx1;
+#pragma unroll
+      for (int nt = 0; nt < ATK / 8; nt++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          bool in = j0 + nt * 8 + tg * 2 + e < L;
+          s[nt][e] = in ? s[nt][e] * sl2 : NEG_INF;
+          s[nt][2 + e] = in ? s[nt][2 + e] * sl2 : NEG_INF;
+          mn0 = fmax_(mn0, s[nt][e]);
+          mn1 = fmax_(mn1, s[nt][2 + e]);
+        }
+      }
+      mn0 = fmax_(mn0, shfl_xor(mn0, 1));
+      mn0 = fmax_(mn0, shfl_xor(mn0, 2));
+      mn1 = fmax_(mn1, shfl_xor(mn1, 1));
+      mn1 = fmax_(mn1, shfl_xor(mn1, 2));
+      float c0 = ex2(mx0 - mn0), c1 = ex2(mx1 - mn1);
+      l0 *= c0;
+      l1 *= c1;
+#pragma unroll
+      for (int nt = 0; nt < DH / 8; nt++) {
+        o[nt][0] *= c0;
+        o[nt][1] *= c0;
+        o[nt][2] *= c1;
+        o[nt][3] *= c1;
+      }
+      unsigned pa[ATK / 16][4];
+#pragma unroll
+      for (int nt = 0; nt < ATK / 8; nt++) {
+        float p0 = ex2(s[nt][0] - mn0), p1 = ex2(s[nt][1] - mn0);
+        float p2 = ex2(s[nt][2] - mn1), p3 = ex2(s[nt][3] - mn1);
+        l0 += p0 + p1;
+        l1 += p2 + p3;
+        pa[nt / 2][(nt & 1) * 2] = Mma<T>::pack(p0, p1);
+        pa[nt / 2][(nt & 1) * 2 + 1] = Mma<T>::pack(p2, p3);
+      }
+#pragma unroll
+      for (int kc = 0; kc < ATK / 16; kc++) {
+        int key = kc * 16 + tg * 2;
+#pragma unroll
+        for (int nt = 0; nt < DH / 8; nt++) {
+          int col = nt * 8 + g;
+          unsigned b0 = (unsigned)vs[key][col] | ((unsigned)vs[key + 1][col] << 16);
+          unsigned b1 = (unsigned)vs[key + 8][col] | ((unsigned)vs[key + 9][col] << 16);
+          Mma<T>::run(o[nt], pa[kc], b0, b1);
+        }
+      }
+      mx0 = mn0;
+      mx1 = mn1;
+    }
+    l0 += shfl_xor(l0, 1);
+    l0 += shfl_xor(l0, 2);
+    l1 += shfl_xor(l1, 1);
+    l1 += shfl_xor(l1, 2);
+    float i0 = 1.f / l0, i1 = 1.f / l1;
+#pragma unroll
+    for (int nt = 0; nt < DH / 8; nt++) {
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int col = nt * 8 + tg * 2 + e;
+        if (col >= DV) continue;
+        if (r0 < S) store(ob + r0 * m[20] + col * m[21], o[nt][e] * i0);
+        if (r1 < S) store(ob + r1 * m[20] + col * m[21], o[nt][2 + e] * i1);
+      }
+    }
+  }
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   GRID_LOOP(i, n) store(y + i, load(x + i));
@@ -959,6 +1223,9 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
     ew_chain<T>(out, a, b0, b1, b2, b3, meta, n);                                                                \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
+  extern "C" __global__ void g_attn_##S(T* out, const T* q, const T* k, const T* v, const int* meta, float scale) { \
+    attn_warp<T>(out, q, k, v, meta, scale);                                                                     \
+  }                                                                                                              \
   extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }
 
 INSTANTIATE(float, f32)
@@ -982,3 +1249,16 @@ INSTANTIATE(bf16, bf16)
   DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4)
 DWT_ALL(f16, f16)
 DWT_ALL(bf16, bf16)
+
+#define INSTANTIATE_MMA(T, S)                                                                                     \
+  extern "C" __global__ void g_attn_mma64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,       \
+                                              float scale) {                                                     \
+    attn_mma<T, 64>(out, q, k, v, meta, scale);                                                                  \
+  }                                                                                                              \
+  extern "C" __global__ void g_attn_mma128_##S(T* out, const T* q, const T* k, const T* v, const int* meta,      \
+                                               float scale) {                                                    \
+    attn_mma<T, 128>(out, q, k, v, meta, scale);                                                                 \
+  }
+
+INSTANTIATE_MMA(f16, f16)
+INSTANTIATE_MMA(bf16, bf16)

@@ -292,3 +292,28 @@ func TestGraphGPUSpeed(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestGraphGPUFusedChecks checks that the load-time checks pass on this
+// GPU: the cuBLASLt epilogues and the fused attention kernels are used in
+// every precision (a failing check only slows the models down, so the
+// other tests would not notice it).
+func TestGraphGPUFusedChecks(t *testing.T) {
+	needGPU(t)
+	var g *ir.Graph
+	for _, c := range opCases() {
+		if c.name == "attention" {
+			g = c.g
+		}
+	}
+	for _, p := range allPrecisions {
+		m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{Precision: p, MaxBatch: 2})
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		gm := m.(*graphModel)
+		if !gm.fused.lt || !gm.fused.attn {
+			t.Errorf("%s: fused paths off: %v", p, gm.fused.why)
+		}
+		m.Close()
+	}
+}

@@ -112,6 +112,13 @@ func opCases() []opCase {
 		add(b.out(y))
 	}
 	{
+		// Patch embedding (kernel = stride): a copy into patches and a
+		// product; 14 is no multiple of 4, the last rows are unused.
+		b, x := newGB("patch_conv", 3, 14, 14)
+		y := b.node(&ir.Gelu{}, b.conv(x, 3, 8, 4, 4, 0, 1, 1, true))
+		add(b.out(y))
+	}
+	{
 		b, x := newGB("depthwise_hardswish", 8, 11, 11)
 		y := b.node(&ir.Unary{Fn: ir.OpHardSwish}, b.conv(x, 8, 8, 3, 2, 1, 8, 1, true))
 		add(b.out(y))
@@ -194,6 +201,33 @@ func opCases() []opCase {
 		o = b.node(&ir.MatMul{}, o, b.w(0.25, 16, 16))
 		y := b.node(&ir.Binary{Fn: ir.OpAdd}, o, x)
 		add(b.out(y))
+	}
+	{
+		// Split pieces, a transpose, a slice, a reshape of a strided view
+		// and a one-index gather, all read in place by products.
+		b, x := newGB("strided_views", 6, 8)
+		parts := b.nodeN(&ir.Split{Axis: 2, NumOutputs: 2}, 2, x)
+		t := b.node(&ir.Transpose{Perm: []int{0, 2, 1}}, parts[1])
+		y1 := b.node(&ir.MatMul{}, parts[0], t)
+		sl := b.node(&ir.Slice{}, x, b.ints(1), b.ints(5), b.ints(1))
+		r := b.node(&ir.Reshape{}, sl, b.ints(0, 32))
+		y2 := b.node(&ir.MatMul{}, r, b.w(0.2, 32, 5))
+		g := b.node(&ir.Gather{Axis: 1}, x, b.scalarInt(2))
+		y3 := b.node(&ir.MatMul{}, g, b.w(0.3, 8, 3))
+		// Rows of a transposed view: batched products against a shared B
+		// at batch 1, a copy at batch 3.
+		h := b.node(&ir.Reshape{}, b.node(&ir.Concat{Axis: 1}, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x), b.ints(0, 16, 9, 8))
+		h = b.node(&ir.Transpose{Perm: []int{0, 2, 1, 3}}, h)
+		y4 := b.node(&ir.MatMul{}, h, b.w(0.3, 8, 5))
+		add(b.out(y1, y2, y3, y4))
+	}
+	{
+		// The probabilities are an output too: no fused attention.
+		b, x := newGB("attention_probs_out", 7, 8)
+		k := b.node(&ir.Transpose{Perm: []int{0, 2, 1}}, x)
+		s := b.node(&ir.Softmax{Axis: -1}, b.node(&ir.MatMul{}, x, k))
+		o := b.node(&ir.MatMul{}, s, x)
+		add(b.out(o, s))
 	}
 	{
 		b, x := newGB("layernorm_mlp_gelu", 5, 24)

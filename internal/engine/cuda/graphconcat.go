@@ -30,10 +30,6 @@ type concatGroup struct {
 // planConcats finds the concatenation groups of g and makes their outputs
 // and the inputs that can be written in place views of the buffers.
 func (pl *planner) planConcats(g *ir.Graph) error {
-	outputs := map[*ir.Value]bool{}
-	for _, v := range g.Outputs {
-		outputs[v] = true
-	}
 	var cands []*ir.Node
 	concatOut := map[*ir.Value]bool{}
 	for _, n := range g.Nodes {
@@ -83,7 +79,7 @@ next:
 				return err
 			}
 			cg.in, cg.offs, cg.done = append(cg.in, i), append(cg.offs, off), append(cg.done, false)
-			if v.Producer != nil && v.Const == nil && v != g.Inputs[0] && !outputs[v] && count[v] == 1 && !concatOut[v] {
+			if v.Producer != nil && v.Const == nil && v != g.Inputs[0] && !pl.outs[v] && count[v] == 1 && !concatOut[v] {
 				val := &p.vals[i]
 				val.kind, val.alias, val.off, val.strides, val.nhwc = gAlias, buf, int64(off)*bst[1], slices.Clone(bst), p.cl
 			}
@@ -103,17 +99,20 @@ next:
 	return nil
 }
 
-// countUses counts each value's consumers, graph outputs included.
+// countUses counts each value's consumers, graph outputs included, and
+// records a reader of each value and the graph's outputs.
 func (pl *planner) countUses(g *ir.Graph) {
 	for _, n := range g.Nodes {
 		for _, v := range n.Inputs {
 			if v != nil {
 				pl.uses[v]++
+				pl.reader[v] = n
 			}
 		}
 	}
 	for _, v := range g.Outputs {
 		pl.uses[v]++
+		pl.outs[v] = true
 	}
 }
 
@@ -177,13 +176,18 @@ func viewsOut(op ir.Op) bool { return viewsIn(op) }
 
 // lowerViews lowers the node, giving ops that cannot read or write strided
 // views in place packed copies of their view inputs and packed outputs
-// copied into the views afterwards.
+// copied into the views afterwards. The inputs packed are the views whose
+// nhwc flag is set (channels-last concatenation buffers' views): the other
+// views (row-major ones: Split pieces, slices, transposes, reshapes, a
+// float32 plan's concatenation prefixes) every lowering reads through
+// their strides or copies itself, as products and attention read them in
+// place.
 func (nc *nodeCtx) lowerViews() error {
 	p := nc.pl.p
 	op := nc.n.Op
 	if !viewsIn(op) {
 		for k, v := range nc.in {
-			if v >= 0 {
+			if v >= 0 && nc.val(v).nhwc {
 				var err error
 				if nc.in[k], err = nc.packed(v); err != nil {
 					return err

@@ -196,7 +196,9 @@ func dwAlgoName(s *gstep) string {
 // take the operands in either order.
 func (nc *nodeCtx) chanScale(code, a, b, out int) bool {
 	os := nc.val(out).shape
-	if !nc.val(out).nhwc || len(os) != 4 || os[1]%(16/nc.pl.p.elem) != 0 {
+	if !nc.val(out).nhwc || len(os) != 4 || os[1]%(16/nc.pl.p.elem) != 0 || nc.pl.p.isView(out) ||
+		!nc.aligned(out) || !nc.aligned(a) || !nc.aligned(b) {
+		// The kernel moves 16-byte vectors: no views at odd offsets.
 		return false
 	}
 	perChannel := func(v int) bool {

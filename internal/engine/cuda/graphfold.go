@@ -32,7 +32,11 @@ func (nc *nodeCtx) foldIntoAffine(code int) bool {
 			continue
 		}
 		s := pl.defs[r]
-		if s == nil || s.kind != stAffine || s.rowLen != 0 || s.op != ewCopy || s.out != r || s.outOff != 0 || s.n != p.vals[r].elems {
+		// A product with its epilogue fused (gemmEpilogue) is a product
+		// and an affine step in place on its output: its epilogue takes
+		// the terms as well (cuBLASLt only while it needs no scale).
+		lt := s != nil && s.kind == stGemm && s.fused && s.gemm.batch == 1
+		if s == nil || (s.kind != stAffine && !lt) || s.rowLen != 0 || s.op != ewCopy || s.out != r || s.outOff != 0 || s.n != p.vals[r].elems {
 			continue
 		}
 		zv := nc.val(z)
@@ -80,7 +84,7 @@ func (nc *nodeCtx) foldIntoAffine(code int) bool {
 		} else {
 			// A residual: read as the affine step reads its input.
 			if code != ewAdd || s.res >= 0 || p.isView(b) || p.root(b) == r || !nc.val(b).shape.Equal(zv.shape) ||
-				!sameLayout(zv.shape, p.st(b), p.st(z)) {
+				!sameLayout(zv.shape, p.st(b), p.st(z)) || (lt && !nc.aligned(b)) {
 				zv.nhwc = false
 				continue
 			}

@@ -46,6 +46,11 @@ type runStep struct {
 	z     cu.DevPtr
 	bias  cu.DevPtr
 	algoF int
+	// A product with its epilogue in one cuBLASLt call (nil: cuBLAS, and
+	// the epilogue kernel fn after it when the step is fused).
+	lt    *cu.LtMatmul
+	beta  float32
+	alpha float32
 }
 
 // prepared is one batch size's runnable steps on an instance, and its
@@ -67,6 +72,7 @@ type graphInstance struct {
 	streamW *stream
 	h       cu.DNNHandle
 	blas    cu.BLASHandle
+	lt      cu.LtHandle // 0 without cuBLASLt
 	blasWs  cu.DevPtr
 	ws      cu.DevPtr
 	arena   cu.DevPtr
@@ -130,6 +136,12 @@ func (i *graphInstance) init(ctx context.Context) error {
 	}
 	if err := blas.SetMathMode(i.blas, m.prec.blasMath); err != nil {
 		return err
+	}
+	if m.libs.BLASLt != nil {
+		// Without a handle, products run their epilogue as a kernel.
+		if h, err := m.libs.BLASLt.Create(); err == nil {
+			i.lt = h
+		}
 	}
 	if i.blasWs, err = i.d.alloc(blasWorkspace, "the cuBLAS workspace"); err != nil {
 		return err
@@ -238,7 +250,7 @@ func (i *graphInstance) ptr(p *gplan, v int) cu.DevPtr {
 	case gConst:
 		i.m.mu.Lock()
 		defer i.m.mu.Unlock()
-		return i.m.consts[constKey{t: val.cnst}]
+		return i.m.consts[constKey{t: val.cnst}] + cu.DevPtr(p.offset(v)*int64(p.elem))
 	case gArena:
 		offs, _ := p.arenaLayout()
 		return i.arena + cu.DevPtr(offs[val.slot]+p.offset(v)*int64(p.elem))
@@ -293,35 +305,7 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.fn = kern.ewChain
 		rs.args.Ptr(dp.meta[k]).Int64(s.n)
 	case stAffine:
-		if s.rowLen > 0 {
-			// Strided rows (a view of a shared concatenation buffer).
-			vn := int64(16 / p.elem)
-			vec := s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 && int64(s.rowLen)%vn == 0 &&
-				s.aRow%vn == 0 && s.oRow%vn == 0 && (p.offset(s.a)+s.aOff)%vn == 0 && (p.offset(s.out)+s.outOff)%vn == 0
-			if vec {
-				rs.fn = kern.affineRowsVec
-				rs.grid, rs.block = gridFor(s.n / vn)
-				f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(int(s.n/vn)).Int(s.channels).
-					Int(s.rowLen).Int(int(s.oRow)).Int(int(s.aRow)).Int(s.op), s.p0), s.p1)
-				break
-			}
-			rs.fn = kern.affineRows
-			rs.grid, rs.block = gridFor(s.n)
-			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int64(s.n).Int(s.channels).Int(s.inner).
-				Int(s.rowLen).Int(int(s.oRow)).Int(int(s.aRow)).Int(s.op), s.p0), s.p1)
-			break
-		}
-		if vn := int64(16 / p.elem); s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 {
-			rs.fn = kern.affineVec
-			rs.grid, rs.block = gridFor(s.n / vn)
-			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int(int(s.n/vn)).
-				Int(s.channels).Int(s.op), s.p0), s.p1)
-			break
-		}
-		rs.fn = kern.affine
-		rs.grid, rs.block = gridFor(s.n)
-		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Int64(s.n).
-			Int(s.channels).Int(s.inner).Int(s.op), s.p0), s.p1)
+		i.affineArgs(rs, dp, k, out, a)
 	case stPool:
 		g := s.pool
 		rs.fn = kern.pool
@@ -357,6 +341,19 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.grid, rs.block = gridFor(n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
 			Int(int(n)).Int(s.op), s.p0), s.p1)
+	case stAttn:
+		g := s.attn
+		rs.fn, rs.block = kern.attn, 256
+		rs.grid = min(g.b1*g.b2*g.s+7, 1<<24) / 8 // a warp per query row
+		if hd := max(g.d, g.dv); kern.attnMMA64 != 0 && hd <= attnMaxHead {
+			// Tensor cores: 64 query rows per block of 4 warps.
+			rs.fn, rs.block = kern.attnMMA128, 128
+			if hd <= 64 {
+				rs.fn = kern.attnMMA64
+			}
+			rs.grid = min(g.b1*g.b2*((g.s+63)/64), 1<<24)
+		}
+		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]), s.p0)
 	case stGemm:
 		c := gemmCallOf(s.gemm)
 		rs.a, rs.b, rs.c = b, a, out
@@ -369,6 +366,12 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			if m.prec.dnnType == cu.DataBFloat16 {
 				rs.blasType = cu.CudaR16BF
 			}
+		}
+		if s.fused {
+			// The epilogue kernel, in place on y, for when cuBLASLt
+			// cannot take it.
+			i.affineArgs(rs, dp, k, out, out)
+			i.buildLt(rs, dp, k)
 		}
 	case stConv:
 		if err := i.buildConv(rs, p, s, a, out); err != nil {
@@ -412,6 +415,84 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		return nil, fmt.Errorf("step kind %s", s.kind)
 	}
 	return rs, nil
+}
+
+// affineArgs makes rs launch the affine kernel of step k (y = out, x = a),
+// over strided rows where the step says so, and over 16-byte vectors
+// where the layout and alignment allow.
+func (i *graphInstance) affineArgs(rs *runStep, dp *devPlan, k int, out, a cu.DevPtr) {
+	p, kern, s := dp.p, i.m.kern, dp.p.steps[k]
+	if s.rowLen > 0 {
+		// Strided rows (a view of a shared concatenation buffer); out and
+		// a carry the views' offsets, so their alignment is the rows'.
+		vn := int64(16 / p.elem)
+		vec := s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 && int64(s.rowLen)%vn == 0 &&
+			s.aRow%vn == 0 && s.oRow%vn == 0 && (out|a)%16 == 0
+		if vec {
+			rs.fn = kern.affineRowsVec
+			rs.grid, rs.block = gridFor(s.n / vn)
+			f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(int(s.n/vn)).Int(s.channels).
+				Int(s.rowLen).Int(int(s.oRow)).Int(int(s.aRow)).Int(s.op), s.p0), s.p1)
+			return
+		}
+		rs.fn = kern.affineRows
+		rs.grid, rs.block = gridFor(s.n)
+		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int64(s.n).Int(s.channels).Int(s.inner).
+			Int(s.rowLen).Int(int(s.oRow)).Int(int(s.aRow)).Int(s.op), s.p0), s.p1)
+		return
+	}
+	res := i.ptr(p, s.res)
+	if vn := int64(16 / p.elem); s.inner == 1 && int64(s.channels)%vn == 0 && s.n%vn == 0 && (out|a|res)%16 == 0 {
+		rs.fn = kern.affineVec
+		rs.grid, rs.block = gridFor(s.n / vn)
+		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(res).Int(int(s.n/vn)).
+			Int(s.channels).Int(s.op), s.p0), s.p1)
+		return
+	}
+	rs.fn = kern.affine
+	rs.grid, rs.block = gridFor(s.n)
+	f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(res).Int64(s.n).
+		Int(s.channels).Int(s.inner).Int(s.op), s.p0), s.p1)
+}
+
+// buildLt plans a fused product's cuBLASLt call; rs.lt stays nil where
+// cuBLASLt is missing or refuses it.
+func (i *graphInstance) buildLt(rs *runStep, dp *devPlan, k int) {
+	s, lt := dp.p.steps[k], i.m.libs.BLASLt
+	if i.lt == 0 || lt == nil || !i.m.fused.lt || s.scale != nil {
+		// A per-column scale (a folded layer scale) is no cuBLASLt
+		// epilogue: the affine kernel after cuBLAS runs it.
+		return
+	}
+	g := s.gemm
+	epi := cu.LtEpilogueDefault
+	switch s.op {
+	case ewRelu:
+		epi = cu.LtEpilogueReLU
+	case ewGELU, ewGELUTanh:
+		epi = cu.LtEpilogueGELU
+	}
+	var bias cu.DevPtr
+	if s.shift != nil {
+		bias = dp.bias[k]
+		// The *_BIAS epilogues are their plain ones with the BIAS bit;
+		// DEFAULT has no bit of its own.
+		if epi == cu.LtEpilogueDefault {
+			epi = cu.LtEpilogueBias
+		} else {
+			epi |= cu.LtEpilogueBias
+		}
+	}
+	mm, err := lt.NewMatmul(i.lt, cu.LtProblem{TransA: rs.opA == opT, TransB: rs.opB == opT, M: g.n, N: g.m, K: g.k,
+		LdA: rs.ldA, LdB: rs.ldB, LdC: g.n, Type: rs.blasType, Compute: i.m.prec.blasComp, Epilogue: epi, Bias: bias,
+		Workspace: blasWorkspace})
+	if err != nil {
+		return
+	}
+	rs.lt, rs.alpha, rs.z = mm, g.alpha, i.ptr(dp.p, s.out)
+	if s.res >= 0 {
+		rs.beta, rs.z = 1, i.ptr(dp.p, s.res)
+	}
 }
 
 func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPtr) error {
@@ -501,9 +582,25 @@ func (i *graphInstance) run(rs *runStep) error {
 		return nil
 	case stGemm:
 		g := rs.s.gemm
-		return m.libs.BLAS.GemmStridedBatchedEx(i.blas, rs.opA, rs.opB, g.n, g.m, g.k, &g.alpha,
+		if rs.lt != nil {
+			err := m.libs.BLASLt.Matmul(i.lt, rs.lt, &rs.alpha, &rs.beta, rs.a, rs.b, rs.z, rs.c, i.blasWs, blasWorkspace, i.stream)
+			if err == nil {
+				return nil
+			}
+			// Refused (the first run is outside capture): cuBLAS and the
+			// epilogue kernel from now on.
+			m.libs.BLASLt.DestroyMatmul(rs.lt)
+			rs.lt = nil
+		}
+		if err := m.libs.BLAS.GemmStridedBatchedEx(i.blas, rs.opA, rs.opB, g.n, g.m, g.k, &g.alpha,
 			rs.a, rs.blasType, rs.ldA, rs.strideAcol, rs.b, rs.blasType, rs.ldB, rs.strideBcol,
-			rs.c, rs.blasType, g.n, rs.strideC, g.batch, m.prec.blasComp)
+			rs.c, rs.blasType, g.n, rs.strideC, g.batch, m.prec.blasComp); err != nil {
+			return err
+		}
+		if rs.s.fused {
+			return i.d.libs.Driver.Launch(rs.fn, rs.grid, rs.block, i.stream, rs.args)
+		}
+		return nil
 	}
 	return i.d.libs.Driver.Launch(rs.fn, rs.grid, rs.block, i.stream, rs.args)
 }
@@ -561,6 +658,10 @@ func (pr *prepared) destroy(i *graphInstance) {
 		pr.graph = 0
 	}
 	for _, rs := range pr.steps {
+		if rs.lt != nil {
+			i.m.libs.BLASLt.DestroyMatmul(rs.lt)
+			rs.lt = nil
+		}
 		dnn.DestroyTensor(rs.xd)
 		dnn.DestroyTensor(rs.yd)
 		dnn.DestroyTensor(rs.bd)
@@ -703,6 +804,13 @@ func (i *graphInstance) ProfileLayers(n, iters int) ([]LayerTime, error) {
 		}
 		lt := LayerTime{Name: rs.s.node, Kind: rs.s.kind.String(), Time: time.Duration(float64(best) / float64(reps) * float64(time.Millisecond))}
 		switch rs.s.kind {
+		case stGemm:
+			if rs.s.fused {
+				lt.Algo = "+ epilogue"
+				if rs.lt != nil {
+					lt.Algo = "cublasLt fused"
+				}
+			}
 		case stConv:
 			lt.Algo = cu.ConvFwdAlgoName(rs.algo)
 			if rs.fused {
@@ -757,6 +865,10 @@ func (i *graphInstance) release() {
 	if i.blas != 0 {
 		i.m.libs.BLAS.Destroy(i.blas)
 		i.blas = 0
+	}
+	if i.lt != 0 {
+		i.m.libs.BLASLt.Destroy(i.lt)
+		i.lt = 0
 	}
 	for _, p := range []cu.DevPtr{i.arena, i.ws, i.blasWs} {
 		if p != 0 {

@@ -78,6 +78,10 @@ type graphKernels struct {
 	// (dwTileName); 16-bit dtypes only.
 	dwTile                             map[string]cu.Function
 	affineRows, affineRowsVec, ewChain cu.Function
+	attn                               cu.Function
+	// attnMMA64, attnMMA128: the tensor-core attention for heads of up to
+	// 64 and 128 (16-bit types only; 0 for float32).
+	attnMMA64, attnMMA128 cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -99,6 +103,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
 		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"}, {&k.scaleCL, "g_scale_cl_"},
 		{&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"}, {&k.ewChain, "g_ew_chain_"},
+		{&k.attn, "g_attn_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)
@@ -117,6 +122,17 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 						return nil, err
 					}
 				}
+			}
+		}
+	}
+	if suffix != "f32" {
+		for _, f := range []struct {
+			dst  *cu.Function
+			name string
+		}{{&k.attnMMA64, "g_attn_mma64_"}, {&k.attnMMA128, "g_attn_mma128_"}} {
+			if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
+				d.ModuleUnload(mod)
+				return nil, err
 			}
 		}
 	}
@@ -209,6 +225,12 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	if prec.nhwc {
 		m.loadDWTuning()
 	}
+	m.fused = m.checkFused()
+	for _, w := range m.fused.why {
+		if opts.Progress != nil {
+			opts.Progress("cuda engine: %s", w)
+		}
+	}
 	for _, n := range opts.BatchSizes {
 		if _, err := m.plan(ctx, n); err != nil {
 			m.Close()
@@ -259,6 +281,8 @@ type graphModel struct {
 	prec precision
 	kern *graphKernels
 	info engine.Info
+	// fused: the fused paths that passed their check at load.
+	fused fusedPaths
 
 	mu          sync.Mutex
 	plans       map[int]*devPlan
@@ -290,7 +314,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if m.prec.nhwc {
 		lib = m.depthwiseChoice(depthwiseShapes(b))
 	}
-	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, planOptions{dw: lib, chains: m.opts.FuseChains})
+	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, planOptions{dw: lib, chains: m.opts.FuseChains, noAttention: !m.fused.attn})
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +351,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 		host = append(host, b...)
 	}
 	for k, s := range p.steps {
-		if (s.kind == stEW && !s.flat && !s.chanScale) || s.kind == stDW {
+		if (s.kind == stEW && !s.flat && !s.chanScale) || s.kind == stDW || s.kind == stAttn {
 			b := make([]byte, 4*len(s.meta))
 			for i, v := range s.meta {
 				u := uint32(v)

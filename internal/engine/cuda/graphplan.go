@@ -39,9 +39,15 @@ type gvalue struct {
 	slot  int
 	alias int
 	cnst  *tensor.Tensor
-	// A strided view (a concatenation's channel slice or prefix, see
-	// graphconcat.go): its element offset into the aliased value and its
-	// physical strides; strides nil for values laid out as nhwc says.
+	// A strided view (of a concatenation buffer, see graphconcat.go; a
+	// Split piece, Slice, Gather, Transpose or reshape of another value):
+	// off is its first element within the value it aliases, strides its
+	// physical element strides in the storage of its root (so a view of a
+	// view composes: offsets add along the alias chain, strides are the
+	// outer view's). strides is also set on a value a step writes in
+	// another order than its nhwc flag says; nil: laid out as nhwc says.
+	// A concatenation buffer's views keep the buffer's nhwc flag, as the
+	// element order their rows are packed in (rowLayout).
 	off     int64
 	strides []int64
 }
@@ -61,6 +67,7 @@ const (
 	stReduceCL                      // global pooling of a channels-last value
 	stDW                            // channels-last depthwise convolution, epilogue fused
 	stChain                         // elementwise ops applied in turn, one kernel (graphchain.go)
+	stAttn                          // fused scaled dot-product attention
 )
 
 func (k stepKind) String() string {
@@ -87,6 +94,8 @@ func (k stepKind) String() string {
 		return "dwconv"
 	case stChain:
 		return "chain"
+	case stAttn:
+		return "attention"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -158,6 +167,7 @@ type convGeom struct {
 type gemmGeom struct {
 	m, n, k        int
 	transA, transB bool
+	lda, ldb       int // leading dimensions of A's and B's memory (0: packed)
 	batch          int
 	strideA        int64 // elements; 0 broadcasts A
 	strideB        int64
@@ -180,6 +190,12 @@ func gemmCallOf(g *gemmGeom) gemmCall {
 	}
 	if g.transA {
 		c.opB, c.ldB = opT, g.m
+	}
+	if g.ldb > 0 {
+		c.ldA = g.ldb
+	}
+	if g.lda > 0 {
+		c.ldB = g.lda
 	}
 	return c
 }
@@ -225,6 +241,7 @@ type gstep struct {
 	conv                *convGeom
 	gemm                *gemmGeom
 	pool                *poolGeom
+	attn                *attnGeom // q = a, k = b, v = res; scale p0
 	reads, defs         []int
 	// Elementwise steps: the logical shape and strides of out, a and b
 	// (before dimensions merge), from which a chain's index description
@@ -289,7 +306,9 @@ type planner struct {
 	// missing take graph.cu's kernel with its default tile.
 	dw map[dwShape]dwTimed
 	// uses counts each IR value's consumers (graph outputs included).
-	uses map[*ir.Value]int
+	uses   map[*ir.Value]int
+	reader map[*ir.Value]*ir.Node // a reader of each value (the one, for single-use values)
+	outs   map[*ir.Value]bool     // the graph's outputs
 	// groups maps the concatenations that share a buffer to it
 	// (graphconcat.go).
 	groups map[*ir.Node]*concatGroup
@@ -298,6 +317,8 @@ type planner struct {
 	// irv is the IR value of each plan value (temporaries have none).
 	irv  map[int]*ir.Value
 	opts planOptions
+	attn map[*ir.Node]*attnMatch
+	skip map[*ir.Node]bool // folded into an attention step
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
@@ -316,14 +337,15 @@ func planGraphDW(g *ir.Graph, batch, elem int, channelsLast bool, dw map[dwShape
 
 // planOptions select planning decisions: the default plan, or one without
 // concatenations in place (for tests that measure them), or one with
-// elementwise chains (off by default: engine.Options.FuseChains), and the
-// measured depthwise lowerings.
+// elementwise chains (off by default: engine.Options.FuseChains), the
+// measured depthwise lowerings, and one without fused attention.
 type planOptions struct {
 	copyConcats bool // every concatenation copies all its inputs
 	chains      bool // runs of elementwise ops become one chain step
 	// dw: the measured depthwise lowerings (graphdwtune.go); shapes
 	// missing take graph.cu's kernel with its default tile.
-	dw map[dwShape]dwTimed
+	dw          map[dwShape]dwTimed
+	noAttention bool // no fused attention steps (the kernels failed their check)
 }
 
 // planGraphWith is planGraph with options.
@@ -332,13 +354,22 @@ func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOpt
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
 	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
-		uses: map[*ir.Value]int{}, groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts, dw: opts.dw}
+		uses: map[*ir.Value]int{}, reader: map[*ir.Value]*ir.Node{}, outs: map[*ir.Value]bool{}, skip: map[*ir.Node]bool{},
+		groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts, dw: opts.dw}
+	pl.countUses(g)
+	if !opts.noAttention {
+		pl.attn = pl.findAttention(g)
+	}
+	for _, m := range pl.attn {
+		for _, n := range m.skip {
+			pl.skip[n] = true
+		}
+	}
 	in, err := pl.value(g.Inputs[0])
 	if err != nil {
 		return nil, err
 	}
 	pl.p.input = in
-	pl.countUses(g)
 	if !opts.copyConcats {
 		if err := pl.planConcats(g); err != nil {
 			return nil, err
@@ -470,6 +501,9 @@ func (nc *nodeCtx) add(s *gstep) *gstep {
 
 // node lowers one node into steps, or records why it cannot.
 func (pl *planner) node(n *ir.Node) error {
+	if pl.skip[n] {
+		return nil // computed by the attention step of a later node
+	}
 	nc := &nodeCtx{pl: pl, n: n}
 	for _, v := range n.Inputs {
 		i := -1
@@ -563,9 +597,17 @@ func (nc *nodeCtx) isContig(v int) bool {
 	return sameLayout(s, nc.st(v), contiguous(s))
 }
 
-// contig returns v, or a row-major copy of it.
+// aligned reports whether view v starts on a 16-byte boundary, as the
+// libraries' fast paths and the vector kernels want (arena slots and
+// weights are aligned; only a view's offset can break it).
+func (nc *nodeCtx) aligned(v int) bool {
+	return nc.pl.p.offset(v)*int64(nc.pl.p.elem)%16 == 0
+}
+
+// contig returns v, or a row-major copy of it (also of a row-major view
+// whose start is not 16-byte aligned).
 func (nc *nodeCtx) contig(v int) (int, error) {
-	if nc.isContig(v) {
+	if nc.isContig(v) && nc.aligned(v) {
 		return v, nil
 	}
 	s := nc.val(v).shape
@@ -575,18 +617,42 @@ func (nc *nodeCtx) contig(v int) (int, error) {
 
 // asNHWC returns v, or a channels-last copy of it.
 func (nc *nodeCtx) asNHWC(v int) (int, error) {
-	if nc.val(v).nhwc && !nc.pl.p.isView(v) {
+	if nc.val(v).nhwc && !nc.pl.p.isView(v) && nc.aligned(v) {
 		return v, nil
 	}
 	s := nc.val(v).shape
 	t := nc.temp(s)
 	nc.val(t).nhwc = true
-	if sameLayout(s, nc.st(v), nc.st(t)) {
+	if sameLayout(s, nc.st(v), nc.st(t)) && nc.aligned(v) {
 		// The same memory either way ([N, C, 1, 1]): no copy.
 		nc.pl.p.vals = nc.pl.p.vals[:len(nc.pl.p.vals)-1]
 		return v, nil
 	}
 	return t, nc.copyStep(ewCopy, t, 0, nc.st(t), v, 0, nc.st(v), s)
+}
+
+// outLike stores an elementwise op's output o channels-last when the plan
+// is, o is 4-d and an input computed at run time is laid out channels-last
+// (or none is 4-d): 4-d values of attention (batch, heads, tokens, head
+// size) stay row-major, as products read them.
+func (nc *nodeCtx) outLike(o int) {
+	if !nc.pl.p.cl || len(nc.val(o).shape) != 4 || nc.pl.p.isView(o) {
+		// A view (of a concatenation buffer) keeps the buffer's layout.
+		return
+	}
+	any4 := false
+	for _, v := range nc.in {
+		if v < 0 || nc.val(v).kind == gConst || len(nc.val(v).shape) != 4 {
+			continue
+		}
+		any4 = true
+		s := nc.val(v).shape
+		if nc.val(v).nhwc || sameLayout(s, nc.st(v), []int64{int64(s[1] * s[2] * s[3]), 1, int64(s[3] * s[1]), int64(s[1])}) {
+			nc.val(o).nhwc = true
+			return
+		}
+	}
+	nc.val(o).nhwc = !any4
 }
 
 // outCL stores output value o channels-last when the plan is and o is 4-d.
@@ -625,15 +691,25 @@ func (nc *nodeCtx) temp(shape tensor.Shape) int {
 }
 
 // alias makes output 0 a view of input 0: of the same layout when the
-// shapes agree, else of a row-major input (copied to one when it is not).
+// shapes agree, else a reshape of its strides where they allow one (as
+// PyTorch's view), else of a row-major copy.
 func (nc *nodeCtx) alias() error {
 	in := nc.in[0]
 	o := nc.val(nc.out[0])
-	if o.elems != nc.val(in).elems {
-		return fmt.Errorf("a view of %d elements as %d", nc.val(in).elems, o.elems)
+	iv := nc.val(in)
+	if o.elems != iv.elems {
+		return fmt.Errorf("a view of %d elements as %d", iv.elems, o.elems)
 	}
-	if o.shape.Equal(nc.val(in).shape) {
-		o.kind, o.alias, o.nhwc = gAlias, in, nc.val(in).nhwc
+	if o.shape.Equal(iv.shape) {
+		o.kind, o.alias, o.nhwc, o.strides = gAlias, in, iv.nhwc, slices.Clone(iv.strides)
+		return nil
+	}
+	if nc.isContig(in) {
+		o.kind, o.alias = gAlias, in
+		return nil
+	}
+	if st, ok := reshapeStrides(iv.shape, nc.st(in), o.shape); ok {
+		nc.view(nc.out[0], in, st, 0)
 		return nil
 	}
 	in, err := nc.contig(in)
@@ -643,6 +719,74 @@ func (nc *nodeCtx) alias() error {
 	o = nc.val(nc.out[0])
 	o.kind, o.alias = gAlias, in
 	return nil
+}
+
+// view makes value o a view of value in: strides st, first element off.
+func (nc *nodeCtx) view(o, in int, st []int64, off int64) {
+	v := nc.val(o)
+	v.kind, v.alias, v.strides, v.off, v.nhwc = gAlias, in, slices.Clone(st), off, false
+}
+
+// oneReader reports whether node output k has one reader and is no graph
+// output: a view of it that its reader must copy costs no more than the
+// copy it replaces.
+func (nc *nodeCtx) oneReader(k int) bool {
+	v := nc.n.Outputs[k]
+	return nc.pl.uses[v] == 1 && !nc.pl.outs[v]
+}
+
+// reshapeStrides returns the strides that read a tensor of shape old at
+// strides os as shape nw without moving data, when there are such
+// strides: every group of old dimensions that new dimensions regroup
+// must be one strided run (NumPy's no-copy reshape rule).
+func reshapeStrides(old tensor.Shape, os []int64, nw tensor.Shape) ([]int64, bool) {
+	var od []int
+	var ost []int64
+	for i := range old {
+		if old[i] != 1 {
+			od, ost = append(od, old[i]), append(ost, os[i])
+		}
+	}
+	ns := make([]int64, len(nw))
+	oi, ni := 0, 0
+	for ni < len(nw) || oi < len(od) {
+		if ni < len(nw) && nw[ni] == 1 {
+			ni++ // any stride: dimensions of one element are never stepped
+			continue
+		}
+		if oi >= len(od) || ni >= len(nw) {
+			return nil, false
+		}
+		np, op := int64(nw[ni]), int64(od[oi])
+		nj, oj := ni+1, oi+1
+		for np != op {
+			if np < op {
+				if nj >= len(nw) {
+					return nil, false
+				}
+				np *= int64(nw[nj])
+				nj++
+			} else {
+				if oj >= len(od) {
+					return nil, false
+				}
+				op *= int64(od[oj])
+				oj++
+			}
+		}
+		for k := oi; k < oj-1; k++ {
+			if ost[k] != ost[k+1]*int64(od[k+1]) {
+				return nil, false
+			}
+		}
+		st := ost[oj-1]
+		for k := nj - 1; k >= ni; k-- {
+			ns[k] = st
+			st *= int64(nw[k])
+		}
+		ni, oi = nj, oj
+	}
+	return ns, true
 }
 
 func lowerNode(nc *nodeCtx) error {
@@ -698,7 +842,7 @@ func lowerNode(nc *nodeCtx) error {
 		if nc.foldIntoAffine(code) || nc.fuseChain(code, 0, 0, true) {
 			return nil
 		}
-		nc.outCL(nc.out[0])
+		nc.outLike(nc.out[0])
 		return nc.binary(code, nc.in[0], nc.in[1], nc.out[0], 0)
 	case *ir.BatchNorm:
 		return nc.batchNorm(op)
@@ -707,6 +851,9 @@ func lowerNode(nc *nodeCtx) error {
 	case *ir.Gemm:
 		return nc.gemmOp(op)
 	case *ir.MatMul:
+		if m := nc.pl.attn[n]; m != nil {
+			return nc.attention(m)
+		}
 		return nc.matmul(op)
 	case *ir.Pool:
 		return nc.poolOp(op)
@@ -907,7 +1054,7 @@ func (nc *nodeCtx) elementwise(code int, p0, p1 float32) error {
 	if nc.fuseActivation(code, p0, p1) || nc.fuseChain(code, p0, p1, false) {
 		return nil
 	}
-	nc.outCL(nc.out[0])
+	nc.outLike(nc.out[0])
 	s := nc.val(nc.out[0]).shape
 	as, err := broadcastStrides(nc.inShape(0), nc.st(nc.in[0]), s)
 	if err != nil {
@@ -976,6 +1123,13 @@ func (nc *nodeCtx) batchNorm(op *ir.BatchNorm) error {
 	x, y := nc.in[0], nc.out[0]
 	inner := tensor.Shape(s[2:]).NumElements()
 	p := nc.pl.p
+	if !p.isView(x) && !nc.aligned(x) {
+		// A row-major view at an offset the vector kernel cannot start at.
+		var err error
+		if x, err = nc.contig(x); err != nil {
+			return err
+		}
+	}
 	if !p.isView(y) {
 		nc.val(y).nhwc = nc.val(x).nhwc
 	}
@@ -1049,6 +1203,9 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		res = nc.in[len(nc.in)-1]
 	}
 	x := nc.in[0]
+	if g.groups == 1 && g.c < 8 && g.kh == g.strH && g.kw == g.strW && g.padH == 0 && g.padW == 0 && g.dilH == 1 && g.dilW == 1 && g.kh*g.kw > 1 {
+		return nc.patchConv(g, x, bias, res, op.Epilogue)
+	}
 	if !nc.pl.p.cl {
 		if x, err = nc.contig(x); err != nil {
 			return err
@@ -1085,7 +1242,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		if err != nil {
 			return err
 		}
-		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
+		fuseRes := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
 		s := dwStep(g, x, y, w, bias, nc.val(y).elems, nc.pl.p.elem, act, p0, p1)
 		if s.vec {
 			s.tile = tile
@@ -1118,6 +1275,33 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	return nc.convStep(g, x, y, bias, res, op.Epilogue)
 }
 
+// patchConv lowers a convolution of few input channels whose windows tile
+// the image (kernel = stride, no padding or dilation: ViT's and
+// ConvNeXt's patch embeddings of RGB images) as a copy of the input into
+// patches [N, OH, OW, C, kh, kw] and one product with the filter, writing
+// channels-last [N, OH, OW, K]: cuDNN ran ViT-B/16's at batch 256 in
+// 1.6 ms, its 3 channels padded to 8. Wider inputs (ConvNeXt's
+// downsampling) stay cuDNN's, whose channels-last reads are contiguous.
+func (nc *nodeCtx) patchConv(g *convGeom, x int, bias []float32, res int, e ir.Epilogue) error {
+	y := nc.out[0]
+	xs := nc.st(x)
+	ps := tensor.Shape{g.n, g.oh, g.ow, g.c, g.kh, g.kw}
+	pt := nc.temp(ps)
+	src := []int64{xs[0], xs[2] * int64(g.kh), xs[3] * int64(g.kw), xs[1], xs[2], xs[3]}
+	if err := nc.copyStep(ewCopy, pt, 0, contiguous(ps), x, 0, src, ps); err != nil {
+		return err
+	}
+	if nc.pl.p.cl {
+		nc.val(y).nhwc = true
+	} else {
+		nc.val(y).strides = []int64{int64(g.oh * g.ow * g.k), 1, int64(g.ow * g.k), int64(g.k)}
+	}
+	k := g.c * g.kh * g.kw
+	s := nc.add(&gstep{kind: stGemm, out: y, a: pt, b: g.weight, res: -1,
+		gemm: &gemmGeom{m: g.n * g.oh * g.ow, n: g.k, k: k, transB: true, batch: 1, alpha: 1}})
+	return nc.gemmEpilogue(s, bias, g.k, res, e)
+}
+
 // convStep adds a cuDNN convolution and its epilogue: fused into the call
 // (cudnnConvolutionBiasActivationForward: bias, residual, ReLU or
 // identity) where cuDNN can, else a kernel after it.
@@ -1126,7 +1310,7 @@ func (nc *nodeCtx) convStep(g *convGeom, x, y int, bias []float32, res int, e ir
 	if err != nil {
 		return err
 	}
-	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)))
+	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
 	if (act == ewRelu || act == ewCopy) && resOK && (bias != nil || res >= 0 || act == ewRelu) {
 		if bias == nil {
 			bias = make([]float32, g.k) // the fused call needs one
@@ -1180,16 +1364,17 @@ func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
 	if op.TransB {
 		n = bs[0]
 	}
-	a, err := nc.contig(nc.in[0])
+	g := &gemmGeom{m: m, n: n, k: k, transA: op.TransA, transB: op.TransB, batch: 1, alpha: float32(op.Alpha)}
+	a, lda, ta, err := nc.matrix(nc.in[0])
 	if err != nil {
 		return err
 	}
-	b, err := nc.contig(nc.in[1])
+	b, ldb, tb, err := nc.matrix(nc.in[1])
 	if err != nil {
 		return err
 	}
-	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1,
-		gemm: &gemmGeom{m: m, n: n, k: k, transA: op.TransA, transB: op.TransB, batch: 1, alpha: float32(op.Alpha)}})
+	g.lda, g.ldb, g.transA, g.transB = lda, ldb, g.transA != ta, g.transB != tb
+	step := nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
 	var bias []float32
 	if nc.has(2) && op.Beta != 0 {
 		c := nc.n.Inputs[2]
@@ -1209,7 +1394,80 @@ func (nc *nodeCtx) gemmOp(op *ir.Gemm) error {
 	if op.Epilogue.Residual {
 		res = nc.in[len(nc.in)-1]
 	}
-	return nc.epilogue(nc.out[0], bias, n, 1, res, op.Epilogue)
+	return nc.gemmEpilogue(step, bias, n, res, op.Epilogue)
+}
+
+// matOperand returns how cuBLAS reads a matrix [..., r, c] at strides st
+// in place: row-major at leading dimension ld, or transposed (column
+// c at ld); ok is false when neither of the last two strides is one.
+func matOperand(s tensor.Shape, st []int64) (ld int, trans, ok bool) {
+	n := len(s)
+	r, c := s[n-2], s[n-1]
+	sr, sc := st[n-2], st[n-1]
+	switch {
+	case r == 1 && c == 1:
+		return 1, false, true
+	case c == 1 || sc == 1:
+		if r == 1 {
+			return c, false, true
+		}
+		return int(sr), false, sr >= int64(c) && sr <= math.MaxInt32
+	case r == 1 || sr == 1:
+		if c == 1 {
+			return r, true, true
+		}
+		return int(sc), true, sc >= int64(r) && sc <= math.MaxInt32
+	}
+	return 0, false, false
+}
+
+// batchStride returns the one stride that steps through the elements of
+// shape s at strides st in row-major order, when there is one (0 for a
+// single element).
+func batchStride(s tensor.Shape, st []int64) (int64, bool) {
+	var stride, next int64
+	first := true
+	for d := len(s) - 1; d >= 0; d-- {
+		if s[d] == 1 {
+			continue
+		}
+		if first {
+			stride, next, first = st[d], st[d]*int64(s[d]), false
+			continue
+		}
+		if st[d] != next {
+			return 0, false
+		}
+		next *= int64(s[d])
+	}
+	return stride, true
+}
+
+// flatRows reports whether the rows of [..., M, K] at strides st are one
+// strided run with unit column stride (one matrix of all rows).
+func flatRows(s tensor.Shape, st []int64) bool {
+	ld, tr, ok := matOperand(s, st)
+	if !ok || tr {
+		return false
+	}
+	r := len(s)
+	rs, ok := batchStride(s[:r-1], st[:r-1])
+	return ok && (rs == int64(ld) || tensor.Shape(s[:r-1]).NumElements() == 1)
+}
+
+// matrix returns a 2-d operand as cuBLAS reads it: the value (v or a
+// row-major copy), its leading dimension and whether it is stored
+// transposed.
+func (nc *nodeCtx) matrix(v int) (int, int, bool, error) {
+	if ld, tr, ok := matOperand(nc.val(v).shape, nc.st(v)); ok {
+		return v, ld, tr, nil
+	}
+	c, err := nc.contig(v)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	ld, tr, _ := matOperand(nc.val(c).shape, nc.st(c))
+	return c, ld, tr, nil
 }
 
 func (nc *nodeCtx) matmul(op *ir.MatMul) error {
@@ -1225,29 +1483,83 @@ func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 	yb := tensor.Shape(ys[:len(ys)-2])
 	batch := yb.NumElements()
 	g := &gemmGeom{m: m, n: n, k: k, batch: batch, alpha: 1}
-	switch {
-	case bb.NumElements() == 1:
-		// B shared by every product: one GEMM over all rows of A.
-		g.m, g.batch = m*ab.NumElements(), 1
-		if ab.NumElements() != batch {
-			return refuse("MatMul broadcasting A %v against B %v", as, bs)
-		}
-	case ab.Equal(yb) && bb.Equal(yb):
-		g.strideA, g.strideB = int64(m*k), int64(k*n)
-	case ab.NumElements() == 1 && bb.Equal(yb):
-		g.strideA, g.strideB = 0, int64(k*n)
-	default:
+	a, b := nc.in[0], nc.in[1]
+	if ab.NumElements() != 1 && ab.NumElements() != batch || bb.NumElements() != 1 && bb.NumElements() != batch ||
+		ab.NumElements() == batch && !ab.Equal(yb) && batch > 1 || bb.NumElements() == batch && !bb.Equal(yb) && batch > 1 {
 		return refuse("MatMul broadcasting batch dimensions %v against %v", ab, bb)
 	}
-	a, err := nc.contig(nc.in[0])
-	if err != nil {
-		return err
+	// Operands are read in place where cuBLAS can address them: a
+	// transposed last pair through the operation flag, a row stride
+	// through the leading dimension, batch dimensions that make one
+	// strided run through the batch stride; others are copied row-major.
+	opnd := func(v int, rowsFlat bool) (int, int, bool, int64, error) {
+		for try := 0; ; try++ {
+			s, st := nc.val(v).shape, nc.st(v)
+			ld, tr, ok := matOperand(s, st)
+			r := len(s)
+			var bs int64
+			if ok {
+				if rowsFlat {
+					// Every row of every batch: one matrix of rows at ld.
+					var rs int64
+					rs, ok = batchStride(s[:r-1], st[:r-1])
+					ok = ok && !tr && (rs == int64(ld) || tensor.Shape(s[:r-1]).NumElements() == 1)
+				} else {
+					bs, ok = batchStride(s[:r-2], st[:r-2])
+				}
+			}
+			if ok || try > 0 {
+				return v, ld, tr, bs, nil
+			}
+			var err error
+			if v, err = nc.contig(v); err != nil {
+				return 0, 0, false, 0, err
+			}
+		}
 	}
-	b, err := nc.contig(nc.in[1])
-	if err != nil {
-		return err
+	var err error
+	if bb.NumElements() == 1 && batch > 1 && m >= 16 && !flatRows(as, nc.st(a)) {
+		// B shared, but A's rows make no single strided run (tokens-first
+		// activations): products of A's batches in place against B at
+		// batch stride 0, rather than a copy of A.
+		if _, _, ok := matOperand(as, nc.st(a)); ok {
+			if _, ok := batchStride(ab, nc.st(a)[:len(as)-2]); ok {
+				bb = ab
+			}
+		}
 	}
-	nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
+	if bb.NumElements() == 1 && batch > 1 {
+		// B shared by every product: one GEMM over all rows of A.
+		var ldb int
+		var tb bool
+		if b, ldb, tb, _, err = opnd(b, false); err != nil {
+			return err
+		}
+		var lda int
+		var ta bool
+		if a, lda, ta, _, err = opnd(a, true); err != nil {
+			return err
+		}
+		g.m, g.batch, g.lda, g.ldb, g.transA, g.transB = m*batch, 1, lda, ldb, ta, tb
+	} else {
+		var lda, ldb int
+		var ta, tb bool
+		var sa, sb int64
+		if a, lda, ta, sa, err = opnd(a, false); err != nil {
+			return err
+		}
+		if b, ldb, tb, sb, err = opnd(b, false); err != nil {
+			return err
+		}
+		if ab.NumElements() == 1 {
+			sa = 0
+		}
+		if bb.NumElements() == 1 {
+			sb = 0
+		}
+		g.lda, g.ldb, g.transA, g.transB, g.strideA, g.strideB = lda, ldb, ta, tb, sa, sb
+	}
+	step := nc.add(&gstep{kind: stGemm, out: nc.out[0], a: a, b: b, res: -1, gemm: g})
 	next := 2
 	var bias []float32
 	e := op.Epilogue
@@ -1273,7 +1585,30 @@ func (nc *nodeCtx) matmul(op *ir.MatMul) error {
 	if e.Residual {
 		res = nc.in[next]
 	}
-	return nc.epilogue(nc.out[0], bias, n, 1, res, e)
+	return nc.gemmEpilogue(step, bias, n, res, e)
+}
+
+// gemmEpilogue fuses a product's epilogue into its call (cuBLASLt: bias,
+// the residual as C with beta 1, ReLU or GELU) when one call can do it: a
+// single product, a residual of the output's layout and an activation
+// cuBLASLt has. cuBLASLt's GELU is the tanh form, within half an ulp of
+// the erf form in 16-bit storage, so erf GELU is fused in 16-bit plans
+// only. Otherwise (and at run time where cuBLASLt refuses) the epilogue
+// is a kernel after the product.
+func (nc *nodeCtx) gemmEpilogue(s *gstep, bias []float32, n int, res int, e ir.Epilogue) error {
+	act, p0, p1, err := actCode(e)
+	if err != nil {
+		return err
+	}
+	y := s.out
+	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
+	actOK := act == ewCopy || act == ewRelu || act == ewGELUTanh || (act == ewGELU && nc.pl.p.elem == 2)
+	if s.gemm.batch != 1 || !resOK || !actOK || (bias == nil && res < 0 && act == ewCopy) {
+		return nc.epilogue(y, bias, n, 1, res, e)
+	}
+	s.fused, s.shift, s.res, s.op, s.p0, s.p1 = true, bias, res, act, p0, p1
+	s.channels, s.inner, s.n = n, 1, nc.val(y).elems
+	return nil
 }
 
 func (nc *nodeCtx) poolOp(op *ir.Pool) error {
@@ -1295,11 +1630,17 @@ func (nc *nodeCtx) poolOp(op *ir.Pool) error {
 	if len(op.Pads) == 4 {
 		g.ph, g.pw, g.peh, g.pew = op.Pads[0], op.Pads[1], op.Pads[2], op.Pads[3]
 	}
-	if nc.val(nc.in[0]).nhwc {
+	x := nc.in[0]
+	if nc.val(x).nhwc {
 		g.c = xs[1]
 		nc.val(nc.out[0]).nhwc = true
+	} else {
+		var err error
+		if x, err = nc.contig(x); err != nil {
+			return err
+		}
 	}
-	nc.add(&gstep{kind: stPool, out: nc.out[0], a: nc.in[0], b: -1, res: -1, pool: g, n: nc.val(nc.out[0]).elems})
+	nc.add(&gstep{kind: stPool, out: nc.out[0], a: x, b: -1, res: -1, pool: g, n: nc.val(nc.out[0]).elems})
 	return nil
 }
 
@@ -1479,7 +1820,9 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 	// A transpose that only relabels channels-last memory is a view.
 	o := nc.val(nc.out[0])
 	if sameLayout(ys, as, contiguous(ys)) {
-		o.kind, o.alias = gAlias, nc.in[0]
+		// Row-major as it is: no strides, so that folds and chains see
+		// an ordinary value (ConvNeXt's transpose back to NCHW).
+		o.kind, o.alias, o.nhwc, o.strides, o.off = gAlias, nc.in[0], false, nil, 0
 		return nil
 	}
 	if len(ys) == 4 {
@@ -1489,6 +1832,14 @@ func (nc *nodeCtx) transpose(op *ir.Transpose) error {
 			return nil
 		}
 		o.nhwc = false
+	}
+	// Otherwise a strided view for a single reader: products read it
+	// through cuBLAS's transpose flags and leading dimensions, attention
+	// and elementwise kernels through strides, and others copy it (the
+	// copy this transpose would have made).
+	if nc.oneReader(0) {
+		nc.view(nc.out[0], nc.in[0], as, 0)
+		return nil
 	}
 	return nc.copyStep(ewCopy, nc.out[0], 0, contiguous(ys), nc.in[0], 0, as, ys)
 }
@@ -1521,12 +1872,9 @@ func (nc *nodeCtx) split(op *ir.Split) error {
 		if o < 0 {
 			continue
 		}
-		nc.outCL(o)
-		ys := nc.val(o).shape
-		if err := nc.copyStep(ewCopy, o, 0, nc.st(o), nc.in[0], int64(off)*is[ax], is, ys); err != nil {
-			return err
-		}
-		off += ys[ax]
+		// Each piece is a view of the input at its offset.
+		nc.view(o, nc.in[0], is, int64(off)*is[ax])
+		off += nc.val(o).shape[ax]
 	}
 	return nil
 }
@@ -1577,6 +1925,10 @@ func (nc *nodeCtx) slice() error {
 	if ys.NumElements() == 0 {
 		return nil
 	}
+	if !slices.ContainsFunc(steps, func(k int) bool { return k <= 0 }) {
+		nc.view(nc.out[0], nc.in[0], as, off)
+		return nil
+	}
 	nc.outCL(nc.out[0])
 	return nc.copyStep(ewCopy, nc.out[0], 0, nc.st(nc.out[0]), nc.in[0], off, as, ys)
 }
@@ -1592,6 +1944,19 @@ func (nc *nodeCtx) gather(op *ir.Gather) error {
 	ishape := nc.inShape(1)
 	if len(idx) > 64 {
 		return refuse("Gather of %d indices (the engine gathers up to 64 as copies)", len(idx))
+	}
+	if len(idx) == 1 {
+		// One index: a view with the axis fixed (index dimensions of one).
+		i := idx[0]
+		if i < 0 {
+			i += s[ax]
+		}
+		if i < 0 || i >= s[ax] {
+			return fmt.Errorf("Gather index %d out of range for %d", idx[0], s[ax])
+		}
+		st := append(slices.Clone(is[:ax]), make([]int64, len(ishape))...)
+		nc.view(nc.out[0], nc.in[0], append(st, is[ax+1:]...), int64(i)*is[ax])
+		return nil
 	}
 	nc.outCL(nc.out[0])
 	yst := nc.st(nc.out[0])

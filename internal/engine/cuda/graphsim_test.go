@@ -29,7 +29,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 		switch val.kind {
 		case gConst:
 			if c, ok := consts[r]; ok {
-				return c, 0
+				return c, p.offset(v)
 			}
 			f, err := val.cnst.ToFloat32()
 			if err != nil {
@@ -40,7 +40,7 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				c[i] = float64(x)
 			}
 			consts[r] = c
-			return c, 0
+			return c, p.offset(v)
 		case gArena:
 			return arena, offs[val.slot]/el + p.offset(v)
 		}
@@ -349,7 +349,23 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 							}
 							sum += xv * yv
 						}
-						out[ob+int64(bt)*c.strideC+int64(i+j*g.n)] = float64(g.alpha) * sum
+						v := float64(g.alpha) * sum
+						if s.fused {
+							// The epilogue in the call: scale (folded,
+							// graphfold.go) and bias per output column,
+							// residual (C, beta 1), activation.
+							if s.scale != nil {
+								v *= float64(s.scale[i])
+							}
+							if s.shift != nil {
+								v += float64(s.shift[i])
+							}
+							if res, rb := view(s.res); res != nil {
+								v += res[rb+int64(bt)*c.strideC+int64(i+j*g.n)]
+							}
+							v = simUnary(s.op, v, float64(s.p0), float64(s.p1))
+						}
+						out[ob+int64(bt)*c.strideC+int64(i+j*g.n)] = v
 					}
 				}
 			}
@@ -400,6 +416,42 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 								sum = simUnary(s.op, sum, 0, 0)
 							}
 							out[ob+oi] = sum
+						}
+					}
+				}
+			}
+		case stAttn:
+			// As the kernel reads its index description: dims, then the
+			// (b1, b2, row, column) strides of q, k, v and out.
+			m := s.meta
+			v, vb := view(s.res)
+			at := func(st int, i0, i1, i2, i3 int) int64 {
+				return int64(i0)*int64(m[st]) + int64(i1)*int64(m[st+1]) + int64(i2)*int64(m[st+2]) + int64(i3)*int64(m[st+3])
+			}
+			sc := make([]float64, m[3])
+			for b1 := 0; b1 < int(m[0]); b1++ {
+				for b2 := 0; b2 < int(m[1]); b2++ {
+					for i := 0; i < int(m[2]); i++ {
+						mx := math.Inf(-1)
+						for j := range sc {
+							dot := 0.0
+							for d := 0; d < int(m[4]); d++ {
+								dot += a[ab+at(6, b1, b2, i, d)] * b[bb+at(10, b1, b2, j, d)]
+							}
+							sc[j] = float64(s.p0) * dot
+							mx = math.Max(mx, sc[j])
+						}
+						sum := 0.0
+						for j := range sc {
+							sc[j] = math.Exp(sc[j] - mx)
+							sum += sc[j]
+						}
+						for d := 0; d < int(m[5]); d++ {
+							acc := 0.0
+							for j := range sc {
+								acc += sc[j] * v[vb+at(14, b1, b2, j, d)]
+							}
+							out[ob+at(18, b1, b2, i, d)] = acc / sum
 						}
 					}
 				}
