@@ -105,10 +105,10 @@ func (m *graphModel) checkFused() fusedPaths {
 	}
 	base, ldm := []attnKernel{{m.kern.attn, 256, 72, 8}}, []attnKernel(nil)
 	if m.kern.attnMMA64 != 0 {
-		// Head sizes of 40 take the element loads, 64 and 96 the vector
-		// loads; 40 and 96 pad the kernel's head size.
-		base = []attnKernel{{m.kern.attnMMA64, 128, 40, 64}, {m.kern.attnMMA64, 128, 64, 64}, {m.kern.attnMMA128, 128, 96, 64}}
-		ldm = []attnKernel{{m.kern.attnLdm64, 128, 40, 64}, {m.kern.attnLdm64, 128, 64, 64}, {m.kern.attnLdm128, 128, 96, 64}}
+		// A head size of 36 (no multiple of 8) takes the element loads, 64
+		// and 96 the vector loads; 36 and 96 pad the kernel's head size.
+		base = []attnKernel{{m.kern.attnMMA64, 128, 36, 64}, {m.kern.attnMMA64, 128, 64, 64}, {m.kern.attnMMA128, 128, 96, 64}}
+		ldm = []attnKernel{{m.kern.attnLdm64, 128, 36, 64}, {m.kern.attnLdm64, 128, 64, 64}, {m.kern.attnLdm128, 128, 96, 64}}
 	}
 	if ldm != nil {
 		if err := m.checkAttention(s, ldm); err != nil {
