@@ -1007,7 +1007,29 @@ __device__ __forceinline__ void st16(void* p, const unsigned* r) {
 #define ATQ 64
 #define ATK 64
 
-template <typename T, int DH>
+// ldsm4 loads four 8x8 matrices of 16-bit elements from shared memory
+// (ldmatrix; trans: each transposed), lane i giving the address of row
+// i%8 of matrix i/8; r[j] is this lane's fragment of matrix j.
+__device__ __forceinline__ void ldsm4(const void* p, unsigned* r, bool trans) {
+  if (trans)
+    asm volatile(
+        "{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, %4; cvt.u32.u64 s, a;\n"
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [s]; }"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "l"(p)
+        : "memory");
+  else
+    asm volatile(
+        "{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, %4; cvt.u32.u64 s, a;\n"
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [s]; }"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "l"(p)
+        : "memory");
+}
+
+// LDM: B fragments by ldmatrix (four per instruction) instead of 32- and
+// 16-bit shared loads.
+template <typename T, int DH, bool LDM>
 __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T* v, const int* m, float scale) {
   __shared__ __attribute__((aligned(16))) u16 ks[ATK][DH + 8];
   __shared__ __attribute__((aligned(16))) u16 vs[ATK][DH + 8];
@@ -1069,13 +1091,30 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
       SYNC();
       float s[ATK / 8][4];
 #pragma unroll
-      for (int nt = 0; nt < ATK / 8; nt++) {
-        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+      for (int nt = 0; nt < ATK / 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+      if (LDM) {
+        // Lane i addresses row i%8 of 8x8 matrix i/8: keys of n-tiles nt
+        // and nt+1, head columns kk*16 and kk*16+8.
+        int mj = lane >> 3, mr = lane & 7;
 #pragma unroll
-        for (int kk = 0; kk < DH / 16; kk++) {
-          unsigned b0 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + tg * 2];
-          unsigned b1 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + 8 + tg * 2];
-          Mma<T>::run(s[nt], qa[kk], b0, b1);
+        for (int nt = 0; nt < ATK / 8; nt += 2) {
+#pragma unroll
+          for (int kk = 0; kk < DH / 16; kk++) {
+            unsigned b[4];
+            ldsm4(&ks[(nt + (mj >> 1)) * 8 + mr][kk * 16 + (mj & 1) * 8], b, false);
+            Mma<T>::run(s[nt], qa[kk], b[0], b[1]);
+            Mma<T>::run(s[nt + 1], qa[kk], b[2], b[3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < ATK / 8; nt++) {
+#pragma unroll
+          for (int kk = 0; kk < DH / 16; kk++) {
+            unsigned b0 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + tg * 2];
+            unsigned b1 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + 8 + tg * 2];
+            Mma<T>::run(s[nt], qa[kk], b0, b1);
+          }
         }
       }
       float mn0 = mx0, mn1 = mx1;
@@ -1116,13 +1155,26 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
       }
 #pragma unroll
       for (int kc = 0; kc < ATK / 16; kc++) {
-        int key = kc * 16 + tg * 2;
+        if (LDM) {
+          // Transposed 8x8 matrices: keys kc*16 and kc*16+8, value
+          // columns of n-tiles nt and nt+1.
+          int mj = lane >> 3, mr = lane & 7;
 #pragma unroll
-        for (int nt = 0; nt < DH / 8; nt++) {
-          int col = nt * 8 + g;
-          unsigned b0 = (unsigned)vs[key][col] | ((unsigned)vs[key + 1][col] << 16);
-          unsigned b1 = (unsigned)vs[key + 8][col] | ((unsigned)vs[key + 9][col] << 16);
-          Mma<T>::run(o[nt], pa[kc], b0, b1);
+          for (int nt = 0; nt < DH / 8; nt += 2) {
+            unsigned b[4];
+            ldsm4(&vs[kc * 16 + (mj & 1) * 8 + mr][(nt + (mj >> 1)) * 8], b, true);
+            Mma<T>::run(o[nt], pa[kc], b[0], b[1]);
+            Mma<T>::run(o[nt + 1], pa[kc], b[2], b[3]);
+          }
+        } else {
+          int key = kc * 16 + tg * 2;
+#pragma unroll
+          for (int nt = 0; nt < DH / 8; nt++) {
+            int col = nt * 8 + g;
+            unsigned b0 = (unsigned)vs[key][col] | ((unsigned)vs[key + 1][col] << 16);
+            unsigned b1 = (unsigned)vs[key + 8][col] | ((unsigned)vs[key + 9][col] << 16);
+            Mma<T>::run(o[nt], pa[kc], b0, b1);
+          }
         }
       }
       mx0 = mn0;
@@ -1253,11 +1305,19 @@ DWT_ALL(bf16, bf16)
 #define INSTANTIATE_MMA(T, S)                                                                                     \
   extern "C" __global__ void g_attn_mma64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,       \
                                               float scale) {                                                     \
-    attn_mma<T, 64>(out, q, k, v, meta, scale);                                                                  \
+    attn_mma<T, 64, false>(out, q, k, v, meta, scale);                                                           \
   }                                                                                                              \
   extern "C" __global__ void g_attn_mma128_##S(T* out, const T* q, const T* k, const T* v, const int* meta,      \
                                                float scale) {                                                    \
-    attn_mma<T, 128>(out, q, k, v, meta, scale);                                                                 \
+    attn_mma<T, 128, false>(out, q, k, v, meta, scale);                                                          \
+  }                                                                                                              \
+  extern "C" __global__ void g_attn_ldm64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,       \
+                                              float scale) {                                                     \
+    attn_mma<T, 64, true>(out, q, k, v, meta, scale);                                                            \
+  }                                                                                                              \
+  extern "C" __global__ void g_attn_ldm128_##S(T* out, const T* q, const T* k, const T* v, const int* meta,      \
+                                               float scale) {                                                    \
+    attn_mma<T, 128, true>(out, q, k, v, meta, scale);                                                           \
   }
 
 INSTANTIATE_MMA(f16, f16)

@@ -311,7 +311,7 @@ func TestGraphGPUFusedChecks(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 		gm := m.(*graphModel)
-		if !gm.fused.lt || !gm.fused.attn {
+		if !gm.fused.lt || !gm.fused.attn || (gm.prec.elem == 2 && !gm.fused.ldm) {
 			t.Errorf("%s: fused paths off: %v", p, gm.fused.why)
 		}
 		m.Close()

@@ -106,6 +106,12 @@ func TestGraphPlanNoAttention(t *testing.T) {
 	if k := p.kindCounts(); k[stAttn] != 0 || k[stSoftmax] != 2 {
 		t.Errorf("%d attention and %d softmax steps, want 0 and 2", k[stAttn], k[stSoftmax])
 	}
+	// Views alone: per layer, k and v are copied (their head and batch
+	// strides make no one batch stride for cuBLAS), the merge is copied
+	// and q is scaled: 3 copies and 1 elementwise step, down from 7 and 1.
+	if cp, ew := encoderCopies(p, "encoder.layers"); cp != 6 || ew != 2 {
+		t.Errorf("%d copies and %d elementwise steps in 2 layers, want 6 and 2", cp, ew)
+	}
 	in := randInput(b.Inputs[0].Type.Shape, 2)
 	want := evalRef(t, g, 2, in)
 	if e := relErr64(simulate(t, p, in.Data)[0], want[0].Data); e > 1e-5 {

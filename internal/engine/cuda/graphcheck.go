@@ -19,6 +19,7 @@ import (
 // kernel and to unfused attention.
 type fusedPaths struct {
 	lt, attn bool
+	ldm      bool     // the tensor-core attention's ldmatrix variant passed
 	why      []string // what failed, for the model's log
 }
 
@@ -102,12 +103,36 @@ func (m *graphModel) checkFused() fusedPaths {
 	} else {
 		fp.lt = true
 	}
-	if err := m.checkAttention(s); err != nil {
-		fp.why = append(fp.why, fmt.Sprintf("fused attention not used: %v", err))
-	} else {
-		fp.attn = true
+	base, ldm := []attnKernel{{m.kern.attn, 256, 72, 8}}, []attnKernel(nil)
+	if m.kern.attnMMA64 != 0 {
+		// A head size of 36 (no multiple of 8) takes the element loads, 64
+		// and 96 the vector loads; 36 and 96 pad the kernel's head size.
+		base = []attnKernel{{m.kern.attnMMA64, 128, 36, 64}, {m.kern.attnMMA64, 128, 64, 64}, {m.kern.attnMMA128, 128, 96, 64}}
+		ldm = []attnKernel{{m.kern.attnLdm64, 128, 36, 64}, {m.kern.attnLdm64, 128, 64, 64}, {m.kern.attnLdm128, 128, 96, 64}}
+	}
+	if ldm != nil {
+		if err := m.checkAttention(s, ldm); err != nil {
+			fp.why = append(fp.why, fmt.Sprintf("ldmatrix attention not used: %v", err))
+		} else {
+			fp.ldm, fp.attn = true, true
+		}
+	}
+	if !fp.attn {
+		if err := m.checkAttention(s, base); err != nil {
+			fp.why = append(fp.why, fmt.Sprintf("fused attention not used: %v", err))
+		} else {
+			fp.attn = true
+		}
 	}
 	return fp
+}
+
+// attnKernel is an attention kernel with its launch shape and the head
+// size to check it on.
+type attnKernel struct {
+	fn         cu.Function
+	block, d   int
+	rowsPerBlk int
 }
 
 // checkLt runs the epilogues the planner fuses (bias, bias + ReLU, bias +
@@ -227,18 +252,7 @@ func (m *graphModel) checkLt(s cu.Stream) error {
 
 // checkAttention runs the attention kernels the plans use on two heads of
 // 70 queries and 75 keys (partial tiles).
-func (m *graphModel) checkAttention(s cu.Stream) error {
-	type kern struct {
-		fn         cu.Function
-		block, d   int
-		rowsPerBlk int
-	}
-	ks := []kern{{m.kern.attn, 256, 72, 8}}
-	if m.kern.attnMMA64 != 0 {
-		// Head sizes of 40 take the element loads, 64 and 96 the vector
-		// loads; 40 and 96 pad the kernel's head size.
-		ks = []kern{{m.kern.attnMMA64, 128, 40, 64}, {m.kern.attnMMA64, 128, 64, 64}, {m.kern.attnMMA128, 128, 96, 64}}
-	}
+func (m *graphModel) checkAttention(s cu.Stream, ks []attnKernel) error {
 	dt := m.prec.tensorDType
 	const B, S, L = 2, 70, 75
 	r := rand.New(rand.NewPCG(9, 11))

@@ -351,6 +351,12 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			if hd <= 64 {
 				rs.fn = kern.attnMMA64
 			}
+			if m.fused.ldm {
+				rs.fn = kern.attnLdm128
+				if hd <= 64 {
+					rs.fn = kern.attnLdm64
+				}
+			}
 			rs.grid = min(g.b1*g.b2*((g.s+63)/64), 1<<24)
 		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]), s.p0)

@@ -80,8 +80,9 @@ type graphKernels struct {
 	affineRows, affineRowsVec, ewChain cu.Function
 	attn                               cu.Function
 	// attnMMA64, attnMMA128: the tensor-core attention for heads of up to
-	// 64 and 128 (16-bit types only; 0 for float32).
-	attnMMA64, attnMMA128 cu.Function
+	// 64 and 128 (16-bit types only; 0 for float32); attnLdm64 and
+	// attnLdm128 the same with ldmatrix fragment loads.
+	attnMMA64, attnMMA128, attnLdm64, attnLdm128 cu.Function
 }
 
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
@@ -129,7 +130,7 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		for _, f := range []struct {
 			dst  *cu.Function
 			name string
-		}{{&k.attnMMA64, "g_attn_mma64_"}, {&k.attnMMA128, "g_attn_mma128_"}} {
+		}{{&k.attnMMA64, "g_attn_mma64_"}, {&k.attnMMA128, "g_attn_mma128_"}, {&k.attnLdm64, "g_attn_ldm64_"}, {&k.attnLdm128, "g_attn_ldm128_"}} {
 			if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 				d.ModuleUnload(mod)
 				return nil, err
