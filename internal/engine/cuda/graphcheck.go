@@ -222,10 +222,11 @@ func (m *graphModel) checkLt(s cu.Stream) error {
 			for j := 0; j < N; j++ {
 				acc := 0.0
 				for l := 0; l < K; l++ {
-					av := a[i+l*lda]
+					ai := i + l*lda
 					if v.transA {
-						av = a[l+i*lda]
+						ai = l + i*lda
 					}
+					av := a[ai]
 					acc += av * b[l+j*K]
 				}
 				if v.residual {
