@@ -37,8 +37,9 @@ func NewLayer(g Conv, w, bias []float32, relu bool) (*Layer, error) {
 
 // blockFloats bounds the transformed input and GEMM output of one block of
 // tiles (16 MiB): a layer's tiles are processed block by block so that
-// both stay in the last-level cache between the three passes.
-const blockFloats = 4 << 20
+// both stay in the last-level cache between the three passes. A variable
+// for tests.
+var blockFloats = 4 << 20
 
 // blockTiles is the tiles per block at batch n, a multiple of a panel.
 func (l *Layer) blockTiles(n int) int {

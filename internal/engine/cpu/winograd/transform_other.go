@@ -2,6 +2,9 @@
 
 package winograd
 
+// useAsm is false: there are no SIMD transforms here.
+var useAsm = false
+
 func input(src []float32, plane int, p *Panel, nc int, v []float32, xs int) {
 	inputGo(src, plane, p, nc, v, xs)
 }

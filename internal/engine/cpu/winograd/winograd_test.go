@@ -108,6 +108,10 @@ func TestRun(t *testing.T) {
 				if tc.res {
 					res = randSlice(r, outN)
 				}
+				if tc.h >= 30 {
+					defer func(v int) { blockFloats = v }(blockFloats)
+					blockFloats = Points * (tc.c + tc.k) * 2 * lanes
+				}
 				l, err := NewLayer(g, w, bias, tc.relu)
 				if err != nil {
 					t.Fatal(err)
