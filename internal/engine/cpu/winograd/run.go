@@ -17,8 +17,10 @@ type Layer struct {
 	ReLU bool
 }
 
-// NewLayer transforms w (K x C x 3 x 3) for the convolution g.
-func NewLayer(g Conv, w, bias []float32, relu bool) (*Layer, error) {
+// NewLayer prepares the convolution g with weights u (TransformWeights of
+// its K x C x 3 x 3 weights; layers of one model at several batch sizes
+// share them).
+func NewLayer(g Conv, u *Weights, bias []float32, relu bool) (*Layer, error) {
 	if g.N < 1 || g.C < 1 || g.K < 1 || g.IH < 1 || g.IW < 1 || g.OH < 1 || g.OW < 1 {
 		return nil, fmt.Errorf("winograd: bad geometry %+v", g)
 	}
@@ -28,9 +30,8 @@ func NewLayer(g Conv, w, bias []float32, relu bool) (*Layer, error) {
 	if int64(g.N)*int64(max(g.C*g.IH*g.IW, g.K*g.OH*g.OW)) >= 1<<31 {
 		return nil, fmt.Errorf("winograd: %d images of %+v overflow 32-bit offsets", g.N, g)
 	}
-	u, err := TransformWeights(w, g.K, g.C)
-	if err != nil {
-		return nil, err
+	if u.K != g.K || u.C != g.C {
+		return nil, fmt.Errorf("winograd: weights of %d x %d channels for a %d x %d convolution", u.K, u.C, g.K, g.C)
 	}
 	return &Layer{Conv: g, W: u, Bias: bias, ReLU: relu}, nil
 }

@@ -101,3 +101,28 @@ func (w *Weights) Bytes() int64 {
 	}
 	return n
 }
+
+// Mode says when an engine runs eligible convolutions (3x3, stride 1,
+// dilation 1, one group) as Winograd.
+type Mode uint8
+
+const (
+	// Auto: where it pays (Fast transforms and Conv.Pays).
+	Auto Mode = iota
+	// Off: never; every convolution runs as a direct GEMM.
+	Off
+	// On: every eligible convolution (tests).
+	On
+)
+
+// Use reports whether mode runs g at batch n as Winograd, g being
+// eligible.
+func (m Mode) Use(g *Conv, n int) bool {
+	switch m {
+	case Off:
+		return false
+	case On:
+		return true
+	}
+	return Fast() && g.Pays(n)
+}

@@ -112,7 +112,11 @@ func TestRun(t *testing.T) {
 					defer func(v int) { blockFloats = v }(blockFloats)
 					blockFloats = Points * (tc.c + tc.k) * 2 * lanes
 				}
-				l, err := NewLayer(g, w, bias, tc.relu)
+				u, err := TransformWeights(w, tc.k, tc.c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := NewLayer(g, u, bias, tc.relu)
 				if err != nil {
 					t.Fatal(err)
 				}
