@@ -106,13 +106,12 @@ func BenchmarkResNet18Graph(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, n := range []int{1, 8, 32} {
-			for _, compile := range []bool{false, true} {
-				mode := "eager"
-				if compile {
-					mode = "compiled"
-				}
+			for _, mode := range []string{"eager", "compiled", "direct"} {
+				// direct: compiled, every convolution a direct GEMM (no
+				// Winograd), for A/B in one process.
+				opts := engine.Options{Compile: mode != "eager", MaxBatch: n, NoWinograd: mode == "direct"}
 				b.Run(fmt.Sprintf("%d/bs%d/%s", size, n, mode), func(b *testing.B) {
-					m, err := Engine{}.LoadGraph(context.Background(), ig, engine.Options{Compile: compile, MaxBatch: n})
+					m, err := Engine{}.LoadGraph(context.Background(), ig, opts)
 					if err != nil {
 						b.Fatal(err)
 					}

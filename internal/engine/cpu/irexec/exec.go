@@ -121,7 +121,7 @@ func (p *Plan) newExec(pool *parallel.Pool, arena []byte) *Exec {
 		x.sharedB = f32(arena[sharedOff : sharedOff+4*p.sharedB])
 	}
 	if p.wino > 0 {
-		x.wino = winograd.NewScratch(x.pool.Size(), f32(arena[winoOff:winoOff+4*p.wino]))
+		x.wino = winograd.NewScratch(x.pool.Size(), f32(arena[winoOff:winoOff+4*p.wino]), p.winoWorker)
 	}
 	x.job.x, x.rjob.x = x, x
 	return x

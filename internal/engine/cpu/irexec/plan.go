@@ -57,11 +57,12 @@ type Plan struct {
 	// phase the floats of a strided convolution's phase planes, sharedB
 	// the floats of B a convolution packs once for all its tasks.
 	maxKK, phase, sharedB int
-	// wino is the floats of the largest Winograd workspace.
-	wino     int
-	winoMode winograd.Mode
-	threads  int
-	weights  *WeightCache
+	// wino and winoWorker are the floats of the largest Winograd
+	// workspaces, shared and per worker.
+	wino, winoWorker int
+	winoMode         winograd.Mode
+	threads          int
+	weights          *WeightCache
 }
 
 // planStep is a step and the node it came from, for errors.

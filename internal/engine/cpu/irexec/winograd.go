@@ -38,6 +38,7 @@ func buildWinograd(nc *nodeCtx, g convGeom, wf, bias []float32, res int, ac act)
 		return nil, err
 	}
 	p.wino = max(p.wino, l.BufferFloats(g.n))
+	p.winoWorker = max(p.winoWorker, l.WorkerFloats())
 	return &winoStep{l: l, src: nc.in[0], res: res, dst: nc.out[0]}, nil
 }
 

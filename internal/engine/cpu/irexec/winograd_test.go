@@ -119,3 +119,45 @@ func TestWinogradResNet18(t *testing.T) {
 		t.Errorf("max|winograd-direct|/max|direct| = %.3g, want <= 1e-4", d/scale)
 	}
 }
+
+// BenchmarkWinogradLayers times ResNet-18's 3x3 stride-1 convolutions
+// (bias and ReLU fused) as Winograd and as direct GEMMs, per layer shape
+// and batch, and reports CPU time per forward next to wall time.
+// Run: go test -run XXX -bench WinogradLayers -cpu 1 ./internal/engine/cpu/irexec/
+func BenchmarkWinogradLayers(b *testing.B) {
+	for _, n := range []int{1, 32} {
+		for _, l := range []struct{ c, hw int }{{64, 56}, {128, 28}, {256, 14}, {512, 7}} {
+			for _, mode := range []winograd.Mode{winograd.On, winograd.Off} {
+				name := map[winograd.Mode]string{winograd.On: "winograd", winograd.Off: "direct"}[mode]
+				b.Run(fmt.Sprintf("bs%d/%dc%d/%s", n, l.c, l.hw, name), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(1, 1))
+					op := &ir.Conv{Pads: []int{1, 1, 1, 1}, Epilogue: ir.Epilogue{Act: ir.ActRelu}}
+					g := oneNode(op, 1, f32in(n, l.c, l.hw, l.hw), randConst(r, l.c, l.c, 3, 3), randConst(r, l.c))
+					bg, err := ir.Bind(g, n)
+					if err != nil {
+						b.Fatal(err)
+					}
+					p, err := Compile(context.Background(), bg, Options{Winograd: mode})
+					if err != nil {
+						b.Fatal(err)
+					}
+					x := p.NewExec()
+					defer x.Close()
+					in := randTensor(r, bg.Inputs[0].Type)
+					outs, err := x.RunTensors(context.Background(), []*tensor.Tensor{in})
+					if err != nil {
+						b.Fatal(err)
+					}
+					ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
+					cpu0 := processCPU()
+					for b.Loop() {
+						if err := x.Run(context.Background(), ib, ob); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
+				})
+			}
+		}
+	}
+}

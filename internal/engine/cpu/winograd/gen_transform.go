@@ -38,6 +38,8 @@ func main() {
 	p("")
 	p(`#include "textflag.h"`)
 	input(p)
+	inputRows(p)
+	inputCols(p)
 	output(p)
 	if err := os.WriteFile("transform_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
@@ -219,6 +221,119 @@ func output(p func(string, ...any)) {
 	p("\tADDQ $4, R11")
 	p("\tDECQ CX")
 	p("\tJNZ outloop")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// inputRows applies Bt along the rows of one input row for up to 16
+// consecutive tiles of a tile row (their columns read with contiguous
+// masked loads and split by permutes into the 6 columns of each tile's
+// patch), for nc channels.
+func inputRows(p func(string, ...any)) {
+	p("")
+	p("// func inRowsZ(src *float32, off, plane, nc int, masks *[5]uint16, dst *float32, doff, ld, lanes int, tab *[6][16]int32)")
+	p("TEXT ·inRowsZ(SB), NOSPLIT, $0-80")
+	p("\tMOVQ src+0(FP), SI")
+	p("\tMOVQ off+8(FP), AX")
+	p("\tLEAQ (SI)(AX*4), SI")
+	p("\tMOVQ plane+16(FP), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ nc+24(FP), CX")
+	p("\tMOVQ masks+32(FP), BX")
+	for v := range 5 {
+		p("\tKMOVW %d(BX), K%d", 2*v, 1+v)
+	}
+	p("\tMOVQ dst+40(FP), DI")
+	p("\tMOVQ doff+48(FP), AX")
+	p("\tLEAQ (DI)(AX*4), DI")
+	p("\tMOVQ ld+56(FP), R9")
+	p("\tSHLQ $2, R9")
+	p("\tIMUL3Q $36, R9, R10")
+	p("\tMOVQ lanes+64(FP), AX")
+	p("\tKMOVW AX, K6")
+	p("\tMOVQ tab+72(FP), DX")
+	for i := range 6 {
+		p("\tVMOVDQU32 %d(DX), Z%d", 64*i, 16+i)
+	}
+	broadcast(p, four, "Z24")
+	broadcast(p, five, "Z25")
+	broadcast(p, two, "Z26")
+	p("rowloop:")
+	for v := range 5 {
+		p("\tVMOVUPS.Z %d(SI), K%d, Z%d", 64*v, 1+v, 27+v)
+	}
+	for x := range 4 {
+		p("\tVMOVAPS Z%d, Z12", 16+x)
+		p("\tVPERMI2PS Z28, Z27, Z12")
+		p("\tVMOVAPS Z%d, Z13", 16+x)
+		p("\tVPERMI2PS Z30, Z29, Z13")
+		p("\tVSHUFF32X4 $0x44, Z13, Z12, Z%d", x)
+	}
+	p("\tVMOVAPS Z20, Z4")
+	p("\tVPERMI2PS Z31, Z0, Z4")
+	p("\tVMOVAPS Z21, Z5")
+	p("\tVPERMI2PS Z31, Z1, Z5")
+	inputRow(p)
+	for j := range 6 {
+		if j == 0 {
+			p("\tVMOVUPS Z6, K6, (DI)")
+			continue
+		}
+		p("\tIMUL3Q $%d, R9, AX", j)
+		p("\tVMOVUPS Z%d, K6, (DI)(AX*1)", 6+j)
+	}
+	p("\tADDQ R8, SI")
+	p("\tADDQ R10, DI")
+	p("\tDECQ CX")
+	p("\tJNZ rowloop")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// inputCols applies Bt along the columns of the row-transformed patches of
+// a panel of 16 tiles (contiguous loads), for nc channels, writing the
+// GEMM's B panels.
+func inputCols(p func(string, ...any)) {
+	p("")
+	p("// func inColsZ(r *float32, ld, nc int, v *float32, xs int)")
+	p("TEXT ·inColsZ(SB), NOSPLIT, $0-40")
+	p("\tMOVQ r+0(FP), SI")
+	p("\tMOVQ ld+8(FP), R9")
+	p("\tSHLQ $2, R9")
+	p("\tIMUL3Q $36, R9, R10")
+	p("\tMOVQ nc+16(FP), CX")
+	p("\tMOVQ v+24(FP), DI")
+	p("\tMOVQ xs+32(FP), R8")
+	p("\tSHLQ $2, R8")
+	broadcast(p, four, "Z24")
+	broadcast(p, five, "Z25")
+	broadcast(p, two, "Z26")
+	p("colloop:")
+	for j := range 6 {
+		for y := range 6 {
+			q := y*6 + j
+			if q == 0 {
+				p("\tVMOVUPS (SI), Z0")
+				continue
+			}
+			p("\tIMUL3Q $%d, R9, AX", q)
+			p("\tVMOVUPS (SI)(AX*1), Z%d", y)
+		}
+		inputRow(p)
+		for i := range 6 {
+			pt := i*6 + j
+			if pt == 0 {
+				p("\tVMOVUPS Z6, (DI)")
+				continue
+			}
+			p("\tIMUL3Q $%d, R8, AX", pt)
+			p("\tVMOVUPS Z%d, (DI)(AX*1)", 6+i)
+		}
+	}
+	p("\tADDQ R10, SI")
+	p("\tADDQ $64, DI")
+	p("\tDECQ CX")
+	p("\tJNZ colloop")
 	p("\tVZEROUPPER")
 	p("\tRET")
 }

@@ -6,6 +6,7 @@ import (
 
 	"goinfer/internal/engine/cpu/gemm"
 	"goinfer/internal/engine/cpu/parallel"
+	"goinfer/internal/hugepage"
 )
 
 // Layer is a convolution prepared for Winograd: geometry, transformed
@@ -37,66 +38,131 @@ func NewLayer(g Conv, u *Weights, bias []float32, relu bool) (*Layer, error) {
 }
 
 // blockFloats bounds the transformed input and GEMM output of one block of
-// tiles (16 MiB): a layer's tiles are processed block by block so that
-// both stay in the last-level cache between the three passes. A variable
-// for tests.
+// tiles (16 MiB) when a layer runs phase by phase (see Run). A variable for
+// tests.
 var blockFloats = 4 << 20
+
+// noFused switches the fused mode off (tests).
+var noFused bool
+
+// fusedPanels is the panels one task of the fused mode computes from input
+// to output.
+const fusedPanels = 1
 
 // blockTiles is the tiles per block at batch n, a multiple of a panel.
 func (l *Layer) blockTiles(n int) int {
 	_, _, t := l.tiles(n)
-	nb := max(lanes, blockFloats/(Points*(l.C+l.K))/lanes*lanes)
+	nb := max(lanes, blockFloats/l.perTile()/lanes*lanes)
 	return min(nb, (t+lanes-1)/lanes*lanes)
 }
 
-// BufferFloats is the workspace Run needs for batches of up to n images.
-func (l *Layer) BufferFloats(n int) int { return Points * (l.C + l.K) * l.blockTiles(n) }
+// perTile is the workspace floats per tile: the transformed input, and the
+// GEMM's output, which first holds the row-transformed input.
+func (l *Layer) perTile() int { return Points * (l.C + max(l.C, l.K)) }
 
-// Scratch is one instance's Winograd state: a panel per worker, the jobs
-// and the workspace. It serves every layer of the instance in turn.
+// BufferFloats is the shared workspace Run needs for batches of up to n
+// images.
+func (l *Layer) BufferFloats(n int) int { return l.perTile() * l.blockTiles(n) }
+
+// WorkerFloats is the private workspace per worker Run needs in the fused
+// mode.
+func (l *Layer) WorkerFloats() int { return l.perTile() * fusedPanels * lanes }
+
+// Scratch is one instance's Winograd state: a panel and a private
+// workspace per worker, the jobs and the shared workspace. It serves every
+// layer of the instance in turn.
 type Scratch struct {
-	panels []Panel
-	buf    []float32
-	in     inputJob
-	mul    gemmJob
-	out    outputJob
+	panels  []Panel
+	buf     []float32
+	private [][]float32
+	fused   fusedJob
+	rows    rowsJob
+	cols    colsJob
+	in      inputJob
+	mul     gemmJob
+	out     outputJob
 }
 
 // NewScratch makes the state for a pool of workers, with buf (at least the
-// largest BufferFloats of the layers it runs) as workspace.
-func NewScratch(workers int, buf []float32) *Scratch {
-	s := &Scratch{panels: make([]Panel, workers), buf: buf}
-	s.in.s, s.out.s = s, s
+// largest BufferFloats of the layers it runs) as shared workspace and
+// private floats (the largest WorkerFloats) per worker.
+func NewScratch(workers int, buf []float32, private int) *Scratch {
+	s := &Scratch{panels: make([]Panel, workers), buf: buf, private: make([][]float32, workers)}
+	for w := range s.private {
+		s.private[w] = hugepage.Float32s(private)
+	}
 	return s
 }
 
-// Bytes is the memory s holds besides its workspace.
-func (s *Scratch) Bytes() int64 { return int64(len(s.panels)) * int64(unsafe.Sizeof(Panel{})) }
+// Bytes is the memory s holds besides its shared workspace.
+func (s *Scratch) Bytes() int64 {
+	n := int64(len(s.panels)) * int64(unsafe.Sizeof(Panel{}))
+	for _, p := range s.private {
+		n += 4 * int64(len(p))
+	}
+	return n
+}
+
+// block is a range of tiles [t0, t1) of a batch of n images in flight: np
+// panels, whose transformed input v and GEMM output m hold ld = np*16
+// floats per row.
+type block struct {
+	t0, t1, n, np, ld int
+	v, m              []float32
+}
+
+func (l *Layer) newBlock(buf []float32, t0, t1, n int) block {
+	np := (t1 - t0 + lanes - 1) / lanes
+	ld := np * lanes
+	return block{t0: t0, t1: t1, n: n, np: np, ld: ld,
+		v: buf[:Points*l.C*ld], m: buf[Points*l.C*ld : l.perTile()*ld]}
+}
 
 // Run computes the convolution of the n images of in (N x C x IH x IW,
 // n <= N) into out (n x K x OH x OW), adding the bias and res (laid out as
 // out, or nil) and applying ReLU, on pool's workers.
+//
+// With enough panels for every worker, each task takes a panel from input
+// to output in its private workspace, which stays in its core's cache
+// (fused mode). Otherwise blocks of tiles run phase by phase, each phase
+// spread over the workers: input transform by rows, then by columns, the
+// 36 GEMMs, the output transform.
 func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n int) {
 	if n < 1 || n > l.N || len(in) < n*l.C*l.IH*l.IW || len(out) < n*l.K*l.OH*l.OW ||
 		res != nil && len(res) < len(out[:n*l.K*l.OH*l.OW]) || len(s.buf) < l.BufferFloats(n) || len(s.panels) < pool.Size() {
 		panic(fmt.Sprintf("winograd: Run of %d images: bad operands (in %d, out %d, buf %d of %d)", n, len(in), len(out), len(s.buf), l.BufferFloats(n)))
 	}
 	_, _, total := l.tiles(n)
+	panels := (total + lanes - 1) / lanes
+	if useAsm && !noFused && panels >= 3*pool.Size() && len(s.private[0]) >= l.WorkerFloats() {
+		j := &s.fused
+		j.s, j.l, j.src, j.res, j.dst, j.n, j.total = s, l, in, res, out, n, total
+		pool.Run(j, (panels+fusedPanels-1)/fusedPanels)
+		j.src, j.res, j.dst = nil, nil, nil
+		return
+	}
 	nb := l.blockTiles(n)
 	target := 4 * pool.Size()
 	for t0 := 0; t0 < total; t0 += nb {
-		np := (min(nb, total-t0) + lanes - 1) / lanes
-		ld := np * lanes
-		v := s.buf[:Points*l.C*ld]
-		m := s.buf[Points*l.C*ld : Points*(l.C+l.K)*ld]
-
-		ij := &s.in
-		ij.l, ij.src, ij.v, ij.t0, ij.n, ij.np = l, in, v, t0, n, np
-		ij.per = chunk(l.C, np, target)
-		pool.Run(ij, np*((l.C+ij.per-1)/ij.per))
-
+		b := l.newBlock(s.buf, t0, min(total, t0+nb), n)
+		if useAsm {
+			rj := &s.rows
+			rj.l, rj.b, rj.src = l, &b, in
+			rj.gr0, rj.rows = l.tileRows(&b)
+			rj.per = chunk(l.C, rj.rows, target)
+			pool.Run(rj, rj.rows*((l.C+rj.per-1)/rj.per))
+			cj := &s.cols
+			cj.l, cj.b = l, &b
+			cj.per = chunk(l.C, b.np, target)
+			pool.Run(cj, b.np*((l.C+cj.per-1)/cj.per))
+		} else {
+			ij := &s.in
+			ij.s, ij.l, ij.b, ij.src = s, l, &b, in
+			ij.per = chunk(l.C, b.np, target)
+			pool.Run(ij, b.np*((l.C+ij.per-1)/ij.per))
+		}
 		mj := &s.mul
-		mj.l, mj.v, mj.m, mj.np = l, v, m, np
+		mj.l, mj.b = l, &b
 		mch := min((target+Points-1)/Points, (l.K+4*gemm.MR-1)/(4*gemm.MR))
 		mj.mw = (l.K + mch - 1) / mch
 		mj.mw = (mj.mw + gemm.MR - 1) / gemm.MR * gemm.MR
@@ -104,11 +170,11 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 		pool.Run(mj, Points*mj.mch)
 
 		oj := &s.out
-		oj.l, oj.m, oj.dst, oj.res, oj.t0, oj.n, oj.np = l, m, out, res, t0, n, np
-		oj.per = chunk(l.K, np, target)
-		pool.Run(oj, np*((l.K+oj.per-1)/oj.per))
+		oj.s, oj.l, oj.b, oj.dst, oj.res = s, l, &b, out, res
+		oj.per = chunk(l.K, b.np, target)
+		pool.Run(oj, b.np*((l.K+oj.per-1)/oj.per))
 	}
-	s.in.src, s.in.v, s.mul.v, s.mul.m, s.out.m, s.out.dst, s.out.res = nil, nil, nil, nil, nil, nil, nil
+	s.rows.b, s.rows.src, s.cols.b, s.in.b, s.in.src, s.mul.b, s.out.b, s.out.dst, s.out.res = nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // chunk is the channels per task when np panels share c channels, aiming
@@ -118,50 +184,71 @@ func chunk(c, np, target int) int {
 	return (c + parts - 1) / parts
 }
 
-// inputJob transforms a block's input: one task per panel and channel
-// range.
-type inputJob struct {
-	s         *Scratch
-	l         *Layer
-	src, v    []float32
-	t0, n, np int
-	per       int
+// tileRows returns the first tile row (counting the images' rows in turn)
+// and the number of tile rows block b touches.
+func (l *Layer) tileRows(b *block) (gr0, rows int) {
+	_, tw, _ := l.tiles(1)
+	return b.t0 / tw, (b.t1-1)/tw - b.t0/tw + 1
 }
 
-func (j *inputJob) Run(w, t int) {
-	l := j.l
-	nchunk := (l.C + j.per - 1) / j.per
-	p, c0 := t/nchunk, (t%nchunk)*j.per
-	nc := min(j.per, l.C-c0)
-	pn := &j.s.panels[w]
-	l.prepare(pn, j.t0+p*lanes, j.n)
+// rows applies the input transform along rows for tile row gr of block b,
+// channels [c0, c0+nc). The row-transformed patches go to b.m: per channel
+// 36 rows (patch row y, transform column j) of ld floats, one per tile.
+func (l *Layer) rows(b *block, src []float32, gr, c0, nc int) {
+	th, tw, _ := l.tiles(1)
+	img, ty := gr/th, gr%th
+	tRow := gr * tw // the row's first tile
+	lo, hi := max(b.t0, tRow)-tRow, min(b.t1, tRow+tw)-tRow
 	plane := l.IH * l.IW
-	input(j.src[c0*plane:], plane, pn, nc, j.v[(p*l.C+c0)*lanes:], l.C*j.np*lanes)
+	src = src[(img*l.C+c0)*plane:]
+	var zero [5]uint16
+	for tx0 := lo; tx0 < hi; tx0 += lanes {
+		nl := min(hi-tx0, lanes)
+		col0 := Out*tx0 - l.PL
+		var masks [5]uint16
+		for v := range masks {
+			for e := range lanes {
+				if c := col0 + lanes*v + e; c >= 0 && c < l.IW {
+					masks[v] |= 1 << e
+				}
+			}
+		}
+		for y := range In {
+			iy := Out*ty - l.PT + y
+			m := &masks
+			if iy < 0 || iy >= l.IH {
+				m = &zero // a row of padding: nothing read
+			}
+			inputRows(src, iy*l.IW+col0, plane, nc, m, b.m, (c0*Points+y*In)*b.ld+tRow+tx0-b.t0, b.ld, 1<<nl-1)
+		}
+	}
 }
 
-// gemmJob multiplies the transformed weights and input: one task per
-// transform point and range of output channels.
-type gemmJob struct {
-	l       *Layer
-	v, m    []float32
-	np      int
-	mw, mch int
+// cols finishes the input transform along columns for panel p of block b,
+// channels [c0, c0+nc), writing the GEMM's B panels.
+func (l *Layer) cols(b *block, p, c0, nc int) {
+	inputCols(b.m[c0*Points*b.ld+p*lanes:], b.ld, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
 }
 
-func (j *gemmJob) Run(_, t int) {
+// gather is rows and cols in one, by gathers (the Go path).
+func (l *Layer) gather(b *block, src []float32, pn *Panel, p, c0, nc int) {
+	l.prepare(pn, b.t0+p*lanes, b.n)
+	plane := l.IH * l.IW
+	input(src[c0*plane:], plane, pn, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
+}
+
+// mul runs the GEMM of transform point pt for output channels [m0, m1)
+// over all of block b's tiles.
+func (l *Layer) mul(b *block, pt, m0, m1 int) {
 	const mr = gemm.MR
-	l := j.l
-	pt, r := t/j.mch, t%j.mch
-	m0 := r * j.mw
-	m1 := min(l.K, m0+j.mw)
-	ld := j.np * lanes
+	ld := b.ld
 	a := l.W.U[pt]
-	vb := j.v[pt*l.C*ld : (pt+1)*l.C*ld]
-	mb := j.m[pt*l.K*ld : (pt+1)*l.K*ld]
+	vb := b.v[pt*l.C*ld : (pt+1)*l.C*ld]
+	mb := b.m[pt*l.K*ld : (pt+1)*l.K*ld]
 	wide := gemm.WidePanels()
 	for kb := range a.Blocks() {
 		k0, kc := a.BlockK(kb)
-		for p := range j.np {
+		for p := range b.np {
 			bpan := vb[(p*l.C+k0)*lanes : (p*l.C+k0+kc)*lanes]
 			for ip := m0 / mr; ip*mr < m1; {
 				np := min(wide, (m1-ip*mr+mr-1)/mr)
@@ -174,37 +261,122 @@ func (j *gemmJob) Run(_, t int) {
 	}
 }
 
-// outputJob transforms a block's GEMM results to the output: one task per
-// panel and output channel range.
-type outputJob struct {
-	s           *Scratch
-	l           *Layer
-	m, dst, res []float32
-	t0, n, np   int
-	per         int
-}
-
-func (j *outputJob) Run(w, t int) {
-	l := j.l
-	nchunk := (l.K + j.per - 1) / j.per
-	p, k0 := t/nchunk, (t%nchunk)*j.per
-	nk := min(j.per, l.K-k0)
-	pn := &j.s.panels[w]
-	l.prepare(pn, j.t0+p*lanes, j.n)
+// output transforms panel p of block b back, output channels [k0, k0+nk),
+// into dst with the epilogue.
+func (l *Layer) output(b *block, pn *Panel, dst, res []float32, p, k0, nk int) {
+	l.prepare(pn, b.t0+p*lanes, b.n)
 	plane := l.OH * l.OW
-	ld := j.np * lanes
 	flags := 0
-	var bias, res []float32
+	var bias []float32
 	if l.Bias != nil {
 		flags |= flagBias
 		bias = l.Bias[k0:]
 	}
-	if j.res != nil {
+	if res != nil {
 		flags |= flagRes
-		res = j.res[k0*plane:]
+		res = res[k0*plane:]
 	}
 	if l.ReLU {
 		flags |= flagReLU
 	}
-	output(j.m[k0*ld+p*lanes:], l.K*ld, ld, nk, j.dst[k0*plane:], res, plane, pn, bias, flags)
+	output(b.m[k0*b.ld+p*lanes:], l.K*b.ld, b.ld, nk, dst[k0*plane:], res, plane, pn, bias, flags)
+}
+
+// fusedJob computes fusedPanels panels per task, input to output, in the
+// worker's private workspace.
+type fusedJob struct {
+	s             *Scratch
+	l             *Layer
+	src, res, dst []float32
+	n, total      int
+}
+
+func (j *fusedJob) Run(w, t int) {
+	l := j.l
+	t0 := t * fusedPanels * lanes
+	b := l.newBlock(j.s.private[w], t0, min(j.total, t0+fusedPanels*lanes), j.n)
+	gr0, rows := l.tileRows(&b)
+	for gr := gr0; gr < gr0+rows; gr++ {
+		l.rows(&b, j.src, gr, 0, l.C)
+	}
+	for p := range b.np {
+		l.cols(&b, p, 0, l.C)
+	}
+	for pt := range Points {
+		l.mul(&b, pt, 0, l.K)
+	}
+	pn := &j.s.panels[w]
+	for p := range b.np {
+		l.output(&b, pn, j.dst, j.res, p, 0, l.K)
+	}
+}
+
+// rowsJob runs rows: one task per tile row of the block and channel range.
+type rowsJob struct {
+	l         *Layer
+	b         *block
+	src       []float32
+	gr0, rows int
+	per       int
+}
+
+func (j *rowsJob) Run(_, t int) {
+	nchunk := (j.l.C + j.per - 1) / j.per
+	c0 := (t % nchunk) * j.per
+	j.l.rows(j.b, j.src, j.gr0+t/nchunk, c0, min(j.per, j.l.C-c0))
+}
+
+// colsJob runs cols: one task per panel and channel range.
+type colsJob struct {
+	l   *Layer
+	b   *block
+	per int
+}
+
+func (j *colsJob) Run(_, t int) {
+	nchunk := (j.l.C + j.per - 1) / j.per
+	c0 := (t % nchunk) * j.per
+	j.l.cols(j.b, t/nchunk, c0, min(j.per, j.l.C-c0))
+}
+
+// inputJob runs gather: one task per panel and channel range.
+type inputJob struct {
+	s   *Scratch
+	l   *Layer
+	b   *block
+	src []float32
+	per int
+}
+
+func (j *inputJob) Run(w, t int) {
+	nchunk := (j.l.C + j.per - 1) / j.per
+	c0 := (t % nchunk) * j.per
+	j.l.gather(j.b, j.src, &j.s.panels[w], t/nchunk, c0, min(j.per, j.l.C-c0))
+}
+
+// gemmJob runs mul: one task per transform point and output channel range.
+type gemmJob struct {
+	l       *Layer
+	b       *block
+	mw, mch int
+}
+
+func (j *gemmJob) Run(_, t int) {
+	m0 := (t % j.mch) * j.mw
+	j.l.mul(j.b, t/j.mch, m0, min(j.l.K, m0+j.mw))
+}
+
+// outputJob runs output: one task per panel and output channel range.
+type outputJob struct {
+	s        *Scratch
+	l        *Layer
+	b        *block
+	dst, res []float32
+	per      int
+}
+
+func (j *outputJob) Run(w, t int) {
+	nchunk := (j.l.K + j.per - 1) / j.per
+	k0 := (t % nchunk) * j.per
+	j.l.output(j.b, &j.s.panels[w], j.dst, j.res, t/nchunk, k0, min(j.per, j.l.K-k0))
 }

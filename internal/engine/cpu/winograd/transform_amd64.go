@@ -47,3 +47,46 @@ func output(m []float32, xs, ld, nk int, dst, res []float32, plane int, p *Panel
 // Fast reports whether the transforms run as SIMD code here, which is
 // what makes Winograd pay.
 func Fast() bool { return useAsm }
+
+// inRowsZ applies Bt along one input row of up to 16 consecutive tiles of
+// a tile row for nc channels: it reads 80 columns from src+off under the
+// 5 masks (zero elsewhere) and writes each channel's 6 row-transformed
+// vectors at dst+doff, ld apart, under the lanes mask; channels are plane
+// apart in src and 36*ld in dst. tab is permTab.
+//
+//go:noescape
+func inRowsZ(src *float32, off, plane, nc int, masks *[5]uint16, dst *float32, doff, ld, lanes int, tab *[6][16]int32)
+
+// inColsZ applies Bt along the columns of a panel's row-transformed
+// patches (r: 36 rows of ld floats per channel, the panel's 16 tiles
+// contiguous) and writes the GEMM's B panels (v: point pt at pt*xs, the
+// channels 16 floats apart), for nc channels.
+//
+//go:noescape
+func inColsZ(r *float32, ld, nc int, v *float32, xs int)
+
+// permTab holds inRowsZ's permutes: for x < 4 the lanes 4t+x (t < 8) of a
+// pair of vectors; then a shift by one lane bringing in lane 0 or 1 of a
+// second vector.
+var permTab = func() (t [6][16]int32) {
+	for x := range 4 {
+		for l := range 8 {
+			t[x][l] = int32(4*l + x)
+		}
+	}
+	for l := range 15 {
+		t[4][l], t[5][l] = int32(l+1), int32(l+1)
+	}
+	t[4][15], t[5][15] = 16, 17
+	return t
+}()
+
+func inputRows(src []float32, off, plane, nc int, masks *[5]uint16, dst []float32, doff, ld, lanes int) {
+	inRowsZ(&src[0], off, plane, nc, masks, &dst[0], doff, ld, lanes, &permTab)
+}
+
+func inputCols(r []float32, ld, nc int, v []float32, xs int) {
+	_ = r[(nc-1)*Points*ld+(Points-1)*ld+lanes-1]
+	_ = v[(Points-1)*xs+nc*lanes-1]
+	inColsZ(&r[0], ld, nc, &v[0], xs)
+}

@@ -16,3 +16,12 @@ func output(m []float32, xs, ld, nk int, dst, res []float32, plane int, p *Panel
 // Fast reports whether the transforms run as SIMD code here, which is
 // what makes Winograd pay.
 func Fast() bool { return false }
+
+// inputRows and inputCols are never called without useAsm.
+func inputRows(src []float32, off, plane, nc int, masks *[5]uint16, dst []float32, doff, ld, lanes int) {
+	panic("winograd: inputRows without SIMD transforms")
+}
+
+func inputCols(r []float32, ld, nc int, v []float32, xs int) {
+	panic("winograd: inputCols without SIMD transforms")
+}

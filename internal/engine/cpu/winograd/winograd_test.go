@@ -71,9 +71,9 @@ func randSlice(r *rand.Rand, n int) []float32 {
 
 func TestRun(t *testing.T) {
 	paths := []struct {
-		name string
-		asm  bool
-	}{{"go", false}, {"asm", true}}
+		name         string
+		asm, noFused bool
+	}{{"go", false, false}, {"asm", true, false}, {"asm-phased", true, true}}
 	cases := []struct {
 		n, c, k, h, w, pad int
 		bias, res, relu    bool
@@ -94,8 +94,8 @@ func TestRun(t *testing.T) {
 		for _, tc := range cases {
 			name := fmt.Sprintf("%s/n%d_c%d_k%d_%dx%d_pad%d_b%v_r%v_relu%v", path.name, tc.n, tc.c, tc.k, tc.h, tc.w, tc.pad, tc.bias, tc.res, tc.relu)
 			t.Run(name, func(t *testing.T) {
-				defer func(v bool) { useAsm = v }(useAsm)
-				useAsm = path.asm
+				defer func(v, f bool) { useAsm, noFused = v, f }(useAsm, noFused)
+				useAsm, noFused = path.asm, path.noFused
 				r := rand.New(rand.NewPCG(1, uint64(tc.c*tc.h)))
 				g := Conv{N: tc.n, C: tc.c, K: tc.k, IH: tc.h, IW: tc.w, OH: tc.h + 2*tc.pad - 2, OW: tc.w + 2*tc.pad - 2, PT: tc.pad, PL: tc.pad}
 				in := randSlice(r, tc.n*tc.c*tc.h*tc.w)
@@ -122,7 +122,7 @@ func TestRun(t *testing.T) {
 				}
 				pool := parallel.New(2)
 				defer pool.Close()
-				s := NewScratch(pool.Size(), make([]float32, l.BufferFloats(tc.n)))
+				s := NewScratch(pool.Size(), make([]float32, l.BufferFloats(tc.n)), l.WorkerFloats())
 				// A guard band past the output must stay untouched.
 				out := make([]float32, outN+64)
 				for i := range out {
