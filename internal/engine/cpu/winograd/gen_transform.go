@@ -41,6 +41,8 @@ func main() {
 	inputRows(p)
 	inputCols(p)
 	output(p)
+	outputCols(p)
+	outputRows(p)
 	if err := os.WriteFile("transform_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -334,6 +336,150 @@ func inputCols(p func(string, ...any)) {
 	p("\tADDQ $64, DI")
 	p("\tDECQ CX")
 	p("\tJNZ colloop")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// outputCols applies At along the columns and then the rows of a panel's
+// GEMM outputs for nk output channels, writing the 16 outputs of each tile
+// (row r, column q) as rows r*4+q of ld floats per channel, 16*ld apart.
+func outputCols(p func(string, ...any)) {
+	p("")
+	p("// func outColsZ(m *float32, xs, ld, nk int, y *float32, tmp *[36][16]float32)")
+	p("TEXT ·outColsZ(SB), NOSPLIT, $0-48")
+	p("\tMOVQ m+0(FP), SI")
+	p("\tMOVQ xs+8(FP), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ ld+16(FP), R13")
+	p("\tSHLQ $2, R13")
+	p("\tMOVQ R13, R10")
+	p("\tSHLQ $4, R10")
+	p("\tMOVQ nk+24(FP), CX")
+	p("\tMOVQ y+32(FP), DX")
+	p("\tMOVQ tmp+40(FP), DI")
+	broadcast(p, four, "Z24")
+	broadcast(p, two, "Z26")
+	broadcast(p, eight, "Z27")
+	p("ocloop:")
+	for j := range 6 {
+		for i := range 6 {
+			pt := i*6 + j
+			if pt == 0 {
+				p("\tVMOVUPS (SI), Z0")
+				continue
+			}
+			p("\tIMUL3Q $%d, R8, AX", pt)
+			p("\tVMOVUPS (SI)(AX*1), %s", z(i))
+		}
+		outputRow(p)
+		for r := range 4 {
+			p("\tVMOVUPS %s, %d(DI)", z(6+r), 64*(r*6+j))
+		}
+	}
+	for r := range 4 {
+		for x := range 6 {
+			p("\tVMOVUPS %d(DI), %s", 64*(r*6+x), z(x))
+		}
+		outputRow(p)
+		for q := range 4 {
+			if r == 0 && q == 0 {
+				p("\tVMOVUPS Z6, (DX)")
+				continue
+			}
+			p("\tIMUL3Q $%d, R13, AX", r*4+q)
+			p("\tVMOVUPS %s, (DX)(AX*1)", z(6+q))
+		}
+	}
+	p("\tADDQ R13, SI")
+	p("\tADDQ R10, DX")
+	p("\tDECQ CX")
+	p("\tJNZ ocloop")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// outputRows interleaves the 4 output columns of up to 16 consecutive
+// tiles of a tile row into 64 contiguous output values of one output row,
+// adds the bias and the residual, applies ReLU and stores them under the
+// column masks, for nk output channels.
+func outputRows(p func(string, ...any)) {
+	p("")
+	p("// func outRowsZ(y *float32, ld, nk, lanes int, dst *float32, doff int, res *float32, plane int, masks *[4]uint16, bias *float32, flags int, tab *[4][16]int32)")
+	p("TEXT ·outRowsZ(SB), NOSPLIT, $0-96")
+	p("\tMOVQ y+0(FP), SI")
+	p("\tMOVQ ld+8(FP), R13")
+	p("\tSHLQ $2, R13")
+	p("\tMOVQ R13, R10")
+	p("\tSHLQ $4, R10")
+	p("\tMOVQ nk+16(FP), CX")
+	p("\tMOVQ lanes+24(FP), AX")
+	p("\tKMOVW AX, K5")
+	p("\tMOVQ doff+40(FP), AX")
+	p("\tMOVQ dst+32(FP), DX")
+	p("\tLEAQ (DX)(AX*4), DX")
+	p("\tMOVQ res+48(FP), R11")
+	p("\tLEAQ (R11)(AX*4), R11")
+	p("\tMOVQ plane+56(FP), R14")
+	p("\tSHLQ $2, R14")
+	p("\tMOVQ masks+64(FP), BX")
+	for v := range 4 {
+		p("\tKMOVW %d(BX), K%d", 2*v, 1+v)
+	}
+	p("\tMOVQ bias+72(FP), BX")
+	p("\tMOVQ flags+80(FP), R9")
+	p("\tMOVQ tab+88(FP), AX")
+	for i := range 4 {
+		p("\tVMOVDQU32 %d(AX), Z%d", 64*i, 16+i)
+	}
+	p("\tVPXORD Z29, Z29, Z29")
+	p("\tVPXORD Z28, Z28, Z28")
+	p("orloop:")
+	p("\tVMOVUPS.Z (SI), K5, Z0")
+	p("\tVMOVUPS.Z (SI)(R13*1), K5, Z1")
+	p("\tLEAQ (SI)(R13*2), AX")
+	p("\tVMOVUPS.Z (AX), K5, Z2")
+	p("\tVMOVUPS.Z (AX)(R13*1), K5, Z3")
+	// Pairs of columns interleaved (tiles 0-7 and 8-15), then the pairs.
+	p("\tVMOVAPS Z16, Z4")
+	p("\tVPERMI2PS Z1, Z0, Z4")
+	p("\tVMOVAPS Z17, Z5")
+	p("\tVPERMI2PS Z1, Z0, Z5")
+	p("\tVMOVAPS Z16, Z6")
+	p("\tVPERMI2PS Z3, Z2, Z6")
+	p("\tVMOVAPS Z17, Z7")
+	p("\tVPERMI2PS Z3, Z2, Z7")
+	p("\tVMOVAPS Z18, Z8")
+	p("\tVPERMI2PS Z6, Z4, Z8")
+	p("\tVMOVAPS Z19, Z9")
+	p("\tVPERMI2PS Z6, Z4, Z9")
+	p("\tVMOVAPS Z18, Z10")
+	p("\tVPERMI2PS Z7, Z5, Z10")
+	p("\tVMOVAPS Z19, Z11")
+	p("\tVPERMI2PS Z7, Z5, Z11")
+	p("\tTESTQ $1, R9")
+	p("\tJZ orbias")
+	p("\tVBROADCASTSS (BX), Z28")
+	p("orbias:")
+	for v := range 4 {
+		acc := z(8 + v)
+		p("\tVADDPS Z28, %s, %s", acc, acc)
+		p("\tTESTQ $2, R9")
+		p("\tJZ orres%d", v)
+		p("\tVMOVUPS.Z %d(R11), K%d, Z12", 64*v, 1+v)
+		p("\tVADDPS Z12, %s, %s", acc, acc)
+		p("orres%d:", v)
+		p("\tTESTQ $4, R9")
+		p("\tJZ orrelu%d", v)
+		p("\tVMAXPS %s, Z29, %s", acc, acc)
+		p("orrelu%d:", v)
+		p("\tVMOVUPS %s, K%d, %d(DX)", acc, 1+v, 64*v)
+	}
+	p("\tADDQ R10, SI")
+	p("\tADDQ R14, DX")
+	p("\tADDQ R14, R11")
+	p("\tADDQ $4, BX")
+	p("\tDECQ CX")
+	p("\tJNZ orloop")
 	p("\tVZEROUPPER")
 	p("\tRET")
 }

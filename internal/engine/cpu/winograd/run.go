@@ -42,6 +42,13 @@ func NewLayer(g Conv, u *Weights, bias []float32, relu bool) (*Layer, error) {
 // tests.
 var blockFloats = 4 << 20
 
+// fusedMaxCK bounds the channel product of the layers that run fused:
+// every task reads all of the transformed weights (36*C*K floats), which
+// must stay in cache for the fused mode to pay (past 128 x 128 channels
+// they are 9 MiB and the phased mode, whose GEMMs sweep many panels per
+// weight block, is faster).
+const fusedMaxCK = 128 * 128
+
 // noFused switches the fused mode off (tests).
 var noFused bool
 
@@ -56,9 +63,13 @@ func (l *Layer) blockTiles(n int) int {
 	return min(nb, (t+lanes-1)/lanes*lanes)
 }
 
-// perTile is the workspace floats per tile: the transformed input, and the
-// GEMM's output, which first holds the row-transformed input.
-func (l *Layer) perTile() int { return Points * (l.C + max(l.C, l.K)) }
+// perTile is the workspace floats per tile: the transformed input (later
+// the column-transformed output), and the GEMM's output (which first holds
+// the row-transformed input).
+func (l *Layer) perTile() int { return l.vTile() + Points*max(l.C, l.K) }
+
+// vTile is the floats per tile of the transformed input's region.
+func (l *Layer) vTile() int { return max(Points*l.C, Out*Out*l.K) }
 
 // BufferFloats is the shared workspace Run needs for batches of up to n
 // images.
@@ -81,6 +92,8 @@ type Scratch struct {
 	in      inputJob
 	mul     gemmJob
 	out     outputJob
+	outCols outColsJob
+	outRows outRowsJob
 }
 
 // NewScratch makes the state for a pool of workers, with buf (at least the
@@ -109,13 +122,16 @@ func (s *Scratch) Bytes() int64 {
 type block struct {
 	t0, t1, n, np, ld int
 	v, m              []float32
+	// y (over v) holds the column-transformed output: per output channel
+	// 16 rows (tile row r, column q) of ld floats.
+	y []float32
 }
 
 func (l *Layer) newBlock(buf []float32, t0, t1, n int) block {
 	np := (t1 - t0 + lanes - 1) / lanes
 	ld := np * lanes
 	return block{t0: t0, t1: t1, n: n, np: np, ld: ld,
-		v: buf[:Points*l.C*ld], m: buf[Points*l.C*ld : l.perTile()*ld]}
+		v: buf[:Points*l.C*ld], y: buf[:Out*Out*l.K*ld], m: buf[l.vTile()*ld : l.perTile()*ld]}
 }
 
 // Run computes the convolution of the n images of in (N x C x IH x IW,
@@ -134,7 +150,7 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 	}
 	_, _, total := l.tiles(n)
 	panels := (total + lanes - 1) / lanes
-	if useAsm && !noFused && panels >= 3*pool.Size() && len(s.private[0]) >= l.WorkerFloats() {
+	if useAsm && !noFused && panels >= 3*pool.Size() && l.C*l.K <= fusedMaxCK && len(s.private[0]) >= l.WorkerFloats() {
 		j := &s.fused
 		j.s, j.l, j.src, j.res, j.dst, j.n, j.total = s, l, in, res, out, n, total
 		pool.Run(j, (panels+fusedPanels-1)/fusedPanels)
@@ -169,11 +185,24 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 		mj.mch = (l.K + mj.mw - 1) / mj.mw
 		pool.Run(mj, Points*mj.mch)
 
-		oj := &s.out
-		oj.s, oj.l, oj.b, oj.dst, oj.res = s, l, &b, out, res
-		oj.per = chunk(l.K, b.np, target)
-		pool.Run(oj, b.np*((l.K+oj.per-1)/oj.per))
+		if useAsm {
+			ocj := &s.outCols
+			ocj.s, ocj.l, ocj.b = s, l, &b
+			ocj.per = chunk(l.K, b.np, target)
+			pool.Run(ocj, b.np*((l.K+ocj.per-1)/ocj.per))
+			orj := &s.outRows
+			orj.l, orj.b, orj.dst, orj.res = l, &b, out, res
+			orj.gr0, orj.rows = l.tileRows(&b)
+			orj.per = chunk(l.K, orj.rows, target)
+			pool.Run(orj, orj.rows*((l.K+orj.per-1)/orj.per))
+		} else {
+			oj := &s.out
+			oj.s, oj.l, oj.b, oj.dst, oj.res = s, l, &b, out, res
+			oj.per = chunk(l.K, b.np, target)
+			pool.Run(oj, b.np*((l.K+oj.per-1)/oj.per))
+		}
 	}
+	s.outCols.b, s.outRows.b, s.outRows.dst, s.outRows.res = nil, nil, nil, nil
 	s.rows.b, s.rows.src, s.cols.b, s.in.b, s.in.src, s.mul.b, s.out.b, s.out.dst, s.out.res = nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
@@ -307,7 +336,10 @@ func (j *fusedJob) Run(w, t int) {
 	}
 	pn := &j.s.panels[w]
 	for p := range b.np {
-		l.output(&b, pn, j.dst, j.res, p, 0, l.K)
+		l.outCols(&b, pn, p, 0, l.K)
+	}
+	for gr := gr0; gr < gr0+rows; gr++ {
+		l.outRows(&b, j.dst, j.res, gr, 0, l.K)
 	}
 }
 
@@ -379,4 +411,82 @@ func (j *outputJob) Run(w, t int) {
 	nchunk := (j.l.K + j.per - 1) / j.per
 	k0 := (t % nchunk) * j.per
 	j.l.output(j.b, &j.s.panels[w], j.dst, j.res, t/nchunk, k0, min(j.per, j.l.K-k0))
+}
+
+// outCols applies the output transform to panel p of block b, output
+// channels [k0, k0+nk), into b.y.
+func (l *Layer) outCols(b *block, pn *Panel, p, k0, nk int) {
+	outputCols(b.m[k0*b.ld+p*lanes:], l.K*b.ld, b.ld, nk, b.y[k0*Out*Out*b.ld+p*lanes:], pn)
+}
+
+// outRows writes the outputs of block b's tiles in tile row gr, output
+// channels [k0, k0+nk), from b.y to dst, row by row, with the epilogue.
+func (l *Layer) outRows(b *block, dst, res []float32, gr, k0, nk int) {
+	th, tw, _ := l.tiles(1)
+	img, ty := gr/th, gr%th
+	tRow := gr * tw
+	lo, hi := max(b.t0, tRow)-tRow, min(b.t1, tRow+tw)-tRow
+	plane := l.OH * l.OW
+	flags := 0
+	var bias []float32
+	if l.Bias != nil {
+		flags |= flagBias
+		bias = l.Bias[k0:]
+	}
+	if res != nil {
+		flags |= flagRes
+	}
+	if l.ReLU {
+		flags |= flagReLU
+	}
+	for tx0 := lo; tx0 < hi; tx0 += lanes {
+		nl := min(hi-tx0, lanes)
+		col0 := Out * tx0
+		end := min(Out*(tx0+nl), l.OW)
+		var masks [4]uint16
+		for v := range masks {
+			for e := range lanes {
+				if c := col0 + lanes*v + e; c < end {
+					masks[v] |= 1 << e
+				}
+			}
+		}
+		for r := range Out {
+			oy := Out*ty + r
+			if oy >= l.OH {
+				break
+			}
+			y := b.y[(k0*Out*Out+r*Out)*b.ld+tRow+tx0-b.t0:]
+			outputRows(y, b.ld, nk, 1<<nl-1, dst, ((img*l.K+k0)*l.OH+oy)*l.OW+col0, res, plane, &masks, bias, flags)
+		}
+	}
+}
+
+// outColsJob runs outCols: one task per panel and output channel range.
+type outColsJob struct {
+	s   *Scratch
+	l   *Layer
+	b   *block
+	per int
+}
+
+func (j *outColsJob) Run(w, t int) {
+	nchunk := (j.l.K + j.per - 1) / j.per
+	k0 := (t % nchunk) * j.per
+	j.l.outCols(j.b, &j.s.panels[w], t/nchunk, k0, min(j.per, j.l.K-k0))
+}
+
+// outRowsJob runs outRows: one task per tile row and output channel range.
+type outRowsJob struct {
+	l         *Layer
+	b         *block
+	dst, res  []float32
+	gr0, rows int
+	per       int
+}
+
+func (j *outRowsJob) Run(_, t int) {
+	nchunk := (j.l.K + j.per - 1) / j.per
+	k0 := (t % nchunk) * j.per
+	j.l.outRows(j.b, j.dst, j.res, j.gr0+t/nchunk, k0, min(j.per, j.l.K-k0))
 }

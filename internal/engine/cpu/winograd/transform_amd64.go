@@ -90,3 +90,57 @@ func inputCols(r []float32, ld, nc int, v []float32, xs int) {
 	_ = v[(Points-1)*xs+nc*lanes-1]
 	inColsZ(&r[0], ld, nc, &v[0], xs)
 }
+
+// outColsZ applies At to a panel's GEMM outputs (m: point pt at pt*xs,
+// channels ld apart) for nk channels and writes each tile's 16 outputs as
+// rows r*4+q of y (ld floats each, channels 16*ld apart).
+//
+//go:noescape
+func outColsZ(m *float32, xs, ld, nk int, y *float32, tmp *[Points][lanes]float32)
+
+// outRowsZ interleaves rows r*4+q (q < 4) of y for the tiles under the
+// lanes mask into 64 contiguous outputs at dst+doff, adding the bias and
+// res+doff and applying ReLU as flags say, stored under the 4 column
+// masks; for nk channels (16*ld floats apart in y, plane in dst and res).
+//
+//go:noescape
+func outRowsZ(y *float32, ld, nk, lanes int, dst *float32, doff int, res *float32, plane int, masks *[4]uint16, bias *float32, flags int, tab *[4][16]int32)
+
+// outTab holds outRowsZ's permutes: columns 0 and 1 (2 and 3) of tiles
+// 0-7 and 8-15 interleaved, then the pairs into 4 consecutive columns of
+// 4 tiles.
+var outTab = func() (t [4][16]int32) {
+	for tt := range 8 {
+		t[0][2*tt], t[0][2*tt+1] = int32(tt), int32(16+tt)
+		t[1][2*tt], t[1][2*tt+1] = int32(8+tt), int32(24+tt)
+	}
+	for e := range 16 {
+		for v := range 2 {
+			tt, q := 4*v+e/4, e%4
+			if q < 2 {
+				t[2+v][e] = int32(2*tt + q)
+			} else {
+				t[2+v][e] = int32(16 + 2*tt + q - 2)
+			}
+		}
+	}
+	return t
+}()
+
+func outputCols(m []float32, xs, ld, nk int, y []float32, p *Panel) {
+	_ = m[(Points-1)*xs+(nk-1)*ld+lanes-1]
+	_ = y[((nk-1)*16+15)*ld+lanes-1]
+	outColsZ(&m[0], xs, ld, nk, &y[0], &p.tmp)
+}
+
+func outputRows(y []float32, ld, nk, lanes int, dst []float32, doff int, res []float32, plane int, masks *[4]uint16, bias []float32, flags int) {
+	var rp, bp *float32
+	if flags&flagRes != 0 {
+		rp = &res[0]
+	}
+	if flags&flagBias != 0 {
+		_ = bias[nk-1]
+		bp = &bias[0]
+	}
+	outRowsZ(&y[0], ld, nk, lanes, &dst[0], doff, rp, plane, masks, bp, flags, &outTab)
+}
