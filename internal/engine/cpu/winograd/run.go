@@ -87,13 +87,11 @@ type Scratch struct {
 	buf     []float32
 	private [][]float32
 	fused   fusedJob
-	rows    rowsJob
-	cols    colsJob
+	inT     inTransformJob
 	in      inputJob
 	mul     gemmJob
 	out     outputJob
-	outCols outColsJob
-	outRows outRowsJob
+	outT    outTransformJob
 }
 
 // NewScratch makes the state for a pool of workers, with buf (at least the
@@ -162,15 +160,12 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 	for t0 := 0; t0 < total; t0 += nb {
 		b := l.newBlock(s.buf, t0, min(total, t0+nb), n)
 		if useAsm {
-			rj := &s.rows
-			rj.l, rj.b, rj.src = l, &b, in
-			rj.gr0, rj.rows = l.tileRows(&b)
-			rj.per = chunk(l.C, rj.rows, target)
-			pool.Run(rj, rj.rows*((l.C+rj.per-1)/rj.per))
-			cj := &s.cols
-			cj.l, cj.b = l, &b
-			cj.per = chunk(l.C, b.np, target)
-			pool.Run(cj, b.np*((l.C+cj.per-1)/cj.per))
+			// Channels are independent through the transforms: one job
+			// over channel ranges does rows then columns.
+			ij := &s.inT
+			ij.l, ij.b, ij.src = l, &b, in
+			ij.per = chunk(l.C, 1, target)
+			pool.Run(ij, (l.C+ij.per-1)/ij.per)
 		} else {
 			ij := &s.in
 			ij.s, ij.l, ij.b, ij.src = s, l, &b, in
@@ -186,15 +181,10 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 		pool.Run(mj, Points*mj.mch)
 
 		if useAsm {
-			ocj := &s.outCols
-			ocj.s, ocj.l, ocj.b = s, l, &b
-			ocj.per = chunk(l.K, b.np, target)
-			pool.Run(ocj, b.np*((l.K+ocj.per-1)/ocj.per))
-			orj := &s.outRows
-			orj.l, orj.b, orj.dst, orj.res = l, &b, out, res
-			orj.gr0, orj.rows = l.tileRows(&b)
-			orj.per = chunk(l.K, orj.rows, target)
-			pool.Run(orj, orj.rows*((l.K+orj.per-1)/orj.per))
+			oj := &s.outT
+			oj.s, oj.l, oj.b, oj.dst, oj.res = s, l, &b, out, res
+			oj.per = chunk(l.K, 1, target)
+			pool.Run(oj, (l.K+oj.per-1)/oj.per)
 		} else {
 			oj := &s.out
 			oj.s, oj.l, oj.b, oj.dst, oj.res = s, l, &b, out, res
@@ -202,8 +192,8 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 			pool.Run(oj, b.np*((l.K+oj.per-1)/oj.per))
 		}
 	}
-	s.outCols.b, s.outRows.b, s.outRows.dst, s.outRows.res = nil, nil, nil, nil
-	s.rows.b, s.rows.src, s.cols.b, s.in.b, s.in.src, s.mul.b, s.out.b, s.out.dst, s.out.res = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	s.outT.b, s.outT.dst, s.outT.res = nil, nil, nil
+	s.inT.b, s.inT.src, s.in.b, s.in.src, s.mul.b, s.out.b, s.out.dst, s.out.res = nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // chunk is the channels per task when np panels share c channels, aiming
@@ -324,51 +314,59 @@ func (j *fusedJob) Run(w, t int) {
 	l := j.l
 	t0 := t * fusedPanels * lanes
 	b := l.newBlock(j.s.private[w], t0, min(j.total, t0+fusedPanels*lanes), j.n)
-	gr0, rows := l.tileRows(&b)
-	for gr := gr0; gr < gr0+rows; gr++ {
-		l.rows(&b, j.src, gr, 0, l.C)
-	}
-	for p := range b.np {
-		l.cols(&b, p, 0, l.C)
-	}
+	l.inTransform(&b, j.src, 0, l.C)
 	for pt := range Points {
 		l.mul(&b, pt, 0, l.K)
 	}
-	pn := &j.s.panels[w]
-	for p := range b.np {
-		l.outCols(&b, pn, p, 0, l.K)
+	l.outTransform(&b, &j.s.panels[w], j.dst, j.res, 0, l.K)
+}
+
+// subChunk is the channels the transforms take through both passes at a
+// time, so that the intermediate rows stay in cache.
+const subChunk = 4
+
+// inTransform transforms channels [c0, c0+nc) of block b's input: rows,
+// then columns, subChunk channels at a time.
+func (l *Layer) inTransform(b *block, src []float32, c0, nc int) {
+	gr0, rows := l.tileRows(b)
+	for c := c0; c < c0+nc; c += subChunk {
+		n := min(subChunk, c0+nc-c)
+		for gr := gr0; gr < gr0+rows; gr++ {
+			l.rows(b, src, gr, c, n)
+		}
+		for p := range b.np {
+			l.cols(b, p, c, n)
+		}
 	}
-	for gr := gr0; gr < gr0+rows; gr++ {
-		l.outRows(&b, j.dst, j.res, gr, 0, l.K)
+}
+
+// outTransform transforms output channels [k0, k0+nk) of block b back
+// into dst with the epilogue: columns, then rows, subChunk channels at a
+// time.
+func (l *Layer) outTransform(b *block, pn *Panel, dst, res []float32, k0, nk int) {
+	gr0, rows := l.tileRows(b)
+	for k := k0; k < k0+nk; k += subChunk {
+		n := min(subChunk, k0+nk-k)
+		for p := range b.np {
+			l.outCols(b, pn, p, k, n)
+		}
+		for gr := gr0; gr < gr0+rows; gr++ {
+			l.outRows(b, dst, res, gr, k, n)
+		}
 	}
 }
 
-// rowsJob runs rows: one task per tile row of the block and channel range.
-type rowsJob struct {
-	l         *Layer
-	b         *block
-	src       []float32
-	gr0, rows int
-	per       int
-}
-
-func (j *rowsJob) Run(_, t int) {
-	nchunk := (j.l.C + j.per - 1) / j.per
-	c0 := (t % nchunk) * j.per
-	j.l.rows(j.b, j.src, j.gr0+t/nchunk, c0, min(j.per, j.l.C-c0))
-}
-
-// colsJob runs cols: one task per panel and channel range.
-type colsJob struct {
+// inTransformJob runs inTransform: one task per channel range.
+type inTransformJob struct {
 	l   *Layer
 	b   *block
+	src []float32
 	per int
 }
 
-func (j *colsJob) Run(_, t int) {
-	nchunk := (j.l.C + j.per - 1) / j.per
-	c0 := (t % nchunk) * j.per
-	j.l.cols(j.b, t/nchunk, c0, min(j.per, j.l.C-c0))
+func (j *inTransformJob) Run(_, t int) {
+	c0 := t * j.per
+	j.l.inTransform(j.b, j.src, c0, min(j.per, j.l.C-c0))
 }
 
 // inputJob runs gather: one task per panel and channel range.
@@ -462,31 +460,16 @@ func (l *Layer) outRows(b *block, dst, res []float32, gr, k0, nk int) {
 	}
 }
 
-// outColsJob runs outCols: one task per panel and output channel range.
-type outColsJob struct {
-	s   *Scratch
-	l   *Layer
-	b   *block
-	per int
+// outTransformJob runs outTransform: one task per output channel range.
+type outTransformJob struct {
+	s        *Scratch
+	l        *Layer
+	b        *block
+	dst, res []float32
+	per      int
 }
 
-func (j *outColsJob) Run(w, t int) {
-	nchunk := (j.l.K + j.per - 1) / j.per
-	k0 := (t % nchunk) * j.per
-	j.l.outCols(j.b, &j.s.panels[w], t/nchunk, k0, min(j.per, j.l.K-k0))
-}
-
-// outRowsJob runs outRows: one task per tile row and output channel range.
-type outRowsJob struct {
-	l         *Layer
-	b         *block
-	dst, res  []float32
-	gr0, rows int
-	per       int
-}
-
-func (j *outRowsJob) Run(_, t int) {
-	nchunk := (j.l.K + j.per - 1) / j.per
-	k0 := (t % nchunk) * j.per
-	j.l.outRows(j.b, j.dst, j.res, j.gr0+t/nchunk, k0, min(j.per, j.l.K-k0))
+func (j *outTransformJob) Run(w, t int) {
+	k0 := t * j.per
+	j.l.outTransform(j.b, &j.s.panels[w], j.dst, j.res, k0, min(j.per, j.l.K-k0))
 }
