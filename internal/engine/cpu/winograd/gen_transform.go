@@ -1,7 +1,8 @@
 //go:build ignore
 
 // gen_transform writes transform_amd64.s: the AVX-512 input and output
-// transforms of Winograd F(4x4, 3x3), one tile per lane. Run it with
+// transforms of Winograd F(4x4, 3x3), one tile per lane, read and written
+// with contiguous masked loads and stores. Run it with
 // `go generate` in this directory.
 package main
 
@@ -10,15 +11,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-)
-
-// Offsets of Panel's fields (checked by TestPanelLayout).
-const (
-	offIn      = 0
-	offInMask  = offIn + 36*16*4
-	offOut     = offInMask + 36*2
-	offOutMask = offOut + 16*16*4
-	offTmp     = offOutMask + 16*2
 )
 
 // Float32 bit patterns of the transforms' constants.
@@ -37,10 +29,8 @@ func main() {
 	p("//go:build amd64 && !purego")
 	p("")
 	p(`#include "textflag.h"`)
-	input(p)
 	inputRows(p)
 	inputCols(p)
-	output(p)
 	outputCols(p)
 	outputRows(p)
 	if err := os.WriteFile("transform_amd64.s", w.Bytes(), 0o644); err != nil {
@@ -90,141 +80,6 @@ func outputRow(p func(string, ...any)) {
 	p("\tVFMADD231PS Z24, Z14, Z8") // o2 = a + 4 c
 	p("\tVADDPS Z13, Z5, Z9")
 	p("\tVFMADD231PS Z27, Z15, Z9") // o3 = b + 8 d + m5
-}
-
-func input(p func(string, ...any)) {
-	p("")
-	p("// func inputZ(src *float32, plane int, p *Panel, nc int, v *float32, xs int)")
-	p("TEXT ·inputZ(SB), NOSPLIT, $0-48")
-	p("\tMOVQ src+0(FP), SI")
-	p("\tMOVQ plane+8(FP), R8")
-	p("\tSHLQ $2, R8")
-	p("\tMOVQ p+16(FP), BX")
-	p("\tMOVQ nc+24(FP), CX")
-	p("\tMOVQ v+32(FP), DI")
-	p("\tMOVQ xs+40(FP), R9")
-	p("\tSHLQ $2, R9")
-	p("\tLEAQ %d(BX), R10", offTmp)
-	broadcast(p, four, "Z24")
-	broadcast(p, five, "Z25")
-	broadcast(p, two, "Z26")
-	p("inloop:")
-	for y := range 6 {
-		for x := range 6 {
-			pos := y*6 + x
-			idx := z(20 + pos%4)
-			p("\tVPXORD %s, %s, %s", z(x), z(x), z(x))
-			p("\tKMOVW %d(BX), K%d", offInMask+2*pos, 1+pos%4)
-			p("\tVMOVDQU32 %d(BX), %s", offIn+64*pos, idx)
-			p("\tVGATHERDPS (SI)(%s*4), K%d, %s", idx, 1+pos%4, z(x))
-		}
-		inputRow(p)
-		for j := range 6 {
-			p("\tVMOVUPS %s, %d(R10)", z(6+j), 64*(y*6+j))
-		}
-	}
-	for j := range 6 {
-		for i := range 6 {
-			p("\tVMOVUPS %d(R10), %s", 64*(i*6+j), z(i))
-		}
-		inputRow(p)
-		for i := range 6 {
-			pt := i*6 + j
-			if pt == 0 {
-				p("\tVMOVUPS %s, (DI)", z(6+i))
-				continue
-			}
-			p("\tIMUL3Q $%d, R9, AX", pt)
-			p("\tVMOVUPS %s, (DI)(AX*1)", z(6+i))
-		}
-	}
-	p("\tADDQ R8, SI")
-	p("\tADDQ $64, DI")
-	p("\tDECQ CX")
-	p("\tJNZ inloop")
-	p("\tVZEROUPPER")
-	p("\tRET")
-}
-
-func output(p func(string, ...any)) {
-	p("")
-	p("// func outputZ(m *float32, xs, ld, nk int, dst, res *float32, plane int, p *Panel, bias *float32, flags int)")
-	p("TEXT ·outputZ(SB), NOSPLIT, $0-80")
-	p("\tMOVQ m+0(FP), SI")
-	p("\tMOVQ xs+8(FP), R8")
-	p("\tSHLQ $2, R8")
-	p("\tMOVQ ld+16(FP), R13")
-	p("\tSHLQ $2, R13")
-	p("\tMOVQ nk+24(FP), CX")
-	p("\tMOVQ dst+32(FP), DX")
-	p("\tMOVQ res+40(FP), R10")
-	p("\tMOVQ plane+48(FP), R14")
-	p("\tSHLQ $2, R14")
-	p("\tMOVQ p+56(FP), BX")
-	p("\tMOVQ bias+64(FP), R11")
-	p("\tMOVQ flags+72(FP), R9")
-	p("\tLEAQ %d(BX), DI", offTmp)
-	broadcast(p, four, "Z24")
-	broadcast(p, two, "Z26")
-	broadcast(p, eight, "Z27")
-	p("\tVPXORD Z29, Z29, Z29")
-	p("outloop:")
-	for j := range 6 {
-		for i := range 6 {
-			pt := i*6 + j
-			if pt == 0 {
-				p("\tVMOVUPS (SI), Z0")
-				continue
-			}
-			p("\tIMUL3Q $%d, R8, AX", pt)
-			p("\tVMOVUPS (SI)(AX*1), %s", z(i))
-		}
-		outputRow(p)
-		for r := range 4 {
-			p("\tVMOVUPS %s, %d(DI)", z(6+r), 64*(r*6+j))
-		}
-	}
-	p("\tVPXORD Z28, Z28, Z28")
-	p("\tTESTQ $1, R9")
-	p("\tJZ nobias")
-	p("\tVBROADCASTSS (R11), Z28")
-	p("nobias:")
-	for r := range 4 {
-		for x := range 6 {
-			p("\tVMOVUPS %d(DI), %s", 64*(r*6+x), z(x))
-		}
-		outputRow(p)
-		for q := range 4 {
-			pos := r*4 + q
-			acc := z(6 + q)
-			idx := z(20 + q)
-			p("\tVADDPS Z28, %s, %s", acc, acc)
-			p("\tVMOVDQU32 %d(BX), %s", offOut+64*pos, idx)
-			p("\tTESTQ $2, R9")
-			p("\tJZ nores%d", pos)
-			p("\tKMOVW %d(BX), K2", offOutMask+2*pos)
-			p("\tVPXORD Z16, Z16, Z16")
-			p("\tVGATHERDPS (R10)(%s*4), K2, Z16", idx)
-			p("\tVADDPS Z16, %s, %s", acc, acc)
-			p("nores%d:", pos)
-			p("\tTESTQ $4, R9")
-			p("\tJZ norelu%d", pos)
-			// MAXPS returns its second source when either is NaN: this
-			// order keeps NaN, as the GEMM's epilogue does.
-			p("\tVMAXPS %s, Z29, %s", acc, acc)
-			p("norelu%d:", pos)
-			p("\tKMOVW %d(BX), K1", offOutMask+2*pos)
-			p("\tVSCATTERDPS %s, K1, (DX)(%s*4)", acc, idx)
-		}
-	}
-	p("\tADDQ R13, SI")
-	p("\tADDQ R14, DX")
-	p("\tADDQ R14, R10")
-	p("\tADDQ $4, R11")
-	p("\tDECQ CX")
-	p("\tJNZ outloop")
-	p("\tVZEROUPPER")
-	p("\tRET")
 }
 
 // inputRows applies Bt along the rows of one input row for up to 16

@@ -249,11 +249,11 @@ func (l *Layer) cols(b *block, p, c0, nc int) {
 	inputCols(b.m[c0*Points*b.ld+p*lanes:], b.ld, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
 }
 
-// gather is rows and cols in one, by gathers (the Go path).
+// gather is the input transform of panel p, lane by lane (the Go path).
 func (l *Layer) gather(b *block, src []float32, pn *Panel, p, c0, nc int) {
 	l.prepare(pn, b.t0+p*lanes, b.n)
 	plane := l.IH * l.IW
-	input(src[c0*plane:], plane, pn, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
+	inputGo(src[c0*plane:], plane, pn, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
 }
 
 // mul runs the GEMM of transform point pt for output channels [m0, m1)
@@ -298,7 +298,7 @@ func (l *Layer) output(b *block, pn *Panel, dst, res []float32, p, k0, nk int) {
 	if l.ReLU {
 		flags |= flagReLU
 	}
-	output(b.m[k0*b.ld+p*lanes:], l.K*b.ld, b.ld, nk, dst[k0*plane:], res, plane, pn, bias, flags)
+	outputGo(b.m[k0*b.ld+p*lanes:], l.K*b.ld, b.ld, nk, dst[k0*plane:], res, plane, pn, bias, flags)
 }
 
 // fusedJob computes fusedPanels panels per task, input to output, in the

@@ -5,14 +5,6 @@ package winograd
 // useAsm is false: there are no SIMD transforms here.
 var useAsm = false
 
-func input(src []float32, plane int, p *Panel, nc int, v []float32, xs int) {
-	inputGo(src, plane, p, nc, v, xs)
-}
-
-func output(m []float32, xs, ld, nk int, dst, res []float32, plane int, p *Panel, bias []float32, flags int) {
-	outputGo(m, xs, ld, nk, dst, res, plane, p, bias, flags)
-}
-
 // Fast reports whether the transforms run as SIMD code here, which is
 // what makes Winograd pay.
 func Fast() bool { return false }
