@@ -11,12 +11,17 @@ import (
 // TestWinogradParity runs full-width ResNet-18 (random weights, 112x112,
 // where the planner picks Winograd for the first two stages at batch 1
 // and 3) on both executors with and without Winograd, and holds the
-// logits to the engine's parity bound.
+// logits to the engine's parity bound. Under the race detector it runs the
+// ResNet engine only, at 64x64 (stage 1 Winograd at batch 1, stages 1-2
+// at batch 3).
 func TestWinogradParity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full-width ResNet-18 forwards; skipped in -short")
 	}
-	const size = 112
+	size, graphs := 112, []bool{false, true}
+	if raceOn {
+		size, graphs = 64, []bool{false}
+	}
 	mg, ig := resnet18Graphs(t, size)
 	r := rand.New(rand.NewPCG(3, 3))
 	in := make([]float32, 3*3*size*size)
@@ -37,7 +42,7 @@ func TestWinogradParity(t *testing.T) {
 		}
 		return m
 	}
-	for _, graph := range []bool{false, true} {
+	for _, graph := range graphs {
 		wino, direct := load(graph, false), load(graph, true)
 		for _, n := range []int{1, 3} {
 			want := runModel(t, direct, n, in[:n*3*size*size])

@@ -64,8 +64,8 @@ func TestWinogradConv(t *testing.T) {
 // batch 2) with every 3x3 stride-1 convolution as Winograd and with none,
 // and holds the logits to the parity bound of the engine's checks.
 func TestWinogradResNet18(t *testing.T) {
-	if testing.Short() {
-		t.Skip("full-width ResNet-18 forwards; skipped in -short")
+	if testing.Short() || raceOn {
+		t.Skip("full-width ResNet-18 forwards (a minute under the race detector, which TestWinogradConv runs the kernels under); skipped in -short and -race")
 	}
 	ctx := context.Background()
 	a, err := model.KnownArch("resnet18", 1000)
