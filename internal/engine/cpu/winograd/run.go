@@ -76,8 +76,13 @@ func (l *Layer) vTile() int { return max(Points*l.C, Out*Out*l.K) }
 func (l *Layer) BufferFloats(n int) int { return l.perTile() * l.blockTiles(n) }
 
 // WorkerFloats is the private workspace per worker Run needs in the fused
-// mode.
-func (l *Layer) WorkerFloats() int { return l.perTile() * fusedPanels * lanes }
+// mode (0 for a layer that never runs fused).
+func (l *Layer) WorkerFloats() int {
+	if l.C*l.K > fusedMaxCK {
+		return 0
+	}
+	return l.perTile() * fusedPanels * lanes
+}
 
 // Scratch is one instance's Winograd state: a panel and a private
 // workspace per worker, the jobs and the shared workspace. It serves every
@@ -148,7 +153,7 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 	}
 	_, _, total := l.tiles(n)
 	panels := (total + lanes - 1) / lanes
-	if useAsm && !noFused && panels >= 3*pool.Size() && l.C*l.K <= fusedMaxCK && len(s.private[0]) >= l.WorkerFloats() {
+	if w := l.WorkerFloats(); useAsm && !noFused && w > 0 && panels >= 3*pool.Size() && len(s.private[0]) >= w {
 		j := &s.fused
 		j.s, j.l, j.src, j.res, j.dst, j.n, j.total = s, l, in, res, out, n, total
 		pool.Run(j, (panels+fusedPanels-1)/fusedPanels)
