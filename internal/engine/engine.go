@@ -84,6 +84,9 @@ type Options struct {
 	Device int
 	// Threads bounds the cpu engine's parallelism (0: GOMAXPROCS).
 	Threads int
+	// NoWinograd makes the cpu engine run every convolution as a direct
+	// GEMM, never as Winograd F(4x4, 3x3) (for A/B comparisons).
+	NoWinograd bool
 	// Progress, when set, receives human-readable lines about long steps
 	// (autotuning, capture).
 	Progress func(format string, args ...any)

@@ -37,22 +37,22 @@ func BenchmarkResNet18(b *testing.B) {
 	}
 	for _, size := range []int{224, 250} {
 		for _, n := range []int{1, 8} {
-			for _, compile := range []bool{false, true} {
-				mode := "eager"
-				if compile {
-					mode = "compiled"
-				}
+			for _, mode := range []string{"eager", "compiled", "direct"} {
+				// direct: compiled, every convolution a direct GEMM (no
+				// Winograd), for A/B in one process.
+				opts := engine.Options{Compile: mode != "eager", MaxBatch: n, Height: size, Width: size, NoWinograd: mode == "direct"}
 				b.Run(fmt.Sprintf("%d/bs%d/%s", size, n, mode), func(b *testing.B) {
-					benchForward(b, g, size, n, compile)
+					benchForward(b, g, n, opts)
 				})
 			}
 		}
 	}
 }
 
-func benchForward(b *testing.B, g *model.Graph, size, n int, compile bool) {
+func benchForward(b *testing.B, g *model.Graph, n int, opts engine.Options) {
 	ctx := context.Background()
-	m, err := Engine{}.Load(ctx, g, engine.Options{Compile: compile, MaxBatch: n, Height: size, Width: size})
+	size := opts.Height
+	m, err := Engine{}.Load(ctx, g, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,13 +106,12 @@ func BenchmarkResNet18Graph(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, n := range []int{1, 8, 32} {
-			for _, compile := range []bool{false, true} {
-				mode := "eager"
-				if compile {
-					mode = "compiled"
-				}
+			for _, mode := range []string{"eager", "compiled", "direct"} {
+				// direct: compiled, every convolution a direct GEMM (no
+				// Winograd), for A/B in one process.
+				opts := engine.Options{Compile: mode != "eager", MaxBatch: n, NoWinograd: mode == "direct"}
 				b.Run(fmt.Sprintf("%d/bs%d/%s", size, n, mode), func(b *testing.B) {
-					m, err := Engine{}.LoadGraph(context.Background(), ig, engine.Options{Compile: compile, MaxBatch: n})
+					m, err := Engine{}.LoadGraph(context.Background(), ig, opts)
 					if err != nil {
 						b.Fatal(err)
 					}

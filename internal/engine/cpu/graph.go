@@ -11,6 +11,7 @@ import (
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/irexec"
 	"goinfer/internal/engine/cpu/parallel"
+	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -124,7 +125,11 @@ func (m *graphModel) plan(ctx context.Context, n int) (*irexec.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpu: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: m.opts.Threads, Weights: m.weights})
+	wm := winograd.Auto
+	if m.opts.NoWinograd {
+		wm = winograd.Off
+	}
+	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: m.opts.Threads, Weights: m.weights, Winograd: wm})
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}

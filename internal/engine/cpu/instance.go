@@ -6,6 +6,7 @@ import (
 
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/parallel"
+	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/hugepage"
 	"goinfer/internal/tensor"
 )
@@ -24,8 +25,10 @@ type instance struct {
 	phaseBuf []float32
 	// sharedB holds B packed once for all of a convolution's tasks.
 	sharedB []float32
-	vals    [][]float32 // per value, the current call's view
-	bytes   int64
+	// wino is the Winograd convolutions' state, nil without any.
+	wino  *winograd.Scratch
+	vals  [][]float32 // per value, the current call's view
+	bytes int64
 
 	conv  convJob
 	phase phaseJob
@@ -59,6 +62,10 @@ func newInstance(m *cpuModel, p *plan, threads int) *instance {
 	in.phaseBuf = hugepage.Float32s(p.phaseElems * p.chunk)
 	in.sharedB = hugepage.Float32s(p.sharedElems)
 	in.bytes += int64(4 * (len(in.linC) + len(in.phaseBuf) + len(in.sharedB)))
+	if p.winoElems > 0 {
+		in.wino = winograd.NewScratch(threads, hugepage.Float32s(p.winoElems), p.winoWorker)
+		in.bytes += 4*int64(p.winoElems) + in.wino.Bytes()
+	}
 	return in
 }
 
@@ -123,7 +130,7 @@ func (in *instance) Close() error {
 	}
 	in.closed = true
 	in.pool.Close()
-	in.slots, in.vals, in.linC, in.phaseBuf, in.sharedB = nil, nil, nil, nil, nil
+	in.slots, in.vals, in.linC, in.phaseBuf, in.sharedB, in.wino = nil, nil, nil, nil, nil, nil
 	in.m.release()
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/gemm"
 	"goinfer/internal/engine/cpu/vec"
+	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
@@ -45,6 +46,9 @@ type plan struct {
 	maxRow int
 	// sharedElems sizes the buffer of B packed once for several tasks.
 	sharedElems int
+	// winoElems and winoWorker size the Winograd workspaces, shared and
+	// per worker.
+	winoElems, winoWorker int
 
 	// input converts a float16 or uint8 input to float32 (nil for float32).
 	input *eltStep
@@ -91,19 +95,30 @@ func newPlan(ctx context.Context, g *model.Graph, o engine.Options) (*plan, erro
 			}
 		}
 	}
-	convs, errs := packConvs(ctx, g, dims, p.chunk)
+	mode := winograd.Auto
+	if o.NoWinograd {
+		mode = winograd.Off
+	}
+	convs, winos, errs := packConvs(ctx, g, dims, p.chunk, mode)
 	for i, nd := range g.Nodes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		var s step
 		var err error
-		if nd.Op == model.OpConv {
+		switch {
+		case nd.Op == model.OpConv && winos[i] != nil:
+			l := winos[i].l
+			p.weightBytes += l.W.Bytes() + int64(4*len(l.Bias))
+			p.winoElems = max(p.winoElems, l.BufferFloats(p.chunk))
+			p.winoWorker = max(p.winoWorker, l.WorkerFloats())
+			s = winos[i]
+		case nd.Op == model.OpConv:
 			if err = errs[i]; err == nil {
 				p.addConv(convs[i])
 				s = convs[i]
 			}
-		} else {
+		default:
 			s, err = p.newStep(nd)
 		}
 		if err != nil {
@@ -124,10 +139,11 @@ func (p *plan) addConv(s *convStep) {
 }
 
 // packConvs makes the convolution steps of g, whose weight packing is most
-// of a compiled load, on all cores. convs[i] and errs[i] are node i's (nil
-// for other nodes).
-func packConvs(ctx context.Context, g *model.Graph, dims []model.Dims, chunk int) (convs []*convStep, errs []error) {
-	convs, errs = make([]*convStep, len(g.Nodes)), make([]error, len(g.Nodes))
+// of a compiled load, on all cores: node i's is winos[i] where mode runs
+// it as Winograd, else convs[i]; errs[i] is its error (all nil for other
+// nodes).
+func packConvs(ctx context.Context, g *model.Graph, dims []model.Dims, chunk int, mode winograd.Mode) (convs []*convStep, winos []*winoStep, errs []error) {
+	convs, winos, errs = make([]*convStep, len(g.Nodes)), make([]*winoStep, len(g.Nodes)), make([]error, len(g.Nodes))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -138,13 +154,16 @@ func packConvs(ctx context.Context, g *model.Graph, dims []model.Dims, chunk int
 					return
 				}
 				if nd := g.Nodes[i]; nd.Op == model.OpConv {
-					convs[i], errs[i] = newConvStep(nd, dims[nd.Inputs[0]], dims[nd.Output], chunk)
+					in, out := dims[nd.Inputs[0]], dims[nd.Output]
+					if winos[i], errs[i] = newWinoStep(nd, in, out, chunk, mode); winos[i] == nil && errs[i] == nil {
+						convs[i], errs[i] = newConvStep(nd, in, out, chunk)
+					}
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return convs, errs
+	return convs, winos, errs
 }
 
 func (p *plan) newStep(nd *model.Node) (step, error) {

@@ -201,6 +201,9 @@ func buildConv(nc *nodeCtx) (step, error) {
 	if g.icg == 1 {
 		return newDirectConv(nc, g, wf, bias, res, ac), nil
 	}
+	if ws, err := buildWinograd(nc, g, wf, bias, res, ac); ws != nil || err != nil {
+		return ws, err
+	}
 	s := &convStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], bias: bias, act: ac}
 	kk := g.kh * g.kw
 	kdim := g.icg * kk

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"goinfer/internal/engine/cpu/parallel"
+	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/tensor"
 )
 
@@ -30,15 +31,18 @@ type Exec struct {
 	packJ    packJob
 	phaseBuf []float32
 	sharedB  []float32
-	closed   bool
+	// wino is the Winograd convolutions' state, nil without any.
+	wino   *winograd.Scratch
+	closed bool
 }
 
 // arenaAlign keeps every slot of an arena on its own cache line.
 const arenaAlign = 64
 
 // arenaLayout returns each slot's offset in the arena, then the offsets of
-// the phase planes and the shared packing of B, and the arena's size.
-func (p *Plan) arenaLayout() (slots []int, phase, sharedB, size int) {
+// the phase planes, the shared packing of B and the Winograd workspace,
+// and the arena's size.
+func (p *Plan) arenaLayout() (slots []int, phase, sharedB, wino, size int) {
 	slots = make([]int, len(p.slotBytes))
 	for i, n := range p.slotBytes {
 		slots[i] = size
@@ -48,20 +52,22 @@ func (p *Plan) arenaLayout() (slots []int, phase, sharedB, size int) {
 	size += roundUp(4*p.phase, arenaAlign)
 	sharedB = size
 	size += roundUp(4*p.sharedB, arenaAlign)
-	return slots, phase, sharedB, size
+	wino = size
+	size += roundUp(4*p.wino, arenaAlign)
+	return slots, phase, sharedB, wino, size
 }
 
 // ArenaBytes is the memory one Exec's arena takes: activations and
 // convolution workspace.
 func (p *Plan) ArenaBytes() int64 {
-	_, _, _, size := p.arenaLayout()
+	_, _, _, _, size := p.arenaLayout()
 	return int64(size)
 }
 
 // NewExec allocates an Exec for p, with its own pool of p's thread count
 // and its own arena.
 func (p *Plan) NewExec() *Exec {
-	_, _, _, size := p.arenaLayout()
+	_, _, _, _, size := p.arenaLayout()
 	x := p.newExec(parallel.New(p.threads), alignedBytes(size))
 	x.ownPool = true
 	return x
@@ -86,7 +92,7 @@ func NewArena(n int64) []byte { return alignedBytes(int(n)) }
 
 func (p *Plan) newExec(pool *parallel.Pool, arena []byte) *Exec {
 	x := &Exec{p: p, pool: pool, arena: arena}
-	slotOff, phaseOff, sharedOff, _ := p.arenaLayout()
+	slotOff, phaseOff, sharedOff, winoOff, _ := p.arenaLayout()
 	x.views = make([][]byte, len(p.vals))
 	for i := range p.vals {
 		v := &p.vals[i]
@@ -114,6 +120,9 @@ func (p *Plan) newExec(pool *parallel.Pool, arena []byte) *Exec {
 		x.phaseBuf = f32(arena[phaseOff : phaseOff+4*p.phase])
 		x.sharedB = f32(arena[sharedOff : sharedOff+4*p.sharedB])
 	}
+	if p.wino > 0 {
+		x.wino = winograd.NewScratch(x.pool.Size(), f32(arena[winoOff:winoOff+4*p.wino]), p.winoWorker)
+	}
 	x.job.x, x.rjob.x = x, x
 	return x
 }
@@ -128,6 +137,9 @@ func (x *Exec) Plan() *Plan { return x.p }
 // MemoryBytes is the memory x holds: arena and scratch.
 func (x *Exec) MemoryBytes() int64 {
 	n := x.p.ArenaBytes() + 4*int64(len(x.shared)+len(x.scratch)*x.p.scratch)
+	if x.wino != nil {
+		n += x.wino.Bytes()
+	}
 	for i := range x.conv.scratch {
 		n += x.conv.scratch[i].bytes()
 	}

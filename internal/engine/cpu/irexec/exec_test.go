@@ -71,7 +71,7 @@ func TestArenaReuse(t *testing.T) {
 			sum += int64(v.nbytes)
 		}
 	}
-	slots, _, _, _ := p.arenaLayout()
+	slots, _, _, _, _ := p.arenaLayout()
 	if got := int64(len(slots)); got >= int64(len(p.vals)) {
 		t.Errorf("%d slots for %d values", got, len(p.vals))
 	}

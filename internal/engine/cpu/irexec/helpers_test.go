@@ -119,12 +119,18 @@ func check(t *testing.T, g *ir.Graph, rtol float64) *Plan {
 
 func checkSeed(t *testing.T, g *ir.Graph, rtol float64, seed uint64) *Plan {
 	t.Helper()
+	return checkOpts(t, g, rtol, seed, Options{Threads: 2})
+}
+
+// checkOpts is check with a seed and compile options.
+func checkOpts(t *testing.T, g *ir.Graph, rtol float64, seed uint64, opts Options) *Plan {
+	t.Helper()
 	ctx := context.Background()
 	b, err := ir.Bind(g, 2)
 	if err != nil {
 		t.Fatalf("Bind: %v", err)
 	}
-	p, err := Compile(ctx, b, Options{Threads: 2})
+	p, err := Compile(ctx, b, opts)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 
+	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -33,6 +34,9 @@ type Options struct {
 	// compiled for several batch sizes should share one. Nil makes a
 	// private cache.
 	Weights *WeightCache
+	// Winograd says when 3x3 stride-1 convolutions run as Winograd
+	// F(4x4, 3x3) (default: where it pays).
+	Winograd winograd.Mode
 }
 
 // Plan is a compiled graph. It is immutable and safe to share between
@@ -53,8 +57,12 @@ type Plan struct {
 	// phase the floats of a strided convolution's phase planes, sharedB
 	// the floats of B a convolution packs once for all its tasks.
 	maxKK, phase, sharedB int
-	threads               int
-	weights               *WeightCache
+	// wino and winoWorker are the floats of the largest Winograd
+	// workspaces, shared and per worker.
+	wino, winoWorker int
+	winoMode         winograd.Mode
+	threads          int
+	weights          *WeightCache
 }
 
 // planStep is a step and the node it came from, for errors.
@@ -147,7 +155,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		opts.Weights = NewWeightCache()
 	}
 	c := &compiler{
-		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights},
+		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd},
 		index: map[*ir.Value]int{},
 		bad:   map[string]string{},
 	}

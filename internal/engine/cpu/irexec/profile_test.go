@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/ir"
 	"goinfer/internal/onnx"
 	"goinfer/internal/tensor"
@@ -19,7 +20,7 @@ import (
 // TestProfileArchs prints, per op kind, the time full-size torchvision
 // architectures spend in each step (random weights, compiled). It is a
 // tool, not a check: it runs only with IREXEC_PROFILE=arch[,arch] set, and
-// IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
+// IREXEC_WINOGRAD=off for direct 3x3 convolutions, IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
 // forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile;
 // an entry ending in .onnx is that file.
 func TestProfileArchs(t *testing.T) {
@@ -41,7 +42,11 @@ func TestProfileArchs(t *testing.T) {
 			t.Fatal(err)
 		}
 		threads, _ := strconv.Atoi(os.Getenv("IREXEC_THREADS"))
-		p, err := Compile(context.Background(), b, Options{Threads: threads})
+		opts := Options{Threads: threads}
+		if os.Getenv("IREXEC_WINOGRAD") == "off" {
+			opts.Winograd = winograd.Off
+		}
+		p, err := Compile(context.Background(), b, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,6 +147,9 @@ func stepKind(s planStep) string {
 		if c.oh*c.ow > 1 {
 			k = fmt.Sprintf("%s %dx%d", s.node[strings.Index(s.node, "(")+1:], c.kh, c.kw)
 		}
+	}
+	if w, ok := s.s.(*winoStep); ok {
+		k += fmt.Sprintf(" %dc %dx%d", w.l.C, w.l.OH, w.l.OW)
 	}
 	if m, ok := s.s.(*mmStep); ok {
 		k += fmt.Sprintf(" constR=%v %dx%dx%d", m.pr != nil, m.rows, m.k, m.cols)

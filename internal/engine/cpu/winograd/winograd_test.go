@@ -1,0 +1,139 @@
+package winograd
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"goinfer/internal/engine/cpu/parallel"
+)
+
+// directConv is the reference: a float64 3x3 stride-1 convolution with
+// bias, residual and ReLU.
+func directConv(g Conv, n int, in, w, bias, res []float32, relu bool) []float64 {
+	out := make([]float64, n*g.K*g.OH*g.OW)
+	for b := range n {
+		for k := range g.K {
+			for oy := range g.OH {
+				for ox := range g.OW {
+					var s float64
+					for c := range g.C {
+						for ky := range 3 {
+							for kx := range 3 {
+								iy, ix := oy+ky-g.PT, ox+kx-g.PL
+								if iy < 0 || iy >= g.IH || ix < 0 || ix >= g.IW {
+									continue
+								}
+								s += float64(in[((b*g.C+c)*g.IH+iy)*g.IW+ix]) * float64(w[((k*g.C+c)*3+ky)*3+kx])
+							}
+						}
+					}
+					o := ((b*g.K+k)*g.OH+oy)*g.OW + ox
+					if bias != nil {
+						s += float64(bias[k])
+					}
+					if res != nil {
+						s += float64(res[o])
+					}
+					if relu && s < 0 {
+						s = 0
+					}
+					out[o] = s
+				}
+			}
+		}
+	}
+	return out
+}
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+func TestRun(t *testing.T) {
+	paths := []struct {
+		name         string
+		asm, noFused bool
+	}{{"go", false, false}, {"asm", true, false}, {"asm-phased", true, true}}
+	cases := []struct {
+		n, c, k, h, w, pad int
+		bias, res, relu    bool
+	}{
+		{1, 16, 16, 8, 8, 1, true, false, true},
+		{1, 3, 5, 7, 9, 1, false, false, false},
+		{3, 17, 30, 13, 11, 1, true, true, true},
+		{3, 64, 24, 7, 7, 1, true, true, false},
+		{1, 8, 40, 6, 5, 0, false, true, true},
+		{2, 300, 7, 5, 6, 1, true, false, true}, // input channels past one K-block
+		{1, 4, 4, 1, 1, 1, true, true, true},
+		{3, 16, 8, 30, 14, 1, false, false, true}, // several blocks when blockFloats is small
+	}
+	for _, path := range paths {
+		if path.asm && !Fast() {
+			continue
+		}
+		for _, tc := range cases {
+			name := fmt.Sprintf("%s/n%d_c%d_k%d_%dx%d_pad%d_b%v_r%v_relu%v", path.name, tc.n, tc.c, tc.k, tc.h, tc.w, tc.pad, tc.bias, tc.res, tc.relu)
+			t.Run(name, func(t *testing.T) {
+				defer func(v, f bool) { useAsm, noFused = v, f }(useAsm, noFused)
+				useAsm, noFused = path.asm, path.noFused
+				r := rand.New(rand.NewPCG(1, uint64(tc.c*tc.h)))
+				g := Conv{N: tc.n, C: tc.c, K: tc.k, IH: tc.h, IW: tc.w, OH: tc.h + 2*tc.pad - 2, OW: tc.w + 2*tc.pad - 2, PT: tc.pad, PL: tc.pad}
+				in := randSlice(r, tc.n*tc.c*tc.h*tc.w)
+				w := randSlice(r, tc.k*tc.c*9)
+				var bias, res []float32
+				if tc.bias {
+					bias = randSlice(r, tc.k)
+				}
+				outN := tc.n * tc.k * g.OH * g.OW
+				if tc.res {
+					res = randSlice(r, outN)
+				}
+				if tc.h >= 30 {
+					defer func(v int) { blockFloats = v }(blockFloats)
+					blockFloats = Points * (tc.c + tc.k) * 2 * lanes
+				}
+				u, err := TransformWeights(w, tc.k, tc.c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := NewLayer(g, u, bias, tc.relu)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pool := parallel.New(2)
+				defer pool.Close()
+				s := NewScratch(pool.Size(), make([]float32, l.BufferFloats(tc.n)), l.WorkerFloats())
+				// A guard band past the output must stay untouched.
+				out := make([]float32, outN+64)
+				for i := range out {
+					out[i] = 12345
+				}
+				want := directConv(g, tc.n, in, w, bias, res, tc.relu)
+				for _, n := range []int{tc.n, 1} {
+					l.Run(pool, s, in, res, out[:outN], n)
+					for i, v := range want[:n*tc.k*g.OH*g.OW] {
+						// F(4x4, 3x3) rounds more than a direct sum (its
+						// transforms scale values by up to 100 and back):
+						// allow 4e-5 of the sum's scale (sqrt of 9C terms
+						// of unit variance).
+						tol := 4e-5 * (1 + math.Sqrt(float64(9*tc.c)))
+						if d := math.Abs(float64(out[i]) - v); !(d <= tol) {
+							t.Fatalf("batch %d: out[%d] = %g, want %g (diff %g > %g)", n, i, out[i], v, d, tol)
+						}
+					}
+				}
+				for i := outN; i < len(out); i++ {
+					if out[i] != 12345 {
+						t.Fatalf("out[%d] past the output written: %g", i, out[i])
+					}
+				}
+			})
+		}
+	}
+}
