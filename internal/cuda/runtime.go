@@ -269,12 +269,20 @@ func (r *Runtime) HostUnregister(b []byte) error {
 	return r.check("cudaHostUnregister", r.hostUnregister(unsafe.Pointer(unsafe.SliceData(b))))
 }
 
-// MemcpyHtoD copies host memory to the device synchronously.
+// MemcpyHtoD copies host memory to the device synchronously: the data is
+// on the device when it returns. cudaMemcpy alone does not promise that
+// for pageable memory (it may return once the bytes are staged, with the
+// DMA still running on the legacy stream), and work on non-blocking
+// streams, which every stream here is, is not ordered after it; so it
+// waits for the legacy stream too.
 func (r *Runtime) MemcpyHtoD(dst DevPtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return r.check("cudaMemcpy", r.memcpyHtoD(uintptr(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), memcpyHostToDevice))
+	if err := r.check("cudaMemcpy", r.memcpyHtoD(uintptr(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), memcpyHostToDevice)); err != nil {
+		return err
+	}
+	return r.StreamSynchronize(0)
 }
 
 // MemcpyDtoH copies device memory to the host synchronously.
