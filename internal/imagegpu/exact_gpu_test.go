@@ -2,7 +2,6 @@ package imagegpu
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"image"
 	"image/jpeg"
@@ -16,7 +15,6 @@ import (
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/imageproc"
-	"goinfer/internal/preprocess"
 	"goinfer/internal/tensor"
 )
 
@@ -32,63 +30,23 @@ var gpuResizeCases = append(resizeCases[:len(resizeCases):len(resizeCases)], []s
 	{640, 427, Spec{Resize: 232, CropW: 224, CropH: 224, Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{0.5, 0.5, 0.5}, Bicubic: true}},
 }...)
 
-// cpuPathF16 is cpuPath in float16.
-func cpuPathF16(t testing.TB, spec Spec, images [][]byte) []byte {
-	t.Helper()
-	ps := preprocess.ImageNet(spec.CropH, spec.CropW)
-	ps.Resize, ps.Mean, ps.Std = spec.Resize, spec.Mean, spec.Std
-	if spec.Bicubic {
-		ps.Interpolation = preprocess.Bicubic
-	}
-	cpu, err := preprocess.NewCPU(ps, preprocess.CPUOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]byte, len(images)*3*spec.CropW*spec.CropH*2)
-	for i, err := range cpu.Preprocess(context.Background(), images, tensor.Float16, out) {
-		if err != nil {
-			t.Fatalf("image %d: %v", i, err)
-		}
-	}
-	return out
-}
-
 // runRaw is run returning the output's bytes, of either dtype.
 func runRaw(t testing.TB, p *Preprocessor, libs *cu.Libs, images [][]byte, launch func(dst cu.DevPtr, s cu.Stream)) []byte {
 	t.Helper()
-	rt := libs.Runtime
-	size := len(images) * 3 * p.opts.Spec.CropW * p.opts.Spec.CropH * p.opts.Out.Size()
-	dst, err := rt.Malloc(int64(size))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Free(dst)
-	s, err := rt.StreamCreate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.StreamDestroy(s)
-	if launch != nil {
-		launch(dst, s)
-	} else {
-		errs, err := p.Run(images, dst, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, e := range errs {
-			if e != nil {
-				t.Fatalf("image %d: %v", i, e)
+	if launch == nil {
+		launch = func(dst cu.DevPtr, s cu.Stream) {
+			errs, err := p.Run(images, dst, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range errs {
+				if e != nil {
+					t.Fatalf("image %d: %v", i, e)
+				}
 			}
 		}
 	}
-	if err := rt.StreamSynchronize(s); err != nil {
-		t.Fatal(err)
-	}
-	out := make([]byte, size)
-	if err := rt.MemcpyDtoH(out, dst); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return launchAndRead(t, libs, len(images)*3*p.opts.Spec.CropW*p.opts.Spec.CropH*p.opts.Out.Size(), launch)
 }
 
 // TestResizeBitExactOnGPU runs images of every resize case (host-decoded
@@ -119,7 +77,7 @@ func TestResizeBitExactOnGPU(t *testing.T) {
 				if dt == tensor.Float32 {
 					want = tensor.F32Bytes(cpuPath(t, spec, images))
 				} else {
-					want = cpuPathF16(t, spec, images)
+					want = cpuPathBytes(t, spec, images, tensor.Float16)
 				}
 				if !bytes.Equal(got, want) {
 					n := 0

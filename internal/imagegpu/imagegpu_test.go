@@ -71,9 +71,22 @@ func cpuReference(t testing.TB, img []byte) []float32 {
 
 func run(t testing.TB, p *Preprocessor, libs *cu.Libs, images [][]byte) ([]float32, []error) {
 	t.Helper()
+	var errs []error
+	out := launchAndRead(t, libs, len(images)*3*p.opts.Spec.CropW*p.opts.Spec.CropH*4, func(dst cu.DevPtr, s cu.Stream) {
+		var err error
+		if errs, err = p.Run(images, dst, s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return tensor.BytesF32(out), errs
+}
+
+// launchAndRead runs launch on a fresh stream with a device buffer of size
+// bytes, waits for the stream and returns the buffer's bytes.
+func launchAndRead(t testing.TB, libs *cu.Libs, size int, launch func(dst cu.DevPtr, s cu.Stream)) []byte {
+	t.Helper()
 	rt := libs.Runtime
-	per := 3 * p.opts.Spec.CropW * p.opts.Spec.CropH
-	dst, err := rt.Malloc(int64(len(images) * per * 4))
+	dst, err := rt.Malloc(int64(size))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,18 +96,15 @@ func run(t testing.TB, p *Preprocessor, libs *cu.Libs, images [][]byte) ([]float
 		t.Fatal(err)
 	}
 	defer rt.StreamDestroy(s)
-	errs, err := p.Run(images, dst, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	launch(dst, s)
 	if err := rt.StreamSynchronize(s); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, len(images)*per*4)
+	out := make([]byte, size)
 	if err := rt.MemcpyDtoH(out, dst); err != nil {
 		t.Fatal(err)
 	}
-	return tensor.BytesF32(out), errs
+	return out
 }
 
 // TestParityWithCPU decodes real photographs of every kind (baseline,

@@ -201,6 +201,12 @@ func small(spec Spec) Spec {
 // cpuPath is the CPU preprocessing of images under spec, float32.
 func cpuPath(t testing.TB, spec Spec, images [][]byte) []float32 {
 	t.Helper()
+	return tensor.BytesF32(cpuPathBytes(t, spec, images, tensor.Float32))
+}
+
+// cpuPathBytes is the CPU preprocessing of images under spec, in dt.
+func cpuPathBytes(t testing.TB, spec Spec, images [][]byte, dt tensor.DType) []byte {
+	t.Helper()
 	ps := preprocess.ImageNet(spec.CropH, spec.CropW)
 	ps.Resize, ps.Mean, ps.Std = spec.Resize, spec.Mean, spec.Std
 	if spec.Bicubic {
@@ -210,13 +216,13 @@ func cpuPath(t testing.TB, spec Spec, images [][]byte) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, len(images)*3*spec.CropW*spec.CropH*4)
-	for i, err := range cpu.Preprocess(context.Background(), images, tensor.Float32, out) {
+	out := make([]byte, len(images)*3*spec.CropW*spec.CropH*dt.Size())
+	for i, err := range cpu.Preprocess(context.Background(), images, dt, out) {
 		if err != nil {
 			t.Fatalf("image %d: %v", i, err)
 		}
 	}
-	return tensor.BytesF32(out)
+	return out
 }
 
 func lutF32(spec Spec) []float32 {

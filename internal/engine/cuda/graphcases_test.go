@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
+	"testing"
 
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
@@ -296,6 +297,23 @@ type modelCase struct {
 }
 
 // buildModel builds a model case's graph.
+// modelGraph is c's graph: a torchvision architecture (cached) or a tiny
+// built model.
+func modelGraph(t *testing.T, c modelCase) *ir.Graph {
+	t.Helper()
+	var g *ir.Graph
+	var err error
+	if c.cfg == nil {
+		g, err = cachedModel(c.arch, c.size)
+	} else {
+		g, err = buildModel(c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func buildModel(c modelCase) (*ir.Graph, error) {
 	if c.cfg != nil {
 		sd, err := torchvision.RandomStateDictFor(c.cfg, c.size, 1)

@@ -22,16 +22,7 @@ func TestGraphPlanChains(t *testing.T) {
 			continue // the others have no elementwise runs left (TestGraphPlanFold)
 		}
 		t.Run(c.arch, func(t *testing.T) {
-			var g *ir.Graph
-			var err error
-			if c.cfg == nil {
-				g, err = cachedModel(c.arch, c.size)
-			} else {
-				g, err = buildModel(c)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := modelGraph(t, c)
 			checkPlannedWith(t, g, 2, true, 1e-5, on)
 		})
 	}

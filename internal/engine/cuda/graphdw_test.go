@@ -15,16 +15,7 @@ func TestGraphPlanDepthwiseLowerings(t *testing.T) {
 	cases := []modelCase{tinyModels[1], {arch: "mobilenet_v3_large", size: 16}}
 	for _, c := range cases {
 		t.Run(c.arch, func(t *testing.T) {
-			var g *ir.Graph
-			var err error
-			if c.cfg == nil {
-				g, err = cachedModel(c.arch, c.size)
-			} else {
-				g, err = buildModel(c)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := modelGraph(t, c)
 			const batch = 2
 			b, _, err := ir.Optimize(g, batch)
 			if err != nil {

@@ -93,16 +93,7 @@ func TestGraphPlanOps(t *testing.T) {
 func TestGraphPlanTinyModels(t *testing.T) {
 	for _, c := range tinyModels {
 		t.Run(c.arch, func(t *testing.T) {
-			var g *ir.Graph
-			var err error
-			if c.cfg == nil {
-				g, err = cachedModel(c.arch, c.size)
-			} else {
-				g, err = buildModel(c)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := modelGraph(t, c)
 			checkPlanned(t, g, 2, false, 1e-5)
 			checkPlanned(t, g, 2, true, 1e-5)
 		})
