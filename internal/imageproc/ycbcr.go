@@ -61,7 +61,7 @@ func ycbcrToRGB(m *image.YCbCr, out *RGB) {
 }
 
 // upsampleRow fills dst with one full-resolution row y of a chroma plane,
-// with libjpeg's upsampling (jpeg.UpsampleRow). m's rectangle starts at
+// with libjpeg's upsampling (jpeg.UpsamplePlaneRow). m's rectangle starts at
 // the origin (internal/jpeg's always does).
 func upsampleRow(m *image.YCbCr, y int, plane []uint8, dst []uint8) {
 	fx, fy := 1, 1
@@ -77,18 +77,5 @@ func upsampleRow(m *image.YCbCr, y int, plane []uint8, dst []uint8) {
 	case image.YCbCrSubsampleRatio410:
 		fx, fy = 4, 2
 	}
-	cw := (len(dst) + fx - 1) / fx
-	ch := (m.Rect.Dy() + fy - 1) / fy
-	row := func(cy int) []uint8 { return plane[cy*m.CStride : cy*m.CStride+cw] }
-	cy := y / fy
-	near, far, lower := row(cy), []uint8(nil), false
-	if fy == 2 && fx <= 2 {
-		// The neighbour on the output row's side; the edges repeat.
-		ny := cy - 1
-		if lower = y%2 == 1; lower {
-			ny = cy + 1
-		}
-		far = row(min(max(ny, 0), ch-1))
-	}
-	jpeg.UpsampleRow(dst, near, far, fx, fy, lower)
+	jpeg.UpsamplePlaneRow(dst, y, m.Rect.Dy(), plane, m.CStride, fx, fy)
 }

@@ -97,18 +97,25 @@ func h2v2(dst, near, far []uint8) {
 // upsamplePlane writes a w x h plane into dst from a component plane src
 // (rows of stride bytes) subsampled fx x fy.
 func upsamplePlane(dst []uint8, w, h int, src []uint8, stride, fx, fy int) {
-	sw, sh := (w+fx-1)/fx, (h+fy-1)/fy
-	row := func(cy int) []uint8 { return src[cy*stride : cy*stride+sw] }
 	for y := 0; y < h; y++ {
-		cy := y / fy
-		near, far, lower := row(cy), []uint8(nil), false
-		if fy == 2 && fx <= 2 {
-			ny := cy - 1
-			if lower = y%2 == 1; lower {
-				ny = cy + 1
-			}
-			far = row(min(max(ny, 0), sh-1))
-		}
-		UpsampleRow(dst[y*w:(y+1)*w], near, far, fx, fy, lower)
+		UpsamplePlaneRow(dst[y*w:(y+1)*w], y, h, src, stride, fx, fy)
 	}
+}
+
+// UpsamplePlaneRow fills dst with row y of an image h rows high, from a
+// component plane src (rows of stride bytes) subsampled fx x fy: the rows
+// UpsampleRow needs, picked as libjpeg does (the edges repeat).
+func UpsamplePlaneRow(dst []uint8, y, h int, src []uint8, stride, fx, fy int) {
+	sw, sh := (len(dst)+fx-1)/fx, (h+fy-1)/fy
+	row := func(cy int) []uint8 { return src[cy*stride : cy*stride+sw] }
+	cy := y / fy
+	near, far, lower := row(cy), []uint8(nil), false
+	if fy == 2 && fx <= 2 {
+		ny := cy - 1
+		if lower = y%2 == 1; lower {
+			ny = cy + 1
+		}
+		far = row(min(max(ny, 0), sh-1))
+	}
+	UpsampleRow(dst, near, far, fx, fy, lower)
 }

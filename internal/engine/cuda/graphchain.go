@@ -84,13 +84,8 @@ func (nc *nodeCtx) fuseChain(code int, p0, p1 float32, binary bool) bool {
 		}
 		s.kind, s.chain, s.los, s.cmeta, s.out = stChain, trial.chain, trial.los, m, y
 		delete(pl.defs, x)
-		// Move the step here: its new operand may be computed after it.
-		if i := slices.Index(p.steps, s); i >= 0 {
-			p.steps = slices.Delete(p.steps, i, i+1)
-		}
-		name := s.node + "+" + nc.n.Name
-		nc.add(s)
-		s.node = name
+		// Moved here: its new operand may be computed after it.
+		nc.moveHere(s)
 		return true
 	}
 	return false

@@ -336,20 +336,19 @@ func (m *graphModel) loadDWTuning() {
 	if m.opts.TuningCache == "" {
 		return
 	}
-	m.tuneDevice = tuneDevice(m.libs, m.dev.ordinal)
-	path := tunePath(m.opts.TuningCache, m.tuneDevice)
-	f, err := readTuneFile(path, m.tuneDevice)
-	if err != nil {
-		if m.opts.Progress != nil {
-			m.opts.Progress("cuda: tuning cache %s ignored: %v", path, err)
-		}
-		return
-	}
+	var f *tuneFile
+	m.tuneDevice, _, f = openTuning(m.opts.TuningCache, m.libs, m.dev.ordinal, m.progress)
 	if f == nil {
 		return
 	}
 	for s, t := range f.depthwise(m.opts.Precision.String()) {
 		m.dwTimes[s] = t
+	}
+}
+
+func (m *graphModel) progress(format string, args ...any) {
+	if m.opts.Progress != nil {
+		m.opts.Progress(format, args...)
 	}
 }
 

@@ -1,7 +1,5 @@
 package cuda
 
-import "slices"
-
 // Folding broadcast ops into affine steps. The affine kernel computes
 // act(x*scale[c] + shift[c] + res): a Mul or Add by a per-channel constant
 // (ConvNeXt's layer scale) or an Add of a residual of the same layout that
@@ -92,13 +90,8 @@ func (nc *nodeCtx) foldIntoAffine(code int) bool {
 		}
 		s.scale, s.shift, s.res, s.out = scale, shift, res, z
 		delete(pl.defs, r)
-		// Move the step here: a residual may be computed after it.
-		if i := slices.Index(p.steps, s); i >= 0 {
-			p.steps = slices.Delete(p.steps, i, i+1)
-		}
-		name := s.node + "+" + nc.n.Name
-		nc.add(s)
-		s.node = name
+		// Moved here: a residual may be computed after it.
+		nc.moveHere(s)
 		return true
 	}
 	return false

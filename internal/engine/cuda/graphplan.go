@@ -490,6 +490,18 @@ func (nc *nodeCtx) constFloats(i int) ([]float32, error) {
 	return v.Const.ToFloat32()
 }
 
+// moveHere takes step s, which now also computes this node, out of its
+// place in the plan and appends it here, named for both nodes.
+func (nc *nodeCtx) moveHere(s *gstep) {
+	p := nc.pl.p
+	if i := slices.Index(p.steps, s); i >= 0 {
+		p.steps = slices.Delete(p.steps, i, i+1)
+	}
+	name := s.node + "+" + nc.n.Name
+	nc.add(s)
+	s.node = name
+}
+
 func (nc *nodeCtx) add(s *gstep) *gstep {
 	s.node = nc.n.Name
 	if s.node == "" {

@@ -157,13 +157,9 @@ func (m *cudaModel) loadTuning() {
 	if m.opts.TuningCache == "" {
 		return
 	}
-	m.tuneDevice = tuneDevice(m.libs, m.dev.ordinal)
-	path := tunePath(m.opts.TuningCache, m.tuneDevice)
-	f, err := readTuneFile(path, m.tuneDevice)
-	if err != nil {
-		m.progress("cuda: tuning cache %s ignored: %v", path, err)
-		return
-	}
+	var path string
+	var f *tuneFile
+	m.tuneDevice, path, f = openTuning(m.opts.TuningCache, m.libs, m.dev.ordinal, m.progress)
 	if f == nil {
 		return
 	}
@@ -177,6 +173,21 @@ func (m *cudaModel) loadTuning() {
 		m.fused[k] = v
 	}
 	m.progress("cuda: tuning cache %s: %d measured problems, %d tuned", path, len(algos), len(fused))
+}
+
+// openTuning reads the tuning cache in dir for GPU ordinal: the device
+// line that names its file, the file's path, and its contents, nil when
+// there is no file yet or when it cannot be used (said through progress;
+// it is rewritten on save).
+func openTuning(dir string, libs *cu.Libs, ordinal int, progress func(format string, args ...any)) (device, path string, f *tuneFile) {
+	device = tuneDevice(libs, ordinal)
+	path = tunePath(dir, device)
+	f, err := readTuneFile(path, device)
+	if err != nil {
+		progress("cuda: tuning cache %s ignored: %v", path, err)
+		return device, path, nil
+	}
+	return device, path, f
 }
 
 // entries converts the file's entries, skipping any it cannot read.
