@@ -46,6 +46,8 @@ type runStep struct {
 	z     cu.DevPtr
 	bias  cu.DevPtr
 	algoF int
+	// chunks splits the convolution over the batch (nil: one call).
+	chunks *convChunks
 	// A product with its epilogue in one cuBLASLt call (nil: cuBLAS, and
 	// the epilogue kernel fn after it when the step is fused).
 	lt    *cu.LtMatmul
@@ -524,10 +526,16 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 	if rs.cd, err = dnn.NewConv2dGeneral(g.padH, g.padW, g.strH, g.strW, g.dilH, g.dilW, g.groups, cu.DataFloat, m.prec.mathType); err != nil {
 		return err
 	}
+	if err = i.planChunks(rs, g, format, c); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	rs.x, rs.y, rs.w = x, y, m.consts[constKey{t: p.vals[g.weight].cnst, krsc: g.nhwc, cpad: g.cpad}]
 	m.mu.Unlock()
 	key := fmt.Sprintf("%+v/%d", *g, m.opts.Precision)
+	if rs.chunks != nil {
+		key += fmt.Sprintf("/per%d", rs.chunks.per)
+	}
 	m.mu.Lock()
 	algo, ok := m.algos[key]
 	m.mu.Unlock()
@@ -570,8 +578,7 @@ func (i *graphInstance) run(rs *runStep) error {
 	switch rs.s.kind {
 	case stConv:
 		if rs.fused {
-			err := m.libs.DNN.ConvBiasActForward(i.h, rs.xd, rs.x, rs.wd, rs.w, rs.cd, rs.algoF, i.ws, graphWorkspace,
-				rs.yd, rs.z, rs.bd, rs.bias, rs.act, rs.yd, rs.y)
+			err := i.runConv(rs, true)
 			if err == nil || !(errors.Is(err, cu.ErrNotSupported) || isBadParam(err)) {
 				return err
 			}
@@ -579,7 +586,7 @@ func (i *graphInstance) run(rs *runStep) error {
 			// epilogue kernel from now on.
 			rs.fused = false
 		}
-		if err := m.libs.DNN.ConvForward(i.h, rs.xd, rs.x, rs.wd, rs.w, rs.cd, rs.algo, i.ws, graphWorkspace, rs.yd, rs.y); err != nil {
+		if err := i.runConv(rs, false); err != nil {
 			return err
 		}
 		if rs.s.fused {
@@ -673,6 +680,7 @@ func (pr *prepared) destroy(i *graphInstance) {
 		dnn.DestroyTensor(rs.bd)
 		dnn.DestroyFilter(rs.wd)
 		dnn.DestroyConv(rs.cd)
+		rs.chunks.destroy(dnn)
 	}
 	pr.steps = nil
 }
