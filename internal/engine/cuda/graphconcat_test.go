@@ -187,9 +187,9 @@ func TestGraphPlanConcatCopies(t *testing.T) {
 	// Each dense layer: batch norm + ReLU (one kernel reading the buffer's
 	// prefix), two convolutions and one copy of its new channels (the
 	// block inputs too); the transitions and the head: batch norm + ReLU;
-	// the RGB stem's padding (a fill and a copy); the classifier's bias is
-	// in its product's epilogue (gemmEpilogue).
-	var copies, affine, ew int
+	// the RGB stem's padding (one pad step); the classifier's bias is in
+	// its product's epilogue (gemmEpilogue).
+	var copies, affine, ew, pad int
 	for _, s := range pa.steps {
 		switch {
 		case s.isCopy():
@@ -198,10 +198,12 @@ func TestGraphPlanConcatCopies(t *testing.T) {
 			affine++
 		case s.kind == stEW:
 			ew++
+		case s.kind == stPadCL:
+			pad++
 		}
 	}
-	if affine != 58+3+1 || copies != 58+4+1 || ew != 1 {
-		t.Errorf("%d affine, %d copy and %d other elementwise steps; want 62, 63 and 1", affine, copies, ew)
+	if affine != 58+3+1 || copies != 58+4 || ew != 0 || pad != 1 {
+		t.Errorf("%d affine, %d copy, %d other elementwise and %d pad steps; want 62, 62, 0 and 1", affine, copies, ew, pad)
 	}
 }
 

@@ -317,6 +317,10 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 	case stReduce:
 		rs.fn, rs.grid, rs.block = kern.reduce, rowGrid(s.rows), 256
 		rs.args.Ptr(out).Ptr(a).Int(s.rows).Int(s.rowLen).Int(s.redOp)
+	case stPadCL:
+		rs.fn = kern.padCL
+		rs.grid, rs.block = gridFor(s.n)
+		rs.args.Ptr(out).Ptr(a).Int64(s.n).Int(s.rowLen).Int(s.channels).Int(s.padTo)
 	case stReduceCL:
 		rs.fn = kern.reduceCL
 		rs.grid, rs.block = rowGrid(s.rows*((s.channels+31)/32)), 256

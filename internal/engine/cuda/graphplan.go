@@ -68,6 +68,7 @@ const (
 	stDW                            // channels-last depthwise convolution, epilogue fused
 	stChain                         // elementwise ops applied in turn, one kernel (graphchain.go)
 	stAttn                          // fused scaled dot-product attention
+	stPadCL                         // NCHW image batch to channels-last, channels padded with zeros
 )
 
 func (k stepKind) String() string {
@@ -96,6 +97,8 @@ func (k stepKind) String() string {
 		return "chain"
 	case stAttn:
 		return "attention"
+	case stPadCL:
+		return "pad"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -236,6 +239,7 @@ type gstep struct {
 	scale, shift        []float32 // affine (float32, uploaded per plan)
 	channels, inner     int       // affine: c = (i / inner) % channels
 	rows, rowLen, redOp int       // reduce, softmax, layernorm; affine over strided rows: rowLen
+	padTo               int       // stPadCL: channels of the output (rows images, channels, rowLen pixels in)
 	aRow, oRow          int64     // affine over strided rows: the row strides of a and out
 	eps                 float32
 	conv                *convGeom
@@ -1273,12 +1277,18 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		// cuDNN's channels-last kernels run several times faster.
 		t := nc.temp(tensor.Shape{g.n, 8, g.h, g.w})
 		nc.val(t).nhwc = true
-		ts := nc.val(t).shape
-		if err := nc.copyStep(ewFill, t, 0, nc.st(t), x, 0, make([]int64, 4), ts); err != nil {
-			return err
-		}
-		if err := nc.copyStep(ewCopy, t, 0, nc.st(t), x, 0, nc.st(x), nc.val(x).shape); err != nil {
-			return err
+		if slices.Equal(nc.st(x), contiguous(nc.val(x).shape)) {
+			// One pass: every channel of t written once, by pixel.
+			nc.add(&gstep{kind: stPadCL, out: t, a: x, b: -1, res: -1, rows: g.n, channels: g.c, rowLen: g.h * g.w,
+				padTo: 8, n: int64(g.n * g.h * g.w)})
+		} else {
+			ts := nc.val(t).shape
+			if err := nc.copyStep(ewFill, t, 0, nc.st(t), x, 0, make([]int64, 4), ts); err != nil {
+				return err
+			}
+			if err := nc.copyStep(ewCopy, t, 0, nc.st(t), x, 0, nc.st(x), nc.val(x).shape); err != nil {
+				return err
+			}
 		}
 		x, g.cpad = t, 8
 	} else if x, err = nc.asNHWC(x); err != nil {

@@ -272,6 +272,18 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 					}
 				}
 			}
+		case stPadCL:
+			hw := int64(s.rowLen)
+			for px := int64(0); px < s.n; px++ {
+				img, q := px/hw, px%hw
+				for ch := 0; ch < s.padTo; ch++ {
+					v := 0.0
+					if ch < s.channels {
+						v = a[ab+(img*int64(s.channels)+int64(ch))*hw+q]
+					}
+					out[ob+px*int64(s.padTo)+int64(ch)] = v
+				}
+			}
 		case stReduceCL:
 			for i := int64(0); i < s.n; i++ {
 				bt, ch := i/int64(s.channels), i%int64(s.channels)
