@@ -1198,18 +1198,27 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
   }
 }
 
-// pad_cl: an image batch [nb][C][hw] into channels-last [nb*hw][CP] with
-// channels C..CP-1 zero, one pixel per thread: cuDNN's channels-last kernels
-// run an RGB stem several times faster with its channels padded to 8, and a
-// fill then a strided copy wrote the padded tensor twice, the copy's 2-byte
-// stores 16 bytes apart.
+// pad_cl: an image batch [nb][C][hw] into channels-last [nb*hw][8] with
+// channels C..7 zero, one pixel per thread and its 8 channels written as
+// 16-byte stores: cuDNN's channels-last kernels run an RGB stem several
+// times faster with its channels padded to 8, and a fill then a strided
+// copy wrote the padded tensor twice (as did 2-byte stores 16 bytes apart,
+// one memory transaction each).
 template <typename T>
-__device__ __forceinline__ void pad_cl(T* y, const T* x, i64 pixels, int hw, int C, int CP) {
+__device__ __forceinline__ void pad_cl(T* y, const T* x, i64 pixels, int hw, int C) {
+  constexpr int vecs = 8 * sizeof(T) / sizeof(U4);
   GRID_LOOP(p, pixels) {
     i64 b = p / hw, q = p - b * hw;
     const T* xs = x + b * C * hw + q;
-    T* yp = y + p * CP;
-    for (int ch = 0; ch < CP; ch++) store(yp + ch, ch < C ? load(xs + (i64)ch * hw) : 0.f);
+    union {
+      T v[8];
+      U4 u[vecs];
+    } px;
+#pragma unroll
+    for (int ch = 0; ch < 8; ch++) store(px.v + ch, ch < C ? load(xs + (i64)ch * hw) : 0.f);
+    U4* yp = reinterpret_cast<U4*>(y + p * 8);
+#pragma unroll
+    for (int k = 0; k < vecs; k++) yp[k] = px.u[k];
   }
 }
 
@@ -1290,8 +1299,8 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
     ew_chain<T>(out, a, b0, b1, b2, b3, meta, n);                                                                \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
-  extern "C" __global__ void g_pad_cl_##S(T* y, const T* x, i64 pixels, int hw, int C, int CP) {                  \
-    pad_cl<T>(y, x, pixels, hw, C, CP);                                                                          \
+  extern "C" __global__ void g_pad_cl_##S(T* y, const T* x, i64 pixels, int hw, int C) {                         \
+    pad_cl<T>(y, x, pixels, hw, C);                                                                              \
   }                                                                                                              \
   extern "C" __global__ void g_attn_##S(T* out, const T* q, const T* k, const T* v, const int* meta, float scale) { \
     attn_warp<T>(out, q, k, v, meta, scale);                                                                     \

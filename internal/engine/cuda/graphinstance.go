@@ -320,7 +320,7 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 	case stPadCL:
 		rs.fn = kern.padCL
 		rs.grid, rs.block = gridFor(s.n)
-		rs.args.Ptr(out).Ptr(a).Int64(s.n).Int(s.rowLen).Int(s.channels).Int(s.padTo)
+		rs.args.Ptr(out).Ptr(a).Int64(s.n).Int(s.rowLen).Int(s.channels)
 	case stReduceCL:
 		rs.fn = kern.reduceCL
 		rs.grid, rs.block = rowGrid(s.rows*((s.channels+31)/32)), 256
