@@ -109,13 +109,17 @@ type Options struct {
 	NoYCbCr bool
 	// GPUShare is the fraction of the JPEGs the hardware decoder takes
 	// that go to nvJPEG's GPU backend instead, decoded at the same time
-	// on its own stream and thread. 0 balances the two backends by their
-	// measured decode times, batch after batch; a negative value sends
-	// none (the hardware decodes all it can).
+	// on its own stream and thread (0: none). On an H200 any share made
+	// the batch slower (notes/img-fast.md), so it is for GPUs whose JPEG
+	// engines are slow, and for measuring.
 	GPUShare float64
 	// PinInput copies the bitstreams into page-locked memory before
 	// nvJPEG reads them.
 	PinInput bool
+	// Urgent gives the nvJPEG decoders' streams the device's highest
+	// priority, so that the work nvJPEG queues between the JPEG engines'
+	// steps is not held behind a model's kernels.
+	Urgent bool
 }
 
 // Preprocessor is one decoding pipeline: nvJPEG handles and state, the
@@ -147,7 +151,7 @@ type Preprocessor struct {
 
 	// share is the fraction of hardware-decodable JPEGs sent to the GPU
 	// backend; last counts what each backend decoded in the batch in
-	// flight, for balancing the next.
+	// flight.
 	share float64
 	last  [2]int
 	stats Stats
@@ -200,10 +204,8 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("imagegpu: %w", err)
 	}
-	p := &Preprocessor{opts: opts, rt: libs.Runtime, drv: libs.Driver, jpg: jpg, taps: tapCache{filter: s.filter()}, share: initialShare}
-	if opts.GPUShare != 0 {
-		p.share = max(0, min(1, opts.GPUShare))
-	}
+	p := &Preprocessor{opts: opts, rt: libs.Runtime, drv: libs.Driver, jpg: jpg, taps: tapCache{filter: s.filter()},
+		share: max(0, min(1, opts.GPUShare))}
 	defer runtime.UnlockOSThread()
 	if err := p.enter(); err != nil {
 		return nil, err
@@ -219,7 +221,7 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 		if b == cu.JPEGBackendHardware && opts.NoHardware {
 			continue
 		}
-		d, err := newDecoder(jpg, p.rt, b)
+		d, err := newDecoder(jpg, p.rt, b, opts.Urgent)
 		if err != nil {
 			if b == cu.JPEGBackendHardware {
 				continue // no JPEG engines on this GPU
@@ -256,7 +258,7 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 	return p, nil
 }
 
-func newDecoder(j *cu.JPEG, rt *cu.Runtime, b cu.JPEGBackend) (decoder, error) {
+func newDecoder(j *cu.JPEG, rt *cu.Runtime, b cu.JPEGBackend, urgent bool) (decoder, error) {
 	d := decoder{backend: b}
 	var err error
 	if d.h, err = j.Create(b); err != nil {
@@ -266,7 +268,11 @@ func newDecoder(j *cu.JPEG, rt *cu.Runtime, b cu.JPEGBackend) (decoder, error) {
 		j.Destroy(d.h)
 		return d, err
 	}
-	if d.stream, err = rt.StreamCreate(); err != nil {
+	create := rt.StreamCreate
+	if urgent {
+		create = rt.StreamCreateUrgent
+	}
+	if d.stream, err = create(); err != nil {
 		return d, errors.Join(err, j.DestroyState(d.st), j.Destroy(d.h))
 	}
 	if d.end, err = rt.EventCreate(true); err != nil {

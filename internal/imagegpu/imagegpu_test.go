@@ -333,8 +333,8 @@ func benchPool(b *testing.B) [][]byte {
 // goroutine and stream, as a pipeline's decode stage would: one batch's
 // host work (parsing, nvJPEG's submission) overlaps another's decode. The
 // variants split each batch between the hardware decoder and nvJPEG's GPU
-// backend (share: none, balanced, fixed), copy the bitstreams to pinned
-// memory, or set nvJPEG's batched state up for every batch.
+// backend, copy the bitstreams to pinned memory, use high-priority decode
+// streams, or set nvJPEG's batched state up for every batch.
 func BenchmarkConcurrent(b *testing.B) {
 	libs := gpu(b)
 	pool := benchPool(b)
@@ -347,24 +347,24 @@ func BenchmarkConcurrent(b *testing.B) {
 		workers int
 		share   float64
 		pin     bool
+		urgent  bool
 		reinit  bool
 	}
 	var variants []variant
 	for _, w := range []int{1, 2, 3, 4} {
-		for _, share := range []float64{-1, 0} {
-			variants = append(variants, variant{workers: w, share: share})
-		}
+		variants = append(variants, variant{workers: w})
 	}
-	variants = append(variants, variant{workers: 2, share: -1, reinit: true}, variant{workers: 2, share: 0, pin: true},
-		variant{workers: 3, share: 0, pin: true}, variant{workers: 2, share: 0.15}, variant{workers: 2, share: 0.3},
-		variant{workers: 2, share: 0.45})
+	variants = append(variants, variant{workers: 2, reinit: true}, variant{workers: 2, pin: true},
+		variant{workers: 2, urgent: true}, variant{workers: 1, share: 0.1}, variant{workers: 2, share: 0.1})
 	for _, v := range variants {
-		name := fmt.Sprintf("workers%d/share%s", v.workers, shareName(v.share))
-		if v.pin {
-			name += "/pin"
-		}
-		if v.reinit {
-			name += "/reinit"
+		name := fmt.Sprintf("workers%d/share%.2f", v.workers, v.share)
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{v.pin, "/pin"}, {v.urgent, "/urgent"}, {v.reinit, "/reinit"}} {
+			if f.on {
+				name += f.name
+			}
 		}
 		b.Run(name, func(b *testing.B) {
 			type worker struct {
@@ -375,7 +375,7 @@ func BenchmarkConcurrent(b *testing.B) {
 			ws := make([]worker, v.workers)
 			rt := libs.Runtime
 			for i := range ws {
-				p, err := New(libs, Options{MaxBatch: batch, Spec: ImageNet, Out: tensor.Float16, GPUShare: v.share, PinInput: v.pin})
+				p, err := New(libs, Options{MaxBatch: batch, Spec: ImageNet, Out: tensor.Float16, GPUShare: v.share, PinInput: v.pin, Urgent: v.urgent})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -447,14 +447,4 @@ func BenchmarkConcurrent(b *testing.B) {
 			b.Logf("%s: %s", name, st)
 		})
 	}
-}
-
-func shareName(share float64) string {
-	switch {
-	case share < 0:
-		return "none"
-	case share == 0:
-		return "balanced"
-	}
-	return strconv.FormatFloat(share, 'f', 2, 64)
 }

@@ -14,15 +14,11 @@ import (
 // two, each part decoded on its backend's own stream from its own thread
 // (nvJPEG's batched call holds the calling thread for much of the
 // decode), and the caller's stream waits for both before the kernels.
-
-const (
-	// initialShare is where balancing starts: the GPU backend decoded
-	// about a third as fast as the engines on an H100 (results/images).
-	initialShare = 0.2
-	// minShare keeps a few images on the GPU backend while balancing, so
-	// that its speed stays measured; maxShare bounds a wild measurement.
-	minShare, maxShare = 1.0 / 64, 0.75
-)
+//
+// On an H200 with 500x375 photographs this did not pay (notes/img-fast.md):
+// nvJPEG's GPU backend costs ~15 ms a call whatever the number of images,
+// and the engines' calls slowed down beside it, so Options.GPUShare is
+// off by default.
 
 // split moves a share of the JPEGs routed to the hardware decoder to the
 // GPU backend, spread evenly over the batch.
@@ -202,42 +198,19 @@ func (p *Preprocessor) pin(images [][]byte, plans []plan, errs []error) ([][]byt
 	return data, nil
 }
 
-// collect reads the device times of the batch just finished and, when
-// GPUShare asks for it, moves the split towards both backends finishing
-// together.
+// collect reads the device times of the batch just finished.
 func (p *Preprocessor) collect() {
-	var ms [2]float32
-	for di := range 2 {
+	for di, d := range []*time.Duration{&p.stats.HWDevice, &p.stats.GPUDevice} {
 		if p.last[di] == 0 {
 			continue
 		}
-		t, err := p.rt.EventElapsed(p.start, p.dec[di].end)
-		if err != nil {
-			return
+		if t, err := p.rt.EventElapsed(p.start, p.dec[di].end); err == nil {
+			*d += msDuration(t)
 		}
-		ms[di] = t
 	}
-	p.stats.HWDevice += msDuration(ms[0])
-	p.stats.GPUDevice += msDuration(ms[1])
 	if t, err := p.rt.EventElapsed(p.kstart, p.done); err == nil {
 		p.stats.Kernels += msDuration(t)
 	}
-	if p.opts.GPUShare == 0 {
-		p.share = balance(p.share, p.last, ms)
-	}
-}
-
-// balance moves share halfway towards the split at which both backends,
-// at the speeds they showed decoding n[0] (hardware) and n[1] (GPU)
-// images in ms[0] and ms[1] milliseconds, finish together. Without a
-// measurement of both it keeps share.
-func balance(share float64, n [2]int, ms [2]float32) float64 {
-	if n[0] == 0 || n[1] == 0 || !(ms[0] > 0) || !(ms[1] > 0) {
-		return share
-	}
-	hw, gpu := float64(n[0])/float64(ms[0]), float64(n[1])/float64(ms[1])
-	target := gpu / (hw + gpu)
-	return max(minShare, min(maxShare, share+0.5*(target-share)))
 }
 
 func msDuration(ms float32) time.Duration {

@@ -25,6 +25,7 @@ func TestSplit(t *testing.T) {
 		{"half", true, false, 0.5, rep(routeHardware, 7), nil, 4},
 		{"all", true, false, 1, rep(routeHardware, 5), nil, 5},
 		{"small share rounds", true, false, 1.0 / 64, rep(routeHardware, 256), nil, 4},
+		{"share clamped to all", true, false, 1, rep(routeHardware, 3), nil, 3},
 		{"only hardware routes move", true, false, 0.5, []route{routeCPU, routeHardware, routeGPU, routeHardware, routeCPU, routeHardware, routeHardware}, nil, 2},
 		{"failed images stay", true, false, 1, rep(routeHardware, 4), []int{1, 2}, 2},
 		{"gpu backend without YCbCr", true, true, 0.5, rep(routeHardware, 4), nil, 2},
@@ -86,43 +87,6 @@ func rep(r route, n int) []route {
 		out[i] = r
 	}
 	return out
-}
-
-func TestBalance(t *testing.T) {
-	tests := []struct {
-		name  string
-		share float64
-		n     [2]int
-		ms    [2]float32
-		want  float64
-	}{
-		{"balanced stays", 0.25, [2]int{192, 64}, [2]float32{10, 10}, 0.25},
-		{"gpu slow: less", 0.25, [2]int{192, 64}, [2]float32{6, 12}, 0.25 + 0.5*((64.0/12)/(192.0/6+64.0/12)-0.25)},
-		{"gpu fast: more", 0.2, [2]int{200, 50}, [2]float32{10, 2}, 0.2 + 0.5*((50.0/2)/(200.0/10+50.0/2)-0.2)},
-		{"no gpu images", 0.3, [2]int{256, 0}, [2]float32{10, 0}, 0.3},
-		{"no hardware images", 0.3, [2]int{0, 256}, [2]float32{0, 10}, 0.3},
-		{"zero time", 0.3, [2]int{128, 128}, [2]float32{0, 3}, 0.3},
-		{"NaN time", 0.3, [2]int{128, 128}, [2]float32{float32(math.NaN()), 3}, 0.3},
-		{"clamped low", minShare, [2]int{255, 1}, [2]float32{1, 1000}, minShare},
-		{"clamped high", 0.75, [2]int{1, 255}, [2]float32{1000, 1}, maxShare},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := balance(tc.share, tc.n, tc.ms); math.Abs(got-tc.want) > 1e-12 {
-				t.Errorf("balance = %v, want %v", got, tc.want)
-			}
-		})
-	}
-	// Repeated, it converges to the share at which both finish together.
-	share := 0.5
-	for range 40 {
-		// The hardware decodes 30 images/ms, the GPU backend 10.
-		n := [2]int{256 - int(256*share), int(256 * share)}
-		share = balance(share, n, [2]float32{float32(n[0]) / 30, float32(n[1]) / 10})
-	}
-	if math.Abs(share-0.25) > 0.01 {
-		t.Errorf("converged to %v, want 0.25", share)
-	}
 }
 
 func TestStats(t *testing.T) {

@@ -36,10 +36,6 @@ type Stats struct {
 // Stats returns the times so far.
 func (p *Preprocessor) Stats() Stats { return p.stats }
 
-// Share is the current fraction of hardware-decodable JPEGs sent to
-// nvJPEG's GPU backend.
-func (p *Preprocessor) Share() float64 { return p.share }
-
 // Add sums two Stats, for several Preprocessors.
 func (s Stats) Add(o Stats) Stats {
 	s.Batches += o.Batches
