@@ -34,11 +34,9 @@ type imagesConfig struct {
 	iters   int
 	workers int
 	topk    int
-	// gpuShare, pin and urgent are imagegpu.Options' GPUShare, PinInput
-	// and Urgent.
+	// gpuShare and pin are imagegpu.Options' GPUShare and PinInput.
 	gpuShare float64
 	pin      bool
-	urgent   bool
 }
 
 func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -52,7 +50,6 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	topk := fs.Int("topk", 5, "classes returned per image")
 	gpuShare := fs.Float64("gpu_share", 0, "fraction of the JPEGs the hardware decoder takes that nvJPEG's GPU backend decodes instead, at the same time")
 	pin := fs.Bool("pin_input", false, "copy the bitstreams into page-locked memory before nvJPEG reads them")
-	urgent := fs.Bool("urgent_decode", false, "decode on streams of the highest priority, ahead of the model's kernels")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -62,7 +59,7 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *batch < 1 || *iters < 1 || *workers < 1 || *topk < 1 {
 		return errors.New("--batch_size, --iters, --workers and --topk must be positive")
 	}
-	cfg := imagesConfig{batch: *batch, iters: *iters, workers: *workers, topk: *topk, gpuShare: *gpuShare, pin: *pin, urgent: *urgent}
+	cfg := imagesConfig{batch: *batch, iters: *iters, workers: *workers, topk: *topk, gpuShare: *gpuShare, pin: *pin}
 	var err error
 	if cfg.files, err = readImageDir(*dir); err != nil {
 		return err
@@ -200,7 +197,7 @@ func newImagePipeline(ctx context.Context, m engine.Model, cfg imagesConfig, in 
 		d := &imageDecoder{}
 		p.decs = append(p.decs, d)
 		if d.pre, err = imagegpu.New(libs, imagegpu.Options{Device: device, MaxBatch: cfg.batch, Spec: imagegpu.ImageNet, Out: in,
-			GPUShare: cfg.gpuShare, PinInput: cfg.pin, Urgent: cfg.urgent}); err != nil {
+			GPUShare: cfg.gpuShare, PinInput: cfg.pin}); err != nil {
 			return fail(err)
 		}
 		if d.stream, err = dev.NewStream(); err != nil {

@@ -60,8 +60,6 @@ type Runtime struct {
 	hostUnregister     func(p unsafe.Pointer) int32
 	memsetAsync        func(p uintptr, v int32, n uint64, s uintptr) int32
 	streamCreate       func(s *uintptr, flags uint32) int32
-	streamCreatePrio   func(s *uintptr, flags uint32, priority int32) int32
-	priorityRange      func(least, greatest *int32) int32
 	streamDestroy      func(s uintptr) int32
 	streamSynchronize  func(s uintptr) int32
 	eventCreate        func(e *uintptr, flags uint32) int32
@@ -92,43 +90,41 @@ type Runtime struct {
 func newRuntime(l *library) (*Runtime, error) {
 	r := &Runtime{lib: l}
 	err := l.bind(map[string]any{
-		"cudaGetErrorName":                 &r.getErrorName,
-		"cudaGetErrorString":               &r.getErrorString,
-		"cudaRuntimeGetVersion":            &r.runtimeGetVersion,
-		"cudaDriverGetVersion":             &r.driverGetVersion,
-		"cudaGetDeviceCount":               &r.getDeviceCount,
-		"cudaDeviceGetAttribute":           &r.deviceGetAttribute,
-		"cudaMemGetInfo":                   &r.memGetInfo,
-		"cudaMalloc":                       &r.malloc,
-		"cudaFree":                         &r.free,
-		"cudaHostAlloc":                    &r.hostAlloc,
-		"cudaFreeHost":                     &r.freeHost,
-		"cudaHostRegister":                 &r.hostRegister,
-		"cudaHostUnregister":               &r.hostUnregister,
-		"cudaMemsetAsync":                  &r.memsetAsync,
-		"cudaStreamCreateWithFlags":        &r.streamCreate,
-		"cudaStreamCreateWithPriority":     &r.streamCreatePrio,
-		"cudaDeviceGetStreamPriorityRange": &r.priorityRange,
-		"cudaStreamDestroy":                &r.streamDestroy,
-		"cudaStreamSynchronize":            &r.streamSynchronize,
-		"cudaEventCreateWithFlags":         &r.eventCreate,
-		"cudaEventSynchronize":             &r.eventSynchronize,
-		"cudaEventElapsedTime":             &r.eventElapsedTime,
-		"cudaEventDestroy":                 &r.eventDestroy,
-		"cudaStreamBeginCapture":           &r.streamBeginCapture,
-		"cudaStreamEndCapture":             &r.streamEndCapture,
-		"cudaGraphInstantiateWithFlags":    &r.graphInstantiate,
-		"cudaGraphUpload":                  &r.graphUpload,
-		"cudaGraphExecDestroy":             &r.graphExecDestroy,
-		"cudaGraphDestroy":                 &r.graphDestroy,
-		"cudaDeviceSynchronize":            &r.deviceSynchronize,
-		"cudaGetLastError":                 &r.getLastError,
-		"cudaSetDevice":                    &r.setDevice,
-		"cudaMemcpyAsync":                  &r.memcpyAsync,
-		"cudaStreamWaitEvent":              &r.streamWaitEvent,
-		"cudaEventRecord":                  &r.eventRecord,
-		"cudaEventQuery":                   &r.eventQuery,
-		"cudaGraphLaunch":                  &r.graphLaunch,
+		"cudaGetErrorName":              &r.getErrorName,
+		"cudaGetErrorString":            &r.getErrorString,
+		"cudaRuntimeGetVersion":         &r.runtimeGetVersion,
+		"cudaDriverGetVersion":          &r.driverGetVersion,
+		"cudaGetDeviceCount":            &r.getDeviceCount,
+		"cudaDeviceGetAttribute":        &r.deviceGetAttribute,
+		"cudaMemGetInfo":                &r.memGetInfo,
+		"cudaMalloc":                    &r.malloc,
+		"cudaFree":                      &r.free,
+		"cudaHostAlloc":                 &r.hostAlloc,
+		"cudaFreeHost":                  &r.freeHost,
+		"cudaHostRegister":              &r.hostRegister,
+		"cudaHostUnregister":            &r.hostUnregister,
+		"cudaMemsetAsync":               &r.memsetAsync,
+		"cudaStreamCreateWithFlags":     &r.streamCreate,
+		"cudaStreamDestroy":             &r.streamDestroy,
+		"cudaStreamSynchronize":         &r.streamSynchronize,
+		"cudaEventCreateWithFlags":      &r.eventCreate,
+		"cudaEventSynchronize":          &r.eventSynchronize,
+		"cudaEventElapsedTime":          &r.eventElapsedTime,
+		"cudaEventDestroy":              &r.eventDestroy,
+		"cudaStreamBeginCapture":        &r.streamBeginCapture,
+		"cudaStreamEndCapture":          &r.streamEndCapture,
+		"cudaGraphInstantiateWithFlags": &r.graphInstantiate,
+		"cudaGraphUpload":               &r.graphUpload,
+		"cudaGraphExecDestroy":          &r.graphExecDestroy,
+		"cudaGraphDestroy":              &r.graphDestroy,
+		"cudaDeviceSynchronize":         &r.deviceSynchronize,
+		"cudaGetLastError":              &r.getLastError,
+		"cudaSetDevice":                 &r.setDevice,
+		"cudaMemcpyAsync":               &r.memcpyAsync,
+		"cudaStreamWaitEvent":           &r.streamWaitEvent,
+		"cudaEventRecord":               &r.eventRecord,
+		"cudaEventQuery":                &r.eventQuery,
+		"cudaGraphLaunch":               &r.graphLaunch,
 	})
 	if err != nil {
 		return nil, err
@@ -337,21 +333,6 @@ func (r *Runtime) StreamCreate() (Stream, error) {
 	var s uintptr
 	const nonBlocking = 1
 	err := r.check("cudaStreamCreateWithFlags", r.streamCreate(&s, nonBlocking))
-	return Stream(s), err
-}
-
-// StreamCreateUrgent makes a non-blocking stream of the device's highest
-// priority: the scheduler starts its pending blocks before those of
-// ordinary streams, so short latency-critical work is not queued behind
-// long kernels.
-func (r *Runtime) StreamCreateUrgent() (Stream, error) {
-	var least, greatest int32
-	if err := r.check("cudaDeviceGetStreamPriorityRange", r.priorityRange(&least, &greatest)); err != nil {
-		return 0, err
-	}
-	var s uintptr
-	const nonBlocking = 1
-	err := r.check("cudaStreamCreateWithPriority", r.streamCreatePrio(&s, nonBlocking, greatest))
 	return Stream(s), err
 }
 

@@ -116,10 +116,6 @@ type Options struct {
 	// PinInput copies the bitstreams into page-locked memory before
 	// nvJPEG reads them.
 	PinInput bool
-	// Urgent gives the nvJPEG decoders' streams the device's highest
-	// priority, so that the work nvJPEG queues between the JPEG engines'
-	// steps is not held behind a model's kernels.
-	Urgent bool
 }
 
 // Preprocessor is one decoding pipeline: nvJPEG handles and state, the
@@ -221,7 +217,7 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 		if b == cu.JPEGBackendHardware && opts.NoHardware {
 			continue
 		}
-		d, err := newDecoder(jpg, p.rt, b, opts.Urgent)
+		d, err := newDecoder(jpg, p.rt, b)
 		if err != nil {
 			if b == cu.JPEGBackendHardware {
 				continue // no JPEG engines on this GPU
@@ -258,7 +254,7 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 	return p, nil
 }
 
-func newDecoder(j *cu.JPEG, rt *cu.Runtime, b cu.JPEGBackend, urgent bool) (decoder, error) {
+func newDecoder(j *cu.JPEG, rt *cu.Runtime, b cu.JPEGBackend) (decoder, error) {
 	d := decoder{backend: b}
 	var err error
 	if d.h, err = j.Create(b); err != nil {
@@ -268,11 +264,7 @@ func newDecoder(j *cu.JPEG, rt *cu.Runtime, b cu.JPEGBackend, urgent bool) (deco
 		j.Destroy(d.h)
 		return d, err
 	}
-	create := rt.StreamCreate
-	if urgent {
-		create = rt.StreamCreateUrgent
-	}
-	if d.stream, err = create(); err != nil {
+	if d.stream, err = rt.StreamCreate(); err != nil {
 		return d, errors.Join(err, j.DestroyState(d.st), j.Destroy(d.h))
 	}
 	if d.end, err = rt.EventCreate(true); err != nil {

@@ -333,8 +333,8 @@ func benchPool(b *testing.B) [][]byte {
 // goroutine and stream, as a pipeline's decode stage would: one batch's
 // host work (parsing, nvJPEG's submission) overlaps another's decode. The
 // variants split each batch between the hardware decoder and nvJPEG's GPU
-// backend, copy the bitstreams to pinned memory, use high-priority decode
-// streams, or set nvJPEG's batched state up for every batch.
+// backend, copy the bitstreams to pinned memory, or set nvJPEG's batched
+// state up for every batch.
 func BenchmarkConcurrent(b *testing.B) {
 	libs := gpu(b)
 	pool := benchPool(b)
@@ -347,7 +347,6 @@ func BenchmarkConcurrent(b *testing.B) {
 		workers int
 		share   float64
 		pin     bool
-		urgent  bool
 		reinit  bool
 	}
 	var variants []variant
@@ -355,13 +354,13 @@ func BenchmarkConcurrent(b *testing.B) {
 		variants = append(variants, variant{workers: w})
 	}
 	variants = append(variants, variant{workers: 2, reinit: true}, variant{workers: 2, pin: true},
-		variant{workers: 2, urgent: true}, variant{workers: 1, share: 0.1}, variant{workers: 2, share: 0.1})
+		variant{workers: 1, share: 0.1}, variant{workers: 2, share: 0.1})
 	for _, v := range variants {
 		name := fmt.Sprintf("workers%d/share%.2f", v.workers, v.share)
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{v.pin, "/pin"}, {v.urgent, "/urgent"}, {v.reinit, "/reinit"}} {
+		}{{v.pin, "/pin"}, {v.reinit, "/reinit"}} {
 			if f.on {
 				name += f.name
 			}
@@ -375,7 +374,7 @@ func BenchmarkConcurrent(b *testing.B) {
 			ws := make([]worker, v.workers)
 			rt := libs.Runtime
 			for i := range ws {
-				p, err := New(libs, Options{MaxBatch: batch, Spec: ImageNet, Out: tensor.Float16, GPUShare: v.share, PinInput: v.pin, Urgent: v.urgent})
+				p, err := New(libs, Options{MaxBatch: batch, Spec: ImageNet, Out: tensor.Float16, GPUShare: v.share, PinInput: v.pin})
 				if err != nil {
 					b.Fatal(err)
 				}
