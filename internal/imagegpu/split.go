@@ -1,6 +1,7 @@
 package imagegpu
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"time"
@@ -16,9 +17,9 @@ import (
 // decode), and the caller's stream waits for both before the kernels.
 //
 // On an H200 with 500x375 photographs this did not pay (notes/img-fast.md):
-// nvJPEG's GPU backend costs ~15 ms a call whatever the number of images,
-// and the engines' calls slowed down beside it, so Options.GPUShare is
-// off by default.
+// nvJPEG's GPU backend cost 16-39 ms a call for 26-150 images, and the
+// engines' calls slowed down beside it, so Options.GPUShare is off by
+// default.
 
 // split moves a share of the JPEGs routed to the hardware decoder to the
 // GPU backend, spread evenly over the batch.
@@ -105,10 +106,17 @@ func (p *Preprocessor) decodeAll(images [][]byte, plans []plan, errs []error, s 
 	p.stats.HW += cnt[0]
 	p.stats.GPU += cnt[1]
 	p.last = cnt
-	for di := range 2 {
-		if derr[di] != nil {
-			return derr[di]
+	if err := errors.Join(derr[:]...); err != nil {
+		// s does not wait for this batch's decodes: let them finish
+		// before the next batch reuses (or frees) the scratch they write.
+		for di := range 2 {
+			if p.dec[di].ok {
+				err = errors.Join(err, p.rt.StreamSynchronize(p.dec[di].stream))
+			}
 		}
+		return err
+	}
+	for di := range 2 {
 		if cnt[di] > 0 {
 			if err := p.rt.StreamWaitEvent(s, p.dec[di].end); err != nil {
 				return err
