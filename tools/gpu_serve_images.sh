@@ -28,6 +28,19 @@ serve_and_bench() { # $1: --image_decoder value
   "$GOINFER" serve --engine cuda --arch "$ARCH" --image_size 224 "${fp16[@]}" --max_batch_size "$BATCH" \
     --image_decoder "$1" --http 127.0.0.1:18000 --grpc 127.0.0.1:18001 --log_level warn &
   local pid=$!
+  # The ports open only once the model is loaded (and tuned): wait for it,
+  # else the first bench is refused.
+  local ok=0
+  for _ in $(seq 600); do
+    curl -sf http://127.0.0.1:18000/v2/health/ready >/dev/null 2>&1 && { ok=1; break; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ $ok = 0 ]; then
+    echo "server (--image_decoder $1) did not become ready" >&2
+    kill "$pid" 2>/dev/null; wait "$pid"
+    return 1
+  fi
   for url in http://127.0.0.1:18000 grpc://127.0.0.1:18001; do
     echo "+ bench --url $url --images $IMAGES (server decodes on: $1)"
     "$GOINFER" bench --url "$url" --images "$IMAGES" --batch_size 1 --concurrency "$CLIENTS" \

@@ -34,6 +34,9 @@ type imagesConfig struct {
 	iters   int
 	workers int
 	topk    int
+	// gpuShare and pin are imagegpu.Options' GPUShare and PinInput.
+	gpuShare float64
+	pin      bool
 }
 
 func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,6 +48,8 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	iters := fs.Int("iters", 50, "timed batches")
 	workers := fs.Int("workers", 2, "decoders and model instances (each on its own stream): batches are decoded while others run the model")
 	topk := fs.Int("topk", 5, "classes returned per image")
+	gpuShare := fs.Float64("gpu_share", 0, "fraction of the JPEGs the hardware decoder takes that nvJPEG's GPU backend decodes instead, at the same time")
+	pin := fs.Bool("pin_input", false, "copy the bitstreams into page-locked memory before nvJPEG reads them")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -54,7 +59,7 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *batch < 1 || *iters < 1 || *workers < 1 || *topk < 1 {
 		return errors.New("--batch_size, --iters, --workers and --topk must be positive")
 	}
-	cfg := imagesConfig{batch: *batch, iters: *iters, workers: *workers, topk: *topk}
+	cfg := imagesConfig{batch: *batch, iters: *iters, workers: *workers, topk: *topk, gpuShare: *gpuShare, pin: *pin}
 	var err error
 	if cfg.files, err = readImageDir(*dir); err != nil {
 		return err
@@ -95,8 +100,10 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "%d files (mean %.1f KB) from %s; batch %d, %d workers, %d batches timed; decoders: %s\n",
 		len(cfg.files), kb/float64(len(cfg.files)), *dir, cfg.batch, cfg.workers, cfg.iters, strings.Join(res.backends, ", "))
 	fmt.Fprintf(stdout, "decode + preprocess alone: %9.0f img/s\n", res.decodeOnly)
+	fmt.Fprintf(stdout, "  stages (decode alone, all decoders): %s\n", res.stages)
 	fmt.Fprintf(stdout, "JPEG -> top-%d (%s %s): %9.0f img/s, batch latency p50 %.2f ms, p99 %.2f ms\n",
 		cfg.topk, info.Arch, prec, res.whole, res.p50*1e3, res.p99*1e3)
+	fmt.Fprintf(stdout, "  stages (whole path, all decoders): %s\n", res.wholeStages)
 	fmt.Fprintf(stdout, "first image: top-%d classes %v\n", cfg.topk, res.sample)
 	return nil
 }
@@ -129,6 +136,8 @@ type imagesResult struct {
 	p50, p99          float64 // seconds per batch, whole path
 	backends          []string
 	sample            []int
+	stages            imagegpu.Stats // of the decode-only measurement
+	wholeStages       imagegpu.Stats // of the whole path's
 }
 
 // The images pipeline, as a serving backend would run it: decoders (each a
@@ -187,7 +196,8 @@ func newImagePipeline(ctx context.Context, m engine.Model, cfg imagesConfig, in 
 	for i := 0; i < cfg.workers; i++ {
 		d := &imageDecoder{}
 		p.decs = append(p.decs, d)
-		if d.pre, err = imagegpu.New(libs, imagegpu.Options{Device: device, MaxBatch: cfg.batch, Spec: imagegpu.ImageNet, Out: in}); err != nil {
+		if d.pre, err = imagegpu.New(libs, imagegpu.Options{Device: device, MaxBatch: cfg.batch, Spec: imagegpu.ImageNet, Out: in,
+			GPUShare: cfg.gpuShare, PinInput: cfg.pin}); err != nil {
 			return fail(err)
 		}
 		if d.stream, err = dev.NewStream(); err != nil {
@@ -335,6 +345,15 @@ func (p *imagePipeline) measure(iters int, whole bool) (float64, []float64, []in
 	return float64(iters*len(p.batch)) / el, lat, sample, nil
 }
 
+// stats sums the decoders' stage times; the pipeline must be idle.
+func (p *imagePipeline) stats() imagegpu.Stats {
+	var s imagegpu.Stats
+	for _, d := range p.decs {
+		s = s.Add(d.pre.Stats())
+	}
+	return s
+}
+
 func (p *imagePipeline) close() {
 	for _, d := range p.decs {
 		if d.stream != nil {
@@ -381,13 +400,17 @@ func runImages(ctx context.Context, m engine.Model, cfg imagesConfig, in tensor.
 	if _, _, _, err := p.measure(len(p.slots), true); err != nil {
 		return res, err
 	}
+	before := p.stats()
 	if res.decodeOnly, _, _, err = p.measure(cfg.iters, false); err != nil {
 		return res, err
 	}
+	res.stages = p.stats().Sub(before)
+	before = p.stats()
 	var lat []float64
 	if res.whole, lat, res.sample, err = p.measure(cfg.iters, true); err != nil {
 		return res, err
 	}
+	res.wholeStages = p.stats().Sub(before)
 	sort.Float64s(lat)
 	res.p50, res.p99 = quantile(lat, 0.5), quantile(lat, 0.99)
 	return res, nil

@@ -236,6 +236,26 @@ func (j *JPEG) BatchedSupported(h JPEGHandle, js JPEGStream, data []byte) (bool,
 // the stream has passed the decode; nvJPEG reads it from the host while it
 // parses, so page-locked memory is faster but not required.
 func (j *JPEG) DecodeBatched(h JPEGHandle, s JPEGState, data [][]byte, dst []JPEGImage, format int, stream Stream) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if err := j.InitBatched(h, s, len(data), format); err != nil {
+		return err
+	}
+	return j.DecodeBatchedInitialized(h, s, data, dst, stream)
+}
+
+// InitBatched sets state s up for batches of n images decoded to format
+// (nvjpegDecodeBatchedInitialize). It holds for every later
+// DecodeBatchedInitialized of n images on s until the next InitBatched.
+func (j *JPEG) InitBatched(h JPEGHandle, s JPEGState, n, format int) error {
+	return j.check("nvjpegDecodeBatchedInitialize", j.batchedInit(uintptr(h), uintptr(s), int32(n), 1, int32(format)))
+}
+
+// DecodeBatchedInitialized is DecodeBatched on a state that InitBatched
+// set up for len(data) images and the format wanted: a service decoding
+// batches of one size does not set the state up again for each.
+func (j *JPEG) DecodeBatchedInitialized(h JPEGHandle, s JPEGState, data [][]byte, dst []JPEGImage, stream Stream) error {
 	n := len(data)
 	if n == 0 {
 		return nil
@@ -254,9 +274,6 @@ func (j *JPEG) DecodeBatched(h JPEGHandle, s JPEGState, data [][]byte, dst []JPE
 		pin.Pin(&d[0])
 		ptrs[i] = &d[0]
 		lens[i] = uint64(len(d))
-	}
-	if err := j.check("nvjpegDecodeBatchedInitialize", j.batchedInit(uintptr(h), uintptr(s), int32(n), 1, int32(format))); err != nil {
-		return err
 	}
 	code := j.decodeBatched(uintptr(h), uintptr(s), &ptrs[0], &lens[0], &dst[0], uintptr(stream))
 	runtime.KeepAlive(ptrs)

@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/imageproc"
@@ -106,6 +107,15 @@ type Options struct {
 	// NoYCbCr has nvJPEG convert JPEGs to RGB itself (its own chroma
 	// upsampling and colour conversion, not libjpeg's), for comparisons.
 	NoYCbCr bool
+	// GPUShare is the fraction of the JPEGs the hardware decoder takes
+	// that go to nvJPEG's GPU backend instead, decoded at the same time
+	// on its own stream and thread (0: none). On an H200 any share made
+	// the batch slower (notes/img-fast.md), so it is for GPUs whose JPEG
+	// engines are slow, and for measuring.
+	GPUShare float64
+	// PinInput copies the bitstreams into page-locked memory before
+	// nvJPEG reads them.
+	PinInput bool
 }
 
 // Preprocessor is one decoding pipeline: nvJPEG handles and state, the
@@ -128,9 +138,23 @@ type Preprocessor struct {
 	scrSize  int64
 	staging  []byte // pinned, for CPU-decoded planes
 	taps     tapCache
-	done     cu.Event
+	done     cu.Event // timing: the batch's end, on the caller's stream
+	start    cu.Event // timing: before the batch's decodes
+	kstart   cu.Event // timing: before its kernels
 	pending  bool
 	args     cu.KernelArgs
+	pinned   []byte // page-locked copy of the bitstreams (Options.PinInput)
+
+	// share is the fraction of hardware-decodable JPEGs sent to the GPU
+	// backend; last counts what each backend decoded in the batch in
+	// flight.
+	share float64
+	last  [2]int
+	stats Stats
+	// reinit sets nvJPEG's batched state up before every decode, as
+	// nvjpegDecodeBatched's examples do, instead of when the batch size
+	// or format changes (for measuring what that costs).
+	reinit bool
 }
 
 // decoder is one nvJPEG backend's handle and state.
@@ -139,6 +163,10 @@ type decoder struct {
 	h       cu.JPEGHandle
 	st      cu.JPEGState
 	ok      bool
+	stream  cu.Stream // its own: the backends decode concurrently
+	end     cu.Event  // timing: its part of the batch decoded
+	// initN and initFormat are what the state was last set up for.
+	initN, initFormat int
 	// noYCbCr is set once the backend has refused planar YCbCr output
 	// for a batch it decoded to RGB: its JPEGs go to RGB from then on.
 	noYCbCr bool
@@ -172,7 +200,8 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("imagegpu: %w", err)
 	}
-	p := &Preprocessor{opts: opts, rt: libs.Runtime, drv: libs.Driver, jpg: jpg, taps: tapCache{filter: s.filter()}}
+	p := &Preprocessor{opts: opts, rt: libs.Runtime, drv: libs.Driver, jpg: jpg, taps: tapCache{filter: s.filter()},
+		share: max(0, min(1, opts.GPUShare))}
 	defer runtime.UnlockOSThread()
 	if err := p.enter(); err != nil {
 		return nil, err
@@ -188,7 +217,7 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 		if b == cu.JPEGBackendHardware && opts.NoHardware {
 			continue
 		}
-		d, err := newDecoder(jpg, b)
+		d, err := newDecoder(jpg, p.rt, b)
 		if err != nil {
 			if b == cu.JPEGBackendHardware {
 				continue // no JPEG engines on this GPU
@@ -216,14 +245,16 @@ func New(libs *cu.Libs, opts Options) (*Preprocessor, error) {
 	if err := p.rt.MemcpyHtoD(p.lut, lut); err != nil {
 		return nil, err
 	}
-	if p.done, err = p.rt.EventCreate(false); err != nil {
-		return nil, err
+	for _, e := range []*cu.Event{&p.done, &p.start, &p.kstart} {
+		if *e, err = p.rt.EventCreate(true); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return p, nil
 }
 
-func newDecoder(j *cu.JPEG, b cu.JPEGBackend) (decoder, error) {
+func newDecoder(j *cu.JPEG, rt *cu.Runtime, b cu.JPEGBackend) (decoder, error) {
 	d := decoder{backend: b}
 	var err error
 	if d.h, err = j.Create(b); err != nil {
@@ -232,6 +263,12 @@ func newDecoder(j *cu.JPEG, b cu.JPEGBackend) (decoder, error) {
 	if d.st, err = j.NewState(d.h); err != nil {
 		j.Destroy(d.h)
 		return d, err
+	}
+	if d.stream, err = rt.StreamCreate(); err != nil {
+		return d, errors.Join(err, j.DestroyState(d.st), j.Destroy(d.h))
+	}
+	if d.end, err = rt.EventCreate(true); err != nil {
+		return d, errors.Join(err, rt.StreamDestroy(d.stream), j.DestroyState(d.st), j.Destroy(d.h))
 	}
 	d.ok = true
 	return d, nil
@@ -263,7 +300,8 @@ func (p *Preprocessor) Close() error {
 	for i := range p.dec {
 		d := &p.dec[i]
 		if d.ok {
-			errs = append(errs, p.jpg.DestroyState(d.st), p.jpg.Destroy(d.h))
+			errs = append(errs, p.rt.StreamSynchronize(d.stream), p.rt.StreamDestroy(d.stream), p.rt.EventDestroy(d.end),
+				p.jpg.DestroyState(d.st), p.jpg.Destroy(d.h))
 			d.ok = false
 		}
 	}
@@ -277,15 +315,17 @@ func (p *Preprocessor) Close() error {
 			*ptr = 0
 		}
 	}
-	for _, b := range []*[]byte{&p.hmeta, &p.staging} {
+	for _, b := range []*[]byte{&p.hmeta, &p.staging, &p.pinned} {
 		if *b != nil {
 			errs = append(errs, p.rt.FreeHost(*b))
 			*b = nil
 		}
 	}
-	if p.done != 0 {
-		errs = append(errs, p.rt.EventDestroy(p.done))
-		p.done = 0
+	for _, e := range []*cu.Event{&p.done, &p.start, &p.kstart} {
+		if *e != 0 {
+			errs = append(errs, p.rt.EventDestroy(*e))
+			*e = 0
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -332,6 +372,7 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
+	t0 := time.Now()
 	if p.pending {
 		// The host-side descriptors and staging of the last batch are in
 		// use until its copies have run.
@@ -339,7 +380,10 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 			return nil, err
 		}
 		p.pending = false
+		p.collect()
 	}
+	t1 := time.Now()
+	p.stats.Wait += t1.Sub(t0)
 	errs = make([]error, n)
 	plans := make([]plan, n)
 	var size int64
@@ -355,7 +399,11 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 			cpu = append(cpu, i)
 		}
 	}
+	p.split(plans, errs)
+	t2 := time.Now()
+	p.stats.Plan += t2.Sub(t1)
 	p.decodeCPU(images, plans, errs, cpu)
+	p.stats.CPUDecode += time.Since(t2)
 	for i := range plans {
 		pl := plans[i]
 		if errs[i] != nil {
@@ -380,14 +428,15 @@ func (p *Preprocessor) Run(images [][]byte, dst cu.DevPtr, s cu.Stream) (errs []
 	if err := p.uploadCPU(plans, s); err != nil {
 		return nil, err
 	}
-	for ri, r := range []route{routeHardware, routeGPU} {
-		for _, ycc := range []bool{true, false} {
-			if err := p.decodeGPU(ri, r, ycc, images, plans, errs, s); err != nil {
-				return nil, err
-			}
-		}
+	if err := p.decodeAll(images, plans, errs, s); err != nil {
+		return nil, err
 	}
-	return errs, p.launch(plans, dst, s)
+	t3 := time.Now()
+	err = p.launch(plans, dst, s)
+	p.stats.Launch += time.Since(t3)
+	p.stats.Batches++
+	p.stats.Images += n
+	return errs, err
 }
 
 // plan reads an image's header and picks its route, refusing oversized
@@ -518,7 +567,10 @@ func (p *Preprocessor) uploadCPU(plans []plan, s cu.Stream) error {
 // take YCbCr output: its images go to RGB from then on. When a batch
 // fails otherwise (a bitstream that parses but does not decode), each
 // image is decoded alone to RGB to find which, and those go to the CPU.
-func (p *Preprocessor) decodeGPU(di int, r route, ycc bool, images [][]byte, plans []plan, errs []error, s cu.Stream) error {
+//
+// data holds what nvJPEG reads (images or a page-locked copy), images the
+// originals for the CPU fallback.
+func (p *Preprocessor) decodeGPU(di int, r route, ycc bool, data, images [][]byte, plans []plan, errs []error, s cu.Stream) error {
 	d := &p.dec[di]
 	var idx []int
 	for i, pl := range plans {
@@ -529,12 +581,12 @@ func (p *Preprocessor) decodeGPU(di int, r route, ycc bool, images [][]byte, pla
 	if len(idx) == 0 {
 		return nil
 	}
-	data := make([][]byte, len(idx))
+	src := make([][]byte, len(idx))
 	dst := make([]cu.JPEGImage, len(idx))
 	rgb := make([]cu.JPEGImage, len(idx))
 	for k, i := range idx {
 		pl := plans[i]
-		data[k] = images[i]
+		src[k] = data[i]
 		rgb[k] = p.rgbPlanes(pl)
 		dst[k] = rgb[k]
 		if ycc {
@@ -548,7 +600,7 @@ func (p *Preprocessor) decodeGPU(di int, r route, ycc bool, images [][]byte, pla
 	if ycc {
 		format = cu.JPEGOutputYUV
 	}
-	err := p.jpg.DecodeBatched(d.h, d.st, data, dst, format, s)
+	err := p.decodeBatched(d, src, dst, format, s)
 	if err == nil {
 		return nil
 	}
@@ -560,13 +612,13 @@ func (p *Preprocessor) decodeGPU(di int, r route, ycc bool, images [][]byte, pla
 		plans[i].ycc = yccNone
 	}
 	if ycc {
-		if e := p.jpg.DecodeBatched(d.h, d.st, data, rgb, cu.JPEGOutputRGB, s); e == nil {
+		if e := p.decodeBatched(d, src, rgb, cu.JPEGOutputRGB, s); e == nil {
 			d.noYCbCr = true
 			return nil
 		}
 	}
 	for k, i := range idx {
-		e := p.jpg.DecodeBatched(d.h, d.st, data[k:k+1], rgb[k:k+1], cu.JPEGOutputRGB, s)
+		e := p.decodeBatched(d, src[k:k+1], rgb[k:k+1], cu.JPEGOutputRGB, s)
 		if e == nil {
 			continue
 		}
@@ -637,6 +689,9 @@ func (p *Preprocessor) launch(plans []plan, dst cu.DevPtr, s cu.Stream) error {
 			return err
 		}
 		meta, nycc = p.batchMeta(p.hmeta, plans, uint64(p.scratch), uint64(p.meta))
+	}
+	if err := p.rt.EventRecord(p.kstart, s); err != nil {
+		return err
 	}
 	if err := p.rt.MemcpyHtoDAsync(p.meta, meta, s); err != nil {
 		return err

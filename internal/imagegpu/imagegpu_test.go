@@ -331,7 +331,10 @@ func benchPool(b *testing.B) [][]byte {
 
 // BenchmarkConcurrent runs several Preprocessors at once, each on its own
 // goroutine and stream, as a pipeline's decode stage would: one batch's
-// host work (parsing, nvJPEG's submission) overlaps another's decode.
+// host work (parsing, nvJPEG's submission) overlaps another's decode. The
+// variants split each batch between the hardware decoder and nvJPEG's GPU
+// backend, copy the bitstreams to pinned memory, or set nvJPEG's batched
+// state up for every batch.
 func BenchmarkConcurrent(b *testing.B) {
 	libs := gpu(b)
 	pool := benchPool(b)
@@ -340,21 +343,43 @@ func BenchmarkConcurrent(b *testing.B) {
 	for i := range images {
 		images[i] = pool[i%len(pool)]
 	}
-	for _, workers := range []int{1, 2, 3, 4} {
-		b.Run(fmt.Sprintf("workers%d", workers), func(b *testing.B) {
+	type variant struct {
+		workers int
+		share   float64
+		pin     bool
+		reinit  bool
+	}
+	var variants []variant
+	for _, w := range []int{1, 2, 3, 4} {
+		variants = append(variants, variant{workers: w})
+	}
+	variants = append(variants, variant{workers: 2, reinit: true}, variant{workers: 2, pin: true},
+		variant{workers: 1, share: 0.1}, variant{workers: 2, share: 0.1})
+	for _, v := range variants {
+		name := fmt.Sprintf("workers%d/share%.2f", v.workers, v.share)
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{v.pin, "/pin"}, {v.reinit, "/reinit"}} {
+			if f.on {
+				name += f.name
+			}
+		}
+		b.Run(name, func(b *testing.B) {
 			type worker struct {
 				p   *Preprocessor
 				dst cu.DevPtr
 				s   cu.Stream
 			}
-			ws := make([]worker, workers)
+			ws := make([]worker, v.workers)
 			rt := libs.Runtime
 			for i := range ws {
-				p, err := New(libs, Options{MaxBatch: batch, Spec: ImageNet, Out: tensor.Float16})
+				p, err := New(libs, Options{MaxBatch: batch, Spec: ImageNet, Out: tensor.Float16, GPUShare: v.share, PinInput: v.pin})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer p.Close()
+				p.reinit = v.reinit
 				dst, err := rt.Malloc(int64(batch * 3 * 224 * 224 * 2))
 				if err != nil {
 					b.Fatal(err)
@@ -367,9 +392,24 @@ func BenchmarkConcurrent(b *testing.B) {
 				defer rt.StreamDestroy(s)
 				ws[i] = worker{p, dst, s}
 			}
+			// Warm up: scratch sized, states set up, the split balanced.
+			for _, w := range ws {
+				for range 8 {
+					if _, err := w.p.Run(images, w.dst, w.s); err != nil {
+						b.Fatal(err)
+					}
+					if err := rt.StreamSynchronize(w.s); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			var before Stats
+			for _, w := range ws {
+				before = before.Add(w.p.Stats())
+			}
 			var next atomic.Int64
 			var wg sync.WaitGroup
-			errc := make(chan error, workers)
+			errc := make(chan error, v.workers)
 			b.ResetTimer()
 			for i := range ws {
 				wg.Add(1)
@@ -391,11 +431,19 @@ func BenchmarkConcurrent(b *testing.B) {
 				}(ws[i])
 			}
 			wg.Wait()
+			b.StopTimer()
 			close(errc)
 			if err := <-errc; err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "img/s")
+			var st Stats
+			for _, w := range ws {
+				st = st.Add(w.p.Stats())
+			}
+			st = st.Sub(before)
+			b.ReportMetric(float64(st.GPU)/float64(max(st.Batches, 1)), "gpu-img/batch")
+			b.Logf("%s: %s", name, st)
 		})
 	}
 }
