@@ -505,6 +505,27 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// fc_warp: y[b][k] = act(sum_c x[b][c] * w[k][c] + bias[k]), one warp per
+// output (the lanes stride over c, then a butterfly sum): the dense layers
+// of squeeze-and-excitation blocks at small batches ([N, C, 1, 1] inputs),
+// where cuDNN takes a convolution, an epilogue kernel and, below 8 input
+// channels, a padding copy for kilobytes of work. w is float32 [K][C].
+template <typename T>
+__device__ __forceinline__ void fc_warp(T* y, const T* x, const float* w, const float* bias, int nb, int C, int K,
+                                        int act, float p0, float p1) {
+  int lane = TID_X & 31;
+  int wpb = NTID_X >> 5;
+  for (int o = CTAID_X * wpb + (TID_X >> 5); o < nb * K; o += NCTAID_X * wpb) {
+    int b = o / K, k = o - b * K;
+    const T* xb = x + b * C;
+    const float* wk = w + k * C;
+    float acc = 0.f;
+    for (int c = lane; c < C; c += 32) acc += load(xb + c) * wk[c];
+    acc = warp_sum(acc);
+    if (lane == 0) store(y + o, unary(act, acc + (bias ? bias[k] : 0.f), p0, p1));
+  }
+}
+
 // softmax_warp: one warp per row of len <= 256 (attention rows), the row
 // held in registers: one read and one write per element.
 template <typename T>
@@ -1273,6 +1294,10 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
   extern "C" __global__ void g_ew_chain_##S(T* out, const T* a, const T* b0, const T* b1, const T* b2,           \
                                             const T* b3, const int* meta, i64 n) {                               \
     ew_chain<T>(out, a, b0, b1, b2, b3, meta, n);                                                                \
+  }                                                                                                              \
+  extern "C" __global__ void g_fc_##S(T* y, const T* x, const float* w, const float* bias, int nb, int C, int K,  \
+                                      int act, float p0, float p1) {                                             \
+    fc_warp<T>(y, x, w, bias, nb, C, K, act, p0, p1);                                                            \
   }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_attn_##S(T* out, const T* q, const T* k, const T* v, const int* meta, float scale) { \
