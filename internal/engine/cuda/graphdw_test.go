@@ -224,3 +224,39 @@ func TestGraphPlanChanScale(t *testing.T) {
 		}
 	}
 }
+
+// TestPickOwn checks the choice among our depthwise kernels' times: the
+// default tile unless another is faster by more than dwMargin.
+func TestPickOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		times    map[int]float32
+		def      int
+		wantTile int
+		wantMS   float32
+	}{
+		// Batch-1 times (ms): a margin.
+		{"default fastest", map[int]float32{0: 0.010, 7: 0.008, 4: 0.009}, 7, 7, 0.008},
+		{"near tie keeps the default", map[int]float32{0: 0.0075, 7: 0.008, 4: 0.0079}, 7, 7, 0.008},
+		{"clear win", map[int]float32{0: 0.005, 7: 0.008, 4: 0.0079}, 7, 0, 0.005},
+		{"untiled default", map[int]float32{0: 0.006}, 0, 0, 0.006},
+		{"default not timed", map[int]float32{0: 0.006, 4: 0.005}, 7, 4, 0.005},
+		// Long kernels (batch 256): the fastest.
+		{"long kernels, the fastest", map[int]float32{0: 0.75, 7: 0.8, 4: 0.79}, 7, 0, 0.75},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tile, ms := pickOwn(tc.times, tc.def)
+			if tile != tc.wantTile || ms != tc.wantMS {
+				t.Errorf("pickOwn = %d, %g; want %d, %g", tile, ms, tc.wantTile, tc.wantMS)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		ms, def float32
+		want    bool
+	}{{0.0089, 0.01, true}, {0.0095, 0.01, false}, {0.01, 0.01, false}, {0.012, 0.01, false}, {0.95, 1, true}, {1, 1, false}} {
+		if got := beats(tc.ms, tc.def); got != tc.want {
+			t.Errorf("beats(%g, %g) = %v, want %v", tc.ms, tc.def, got, tc.want)
+		}
+	}
+}
