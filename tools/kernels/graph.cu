@@ -1319,11 +1319,14 @@ INSTANTIATE(bf16, bf16)
 // Channels-last (and so the depthwise kernels) is the 16-bit precisions'
 // layout only; output widths of multiples of 7 (224-pixel images: 112, 56,
 // 28, 14, 7) tile exactly, others waste a part of their last tile.
-// Tiles of 4 (fewer registers, more threads) for 3x3 and 5x5; the compiled
-// engine times each against the others.
+// Tiles of 4 (fewer registers, more threads) for 3x3 and 5x5; tiles of 1
+// (a thread per output vector, a row's taps unrolled) for small batches,
+// where tiles of 7 leave most SMs idle (768x7x7 at batch 1: 672 threads);
+// the compiled engine times each against the others.
 #define DWT_ALL(T, S_) \
   DWT(T, S_, 3, 1, 7) DWT(T, S_, 3, 2, 7) DWT(T, S_, 5, 1, 7) DWT(T, S_, 5, 2, 7) DWT(T, S_, 7, 1, 7) DWT(T, S_, 7, 2, 7) \
-  DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4)
+  DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4) \
+  DWT(T, S_, 3, 1, 1) DWT(T, S_, 3, 2, 1) DWT(T, S_, 5, 1, 1) DWT(T, S_, 5, 2, 1) DWT(T, S_, 7, 1, 1) DWT(T, S_, 7, 2, 1)
 DWT_ALL(f16, f16)
 DWT_ALL(bf16, bf16)
 

@@ -121,13 +121,13 @@ func TestDWTileWidth(t *testing.T) {
 			}
 		})
 	}
-	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7}) {
-		t.Errorf("7x7 tiles %v, want [7]", got)
+	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7, 1}) {
+		t.Errorf("7x7 tiles %v, want [7 1]", got)
 	}
 	g3 := base
 	g3.kh, g3.kw = 3, 3
-	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4}) {
-		t.Errorf("3x3 tiles %v, want [7 4]", got)
+	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4, 1}) {
+		t.Errorf("3x3 tiles %v, want [7 4 1]", got)
 	}
 	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
 	g := base

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -86,7 +87,23 @@ type graphKernels struct {
 	attnMMA64, attnMMA128, attnLdm64, attnLdm128 cu.Function
 }
 
+// graphKernelsEnv names a PTX, cubin or fatbin file of graph.cu to load
+// instead of the embedded kernels (for timing an nvcc build on the device
+// before it is committed).
+const graphKernelsEnv = "GOINFER_CUDA_GRAPH_KERNELS"
+
 func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
+	if f := os.Getenv(graphKernelsEnv); f != "" {
+		img, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("cuda engine: %s: %w", graphKernelsEnv, err)
+		}
+		mod, err := d.ModuleLoad(img)
+		if err != nil {
+			return nil, fmt.Errorf("cuda engine: loading the graph kernels of %s=%s: %w", graphKernelsEnv, f, err)
+		}
+		return graphFunctions(d, mod, suffix)
+	}
 	mod, err := d.ModuleLoad(graphImage())
 	if err != nil {
 		var perr error
@@ -94,6 +111,13 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 			return nil, fmt.Errorf("cuda engine: loading the graph kernels: %w (and their PTX: %w)", err, perr)
 		}
 	}
+	return graphFunctions(d, mod, suffix)
+}
+
+// graphFunctions looks up the kernels of one storage dtype in mod,
+// unloading it if one is missing.
+func graphFunctions(d *cu.Driver, mod cu.Module, suffix string) (*graphKernels, error) {
+	var err error
 	k := &graphKernels{mod: mod}
 	for _, f := range []struct {
 		dst  *cu.Function
