@@ -545,18 +545,10 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 		if err != nil {
 			return err
 		}
-		algo = -1
-		for _, pf := range perf {
-			if pf.Status != 0 {
-				continue
-			}
-			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, int(pf.Algo))
-			if err != nil || need > graphWorkspace {
-				continue
-			}
-			algo = int(pf.Algo)
-			break
-		}
+		algo = pickConvAlgo(perf, g.n, func(a int) bool {
+			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, a)
+			return err == nil && need <= graphWorkspace
+		})
 		if algo < 0 {
 			return fmt.Errorf("no convolution algorithm fits a %d MiB workspace", graphWorkspace>>20)
 		}
