@@ -14,7 +14,7 @@ import (
 // per call (milliseconds) and the choice.
 type dwTimed struct {
 	CuDNN bool    `json:"cudnn"`    // cuDNN's convolution was faster
-	Own   float32 `json:"own_ms"`   // graph.cu's fastest kernel, epilogue fused
+	Own   float32 `json:"own_ms"`   // graph.cu's chosen kernel (pickOwn), epilogue fused
 	Tile  int     `json:"tile"`     // its tile width (0: the untiled kernel)
 	Lib   float32 `json:"cudnn_ms"` // cuDNN's fastest algorithm and the bias kernel; 0: none ran
 	Algo  int     `json:"algo"`     // that algorithm (cudnnConvolutionFwdAlgo_t), -1 if none
@@ -328,11 +328,9 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 
 // dwMargin is how much faster than the default a depthwise lowering must
 // time to be chosen when the default takes under dwShortMS. Such kernels
-// (batch 1: 5-20 us) are close to the launch interval, and timing one in
-// a loop ranks candidates a few percent apart by noise (efficientnet_b0 at
-// batch 1 ran 1.08 to 1.48 ms across processes with timed choices): a
-// near tie keeps the default, whose one fused kernel is also what the
-// CUDA graph runs best. Longer kernels (large batches) time reliably and
+// (batch 1: 5-20 us) are close to the launch interval, and one kernel
+// timed in a loop ranks candidates a few percent apart by noise: a near
+// tie keeps the default. Longer kernels (large batches) time reliably and
 // the faster wins.
 const (
 	dwMargin  = 0.10
