@@ -35,6 +35,8 @@ const (
 	ActivationRelu     = 1
 	ActivationIdentity = 5
 
+	// ConvFwdAlgoImplicitGemm is cuDNN's plain implicit GEMM.
+	ConvFwdAlgoImplicitGemm = 0
 	// ConvFwdAlgoImplicitPrecompGemm is the one algorithm legacy cuDNN
 	// accepts for cudnnConvolutionBiasActivationForward with an identity
 	// activation.

@@ -505,6 +505,27 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// fc_warp: y[b][k] = act(sum_c x[b][c] * w[k][c] + bias[k]), one warp per
+// output (the lanes stride over c, then a butterfly sum): the dense layers
+// of squeeze-and-excitation blocks at small batches ([N, C, 1, 1] inputs),
+// where cuDNN takes a convolution, an epilogue kernel and, below 8 input
+// channels, a padding copy for kilobytes of work. w is float32 [K][C].
+template <typename T>
+__device__ __forceinline__ void fc_warp(T* y, const T* x, const float* w, const float* bias, int nb, int C, int K,
+                                        int act, float p0, float p1) {
+  int lane = TID_X & 31;
+  int wpb = NTID_X >> 5;
+  for (int o = CTAID_X * wpb + (TID_X >> 5); o < nb * K; o += NCTAID_X * wpb) {
+    int b = o / K, k = o - b * K;
+    const T* xb = x + b * C;
+    const float* wk = w + k * C;
+    float acc = 0.f;
+    for (int c = lane; c < C; c += 32) acc += load(xb + c) * wk[c];
+    acc = warp_sum(acc);
+    if (lane == 0) store(y + o, unary(act, acc + (bias ? bias[k] : 0.f), p0, p1));
+  }
+}
+
 // softmax_warp: one warp per row of len <= 256 (attention rows), the row
 // held in registers: one read and one write per element.
 template <typename T>
@@ -1298,6 +1319,10 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
                                             const T* b3, const int* meta, i64 n) {                               \
     ew_chain<T>(out, a, b0, b1, b2, b3, meta, n);                                                                \
   }                                                                                                              \
+  extern "C" __global__ void g_fc_##S(T* y, const T* x, const float* w, const float* bias, int nb, int C, int K,  \
+                                      int act, float p0, float p1) {                                             \
+    fc_warp<T>(y, x, w, bias, nb, C, K, act, p0, p1);                                                            \
+  }                                                                                                              \
   extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
   extern "C" __global__ void g_pad_cl_##S(T* y, const T* x, i64 pixels, int hw, int C) {                         \
     pad_cl<T>(y, x, pixels, hw, C);                                                                              \
@@ -1321,11 +1346,14 @@ INSTANTIATE(bf16, bf16)
 // Channels-last (and so the depthwise kernels) is the 16-bit precisions'
 // layout only; output widths of multiples of 7 (224-pixel images: 112, 56,
 // 28, 14, 7) tile exactly, others waste a part of their last tile.
-// Tiles of 4 (fewer registers, more threads) for 3x3 and 5x5; the compiled
-// engine times each against the others.
+// Tiles of 4 (fewer registers, more threads) for 3x3 and 5x5; tiles of 1
+// (a thread per output vector, a row's taps unrolled) for small batches,
+// where tiles of 7 leave most SMs idle (768x7x7 at batch 1: 672 threads);
+// the compiled engine times each against the others.
 #define DWT_ALL(T, S_) \
   DWT(T, S_, 3, 1, 7) DWT(T, S_, 3, 2, 7) DWT(T, S_, 5, 1, 7) DWT(T, S_, 5, 2, 7) DWT(T, S_, 7, 1, 7) DWT(T, S_, 7, 2, 7) \
-  DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4)
+  DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4) \
+  DWT(T, S_, 3, 1, 1) DWT(T, S_, 3, 2, 1) DWT(T, S_, 5, 1, 1) DWT(T, S_, 5, 2, 1) DWT(T, S_, 7, 1, 1) DWT(T, S_, 7, 2, 1)
 DWT_ALL(f16, f16)
 DWT_ALL(bf16, bf16)
 

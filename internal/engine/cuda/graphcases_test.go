@@ -174,6 +174,19 @@ func opCases() []opCase {
 		add(b.out(y))
 	}
 	{
+		// EfficientNet's squeeze-and-excitation: SiLU and sigmoid (no
+		// fused cuDNN activation), 40 channels (not a multiple of the
+		// fc kernel's 32 lanes) squeezed to 3 (below cuDNN's padding
+		// threshold of 8).
+		b, x := newGB("se_silu", 40, 5, 5)
+		p := b.node(&ir.GlobalPool{}, x)
+		f := b.conv(p, 40, 3, 1, 1, 0, 1, 1, true)
+		f = b.node(&ir.Binary{Fn: ir.OpMul}, f, b.node(&ir.Unary{Fn: ir.OpSigmoid}, f))
+		s := b.node(&ir.Unary{Fn: ir.OpSigmoid}, b.conv(f, 3, 40, 1, 1, 0, 1, 1, true))
+		y := b.node(&ir.Binary{Fn: ir.OpMul}, x, s)
+		add(b.out(y))
+	}
+	{
 		b, x := newGB("gap_gemm", 16, 5, 5)
 		f := b.node(&ir.Flatten{Axis: 1}, b.node(&ir.GlobalPool{}, x))
 		y := b.node(&ir.Gemm{Alpha: 1, Beta: 1, TransB: true}, f, b.w(0.25, 10, 16), b.w(0.1, 10))

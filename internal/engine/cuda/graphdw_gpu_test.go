@@ -44,7 +44,7 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 			shapes = append(shapes, depthwiseShapes(b)...)
 		}
 		for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
-			for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {CuDNN: true}} {
+			for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {CuDNN: true}} {
 				dir := t.TempDir()
 				f := &tuneFile{Format: tuneFormat, Device: device}
 				times := map[dwShape]dwTimed{}

@@ -121,13 +121,13 @@ func TestDWTileWidth(t *testing.T) {
 			}
 		})
 	}
-	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7}) {
-		t.Errorf("7x7 tiles %v, want [7]", got)
+	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7, 1}) {
+		t.Errorf("7x7 tiles %v, want [7 1]", got)
 	}
 	g3 := base
 	g3.kh, g3.kw = 3, 3
-	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4}) {
-		t.Errorf("3x3 tiles %v, want [7 4]", got)
+	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4, 1}) {
+		t.Errorf("3x3 tiles %v, want [7 4 1]", got)
 	}
 	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
 	g := base
@@ -221,6 +221,42 @@ func TestGraphPlanChanScale(t *testing.T) {
 	}{{true, 8}, {false, 0}} {
 		if n := count(checkPlanned(t, g, 2, tc.cl, 1e-5)); n != tc.want {
 			t.Errorf("channels-last %v: %d channel-scale steps, want %d", tc.cl, n, tc.want)
+		}
+	}
+}
+
+// TestPickOwn checks the choice among our depthwise kernels' times: the
+// default tile unless another is faster by more than dwMargin.
+func TestPickOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		times    map[int]float32
+		def      int
+		wantTile int
+		wantMS   float32
+	}{
+		// Batch-1 times (ms): a margin.
+		{"default fastest", map[int]float32{0: 0.010, 7: 0.008, 4: 0.009}, 7, 7, 0.008},
+		{"near tie keeps the default", map[int]float32{0: 0.0075, 7: 0.008, 4: 0.0079}, 7, 7, 0.008},
+		{"clear win", map[int]float32{0: 0.005, 7: 0.008, 4: 0.0079}, 7, 0, 0.005},
+		{"untiled default", map[int]float32{0: 0.006}, 0, 0, 0.006},
+		{"default not timed", map[int]float32{0: 0.006, 4: 0.005}, 7, 4, 0.005},
+		// Long kernels (batch 256): the fastest.
+		{"long kernels, the fastest", map[int]float32{0: 0.75, 7: 0.8, 4: 0.79}, 7, 0, 0.75},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tile, ms := pickOwn(tc.times, tc.def)
+			if tile != tc.wantTile || ms != tc.wantMS {
+				t.Errorf("pickOwn = %d, %g; want %d, %g", tile, ms, tc.wantTile, tc.wantMS)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		ms, def float32
+		want    bool
+	}{{0.0089, 0.01, true}, {0.0095, 0.01, false}, {0.01, 0.01, false}, {0.012, 0.01, false}, {0.95, 1, true}, {1, 1, false}} {
+		if got := beats(tc.ms, tc.def); got != tc.want {
+			t.Errorf("beats(%g, %g) = %v, want %v", tc.ms, tc.def, got, tc.want)
 		}
 	}
 }

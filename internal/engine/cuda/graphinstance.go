@@ -347,6 +347,10 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.grid, rs.block = gridFor(n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
 			Int(int(n)).Int(s.op), s.p0), s.p1)
+	case stFC:
+		g := s.conv
+		rs.fn, rs.grid, rs.block = kern.fc, fcGrid(s), 32*fcWarps
+		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(g.n).Int(g.c).Int(g.k).Int(s.op), s.p0), s.p1)
 	case stAttn:
 		g := s.attn
 		rs.fn, rs.block = kern.attn, 256
@@ -553,18 +557,10 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 		if err != nil {
 			return err
 		}
-		algo = -1
-		for _, pf := range perf {
-			if pf.Status != 0 {
-				continue
-			}
-			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, int(pf.Algo))
-			if err != nil || need > graphWorkspace {
-				continue
-			}
-			algo = int(pf.Algo)
-			break
-		}
+		algo = pickConvAlgo(perf, g.n, func(a int) bool {
+			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, a)
+			return err == nil && need <= graphWorkspace
+		})
 		if algo < 0 {
 			return fmt.Errorf("no convolution algorithm fits a %d MiB workspace", graphWorkspace>>20)
 		}
@@ -842,6 +838,8 @@ func (i *graphInstance) ProfileLayers(n, iters int) ([]LayerTime, error) {
 			}
 		case stDW:
 			lt.Algo = dwAlgoName(rs.s)
+		case stFC:
+			lt.Algo = "goinfer warp per output"
 		}
 		res = append(res, lt)
 	}

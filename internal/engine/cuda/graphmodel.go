@@ -79,6 +79,7 @@ type graphKernels struct {
 	dwTile                             map[string]cu.Function
 	affineRows, affineRowsVec, ewChain cu.Function
 	attn                               cu.Function
+	fc                                 cu.Function
 	// attnMMA64, attnMMA128: the tensor-core attention for heads of up to
 	// 64 and 128 (16-bit types only; 0 for float32); attnLdm64 and
 	// attnLdm128 the same with ldmatrix fragment loads.
@@ -93,6 +94,13 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 			return nil, fmt.Errorf("cuda engine: loading the graph kernels: %w (and their PTX: %w)", err, perr)
 		}
 	}
+	return graphFunctions(d, mod, suffix)
+}
+
+// graphFunctions looks up the kernels of one storage dtype in mod,
+// unloading it if one is missing.
+func graphFunctions(d *cu.Driver, mod cu.Module, suffix string) (*graphKernels, error) {
+	var err error
 	k := &graphKernels{mod: mod}
 	for _, f := range []struct {
 		dst  *cu.Function
@@ -103,8 +111,8 @@ func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
 		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"}, {&k.scaleCL, "g_scale_cl_"},
-		{&k.padCL, "g_pad_cl_"}, {&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"}, {&k.ewChain, "g_ew_chain_"},
-		{&k.attn, "g_attn_"},
+		{&k.padCL, "g_pad_cl_"}, {&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"},
+		{&k.ewChain, "g_ew_chain_"}, {&k.attn, "g_attn_"}, {&k.fc, "g_fc_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 			d.ModuleUnload(mod)

@@ -69,6 +69,7 @@ const (
 	stChain                         // elementwise ops applied in turn, one kernel (graphchain.go)
 	stAttn                          // fused scaled dot-product attention
 	stPadCL                         // NCHW image batch to channels-last, channels padded with zeros
+	stFC                            // dense layer of a small batch, epilogue fused (graphfc.go)
 )
 
 func (k stepKind) String() string {
@@ -99,6 +100,8 @@ func (k stepKind) String() string {
 		return "attention"
 	case stPadCL:
 		return "pad"
+	case stFC:
+		return "fc"
 	}
 	return fmt.Sprintf("step(%d)", uint8(k))
 }
@@ -1219,6 +1222,11 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		res = nc.in[len(nc.in)-1]
 	}
 	x := nc.in[0]
+	if res < 0 {
+		if done, err := nc.fcStep(g, x, bias, op.Epilogue); done || err != nil {
+			return err
+		}
+	}
 	if g.groups == 1 && g.c < 8 && g.kh == g.strH && g.kw == g.strW && g.padH == 0 && g.padW == 0 && g.dilH == 1 && g.dilW == 1 && g.kh*g.kw > 1 {
 		return nc.patchConv(g, x, bias, res, op.Epilogue)
 	}

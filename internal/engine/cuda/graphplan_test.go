@@ -109,15 +109,19 @@ func TestGraphPlanFusion(t *testing.T) {
 		arch             string
 		size             int
 		convs, dw, gemms int
+		fc               int
 		maxAffine, maxEW int
 	}{
 		// The RGB stem is padded to 8 channels: a fill and a copy.
-		{"resnet18", 64, 20, 0, 1, 1, 2},
-		// Depthwise convolutions run graph.cu's kernel, epilogue fused.
-		{"mobilenet_v3_large", 16, 47, 15, 2, 49, 11},
+		{"resnet18", 64, 20, 0, 1, 0, 1, 2},
+		// Depthwise convolutions run graph.cu's kernel, epilogue fused;
+		// at 16 pixels the last stages' maps are 1x1, so at batch 2 the
+		// 1x1 convolutions there are dense layers (fc), like the 16 of
+		// the squeeze-and-excitation blocks.
+		{"mobilenet_v3_large", 16, 19, 15, 2, 28, 49, 11},
 		// Concatenations in place, batch norm + ReLU one kernel
 		// (graphconcat_test.go details it).
-		{"densenet121", 64, 120, 0, 1, 126, 2},
+		{"densenet121", 64, 120, 0, 1, 0, 126, 2},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			g, err := cachedModel(tc.arch, tc.size)
@@ -133,8 +137,9 @@ func TestGraphPlanFusion(t *testing.T) {
 				t.Fatal(err)
 			}
 			k := p.kindCounts()
-			if k[stConv] != tc.convs || k[stDW] != tc.dw || k[stGemm] != tc.gemms {
-				t.Errorf("%d convolutions, %d depthwise and %d products, want %d, %d and %d", k[stConv], k[stDW], k[stGemm], tc.convs, tc.dw, tc.gemms)
+			if k[stConv] != tc.convs || k[stDW] != tc.dw || k[stGemm] != tc.gemms || k[stFC] != tc.fc {
+				t.Errorf("%d convolutions, %d depthwise, %d products and %d dense layers, want %d, %d, %d and %d",
+					k[stConv], k[stDW], k[stGemm], k[stFC], tc.convs, tc.dw, tc.gemms, tc.fc)
 			}
 			if k[stAffine] > tc.maxAffine || k[stEW] > tc.maxEW {
 				t.Errorf("%d epilogue and %d elementwise kernels, want at most %d and %d", k[stAffine], k[stEW], tc.maxAffine, tc.maxEW)

@@ -337,6 +337,19 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 				}
 				out[ob+i] = simUnary(s.op, acc, float64(s.p0), float64(s.p1))
 			}
+		case stFC:
+			g := s.conv
+			for i := int64(0); i < s.n; i++ {
+				bt, k := int(i)/g.k, int(i)%g.k
+				acc := 0.0
+				if s.shift != nil {
+					acc = float64(s.shift[k])
+				}
+				for c := 0; c < g.c; c++ {
+					acc += a[ab+int64(bt*g.c+c)] * float64(s.scale[k*g.c+c])
+				}
+				out[ob+i] = simUnary(s.op, acc, float64(s.p0), float64(s.p1))
+			}
 		case stGemm:
 			g := s.gemm
 			c := gemmCallOf(g)

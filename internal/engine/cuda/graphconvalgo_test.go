@@ -1,0 +1,50 @@
+package cuda
+
+import (
+	"testing"
+
+	cu "goinfer/internal/cuda"
+)
+
+// TestPickConvAlgo checks the convolution algorithm taken from Find's
+// ranking: the first that ran and fits, except a first-ranked plain
+// implicit GEMM at small batches, which the precomputed variant replaces
+// when it ran and fits.
+func TestPickConvAlgo(t *testing.T) {
+	const (
+		gemm    = cu.ConvFwdAlgoImplicitGemm
+		precomp = cu.ConvFwdAlgoImplicitPrecompGemm
+		wino    = 6
+	)
+	rank := func(algos ...int) []cu.ConvFwdPerf {
+		var p []cu.ConvFwdPerf
+		for _, a := range algos {
+			p = append(p, cu.ConvFwdPerf{Algo: int32(a)})
+		}
+		return p
+	}
+	all := func(int) bool { return true }
+	for _, tc := range []struct {
+		name string
+		perf []cu.ConvFwdPerf
+		n    int
+		fits func(int) bool
+		want int
+	}{
+		{"batch 1: precomputed replaces plain", rank(gemm, wino, precomp), 1, all, precomp},
+		{"small batch limit", rank(gemm, precomp), convSmallBatch, all, precomp},
+		{"large batch keeps Find's first", rank(gemm, precomp), convSmallBatch + 1, all, gemm},
+		{"batch 1, another first", rank(wino, gemm, precomp), 1, all, wino},
+		{"precomputed did not run", append(rank(gemm), cu.ConvFwdPerf{Algo: precomp, Status: 3}), 1, all, gemm},
+		{"precomputed does not fit", rank(gemm, precomp), 1, func(a int) bool { return a != precomp }, gemm},
+		{"first does not fit", rank(wino, gemm, precomp), 1, func(a int) bool { return a != wino }, precomp},
+		{"none fits", rank(gemm, precomp), 1, func(int) bool { return false }, -1},
+		{"none", nil, 1, all, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pickConvAlgo(tc.perf, tc.n, tc.fits); got != tc.want {
+				t.Errorf("pickConvAlgo = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
