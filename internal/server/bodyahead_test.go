@@ -139,4 +139,3 @@ func TestReadAhead(t *testing.T) {
 		}
 	}
 }
-
