@@ -484,7 +484,7 @@ func (p *pipeline) ranked(s *slot, dst []topk.Class) []topk.Class {
 // workerLoop runs forwards on worker k's instance.
 func (p *pipeline) workerLoop(k int, next chan<- *slot) {
 	for s := range p.work {
-		p.compute(s, k)
+		p.compute(s, k, p.b.cfg.CopyStreams)
 		next <- s
 	}
 }
@@ -493,10 +493,9 @@ func (p *pipeline) workerLoop(k int, next chan<- *slot) {
 // makes the worker's stream wait for the H2D copy on the device (the
 // goroutine does not block); without, it does the copies itself on its
 // stream.
-func (p *pipeline) compute(s *slot, k int) {
+func (p *pipeline) compute(s *slot, k int, copyStreams bool) {
 	inst := p.insts[k]
 	st := inst.Stream()
-	copyStreams := p.b.cfg.CopyStreams
 	s.worker = k
 	s.st.WorkerStart = time.Now()
 	if !copyStreams {
