@@ -5,16 +5,16 @@
 # their own ports so that every round alternates them on the same machine
 # state: defaults, then both ends busy polling (serve --busy_poll
 # $SERVER_POLL, bench --busy_poll $CLIENT_POLL), 3 rounds each; NEW's
-# server.test transport floor (BenchmarkTransportFloor: 750 KB up, 4 KB
-# down over gRPC-Go and HTTP/1.1 with no goinfer code) and
-# BenchmarkReadAhead. Summary table of p50/p99 at the end.
+# transport floor (BenchmarkTransportFloor: 750 KB up, 4 KB
+# down over gRPC-Go and HTTP/1.1 with no goinfer code).
+# Summary table of p50/p99 at the end.
 #
 # Usage from the repo root, with prebuilt binaries:
-#   BASE=.bin/goinfer-base NEW=.bin/goinfer TEST=.bin/server.test OUT=/tmp/out tools/lat_ab.sh
+#   BASE=.bin/goinfer-base NEW=.bin/goinfer TEST=.bin/floor.test OUT=/tmp/out tools/lat_ab.sh
 set -uo pipefail
 BASE=${BASE:-.bin/goinfer-base}
 NEW=${NEW:-.bin/goinfer}
-TEST=${TEST:-}
+TEST=${TEST:-}  # the transportfloor test binary
 OUT=${OUT:-/tmp/out}
 ITERS=${ITERS:-1000}
 ROUNDS=${ROUNDS:-3}
@@ -35,8 +35,8 @@ uname -r; nproc; grep -m1 'model name' /proc/cpuinfo
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 
 if [ -n "$TEST" ]; then
-  log "transport floor and read-ahead (NEW's server.test, -test.cpu $(nproc))"
-  $TEST -test.run XXX -test.bench 'TransportFloor|ReadAhead' -test.cpu "$(nproc)" -test.count 3 -test.benchtime ${BENCHTIME:-2000x} 2>&1 | grep -E 'p50|FAIL|panic'
+  log "transport floor (the transportfloor test binary, -test.cpu $(nproc))"
+  $TEST -test.run XXX -test.bench TransportFloor -test.cpu "$(nproc)" -test.count 3 -test.benchtime ${BENCHTIME:-2000x} 2>&1 | grep -E 'p50|FAIL|panic'
 fi
 wait $CKPT_JOB
 

@@ -1,4 +1,4 @@
-package server_test
+package transportfloor_test
 
 import (
 	"bufio"
