@@ -303,18 +303,12 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	if !held.ensure(declared) {
 		return res, errMemoryFull(declared)
 	}
-	var body io.Reader = http.MaxBytesReader(w, r.Body, limit)
+	body := http.MaxBytesReader(w, r.Body, limit)
 	hdrBuf, err := s.readJSONPart(body, hdrLen, r.ContentLength, &held)
 	if err != nil {
 		return res, err
 	}
 	defer s.bufs.put(hdrBuf)
-	var ahead *bodyAhead
-	if s.readsAhead(hdrLen, r.ContentLength) {
-		ahead = startBodyAhead(body, int(r.ContentLength-hdrLen), &s.reqs)
-		defer ahead.release()
-		body = ahead
-	}
 	req, err := decodeHeader(*hdrBuf)
 	if err != nil {
 		return res, err
@@ -446,16 +440,11 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		if err := p.lane.Admit(p.n); err != nil {
 			return res, err
 		}
-		if ahead != nil {
-			data = ahead.take(p.bytes)
+		b, got, err := readFullIncremental(body, p.bytes, s.reqs.Get, s.reqs.Put)
+		if err != nil {
+			return res, readError(err, fmt.Sprintf("binary data truncated: inputs[0] declares %d bytes, the body holds %d after the JSON header", p.bytes, got))
 		}
-		if data == nil {
-			b, got, err := readFullIncremental(body, p.bytes, s.reqs.Get, s.reqs.Put)
-			if err != nil {
-				return res, readError(err, fmt.Sprintf("binary data truncated: inputs[0] declares %d bytes, the body holds %d after the JSON header", p.bytes, got))
-			}
-			data = b
-		}
+		data = b
 		defer s.reqs.Put(data)
 		if err := expectEOF(body, p.bytes); err != nil {
 			return res, err
@@ -565,18 +554,6 @@ func (s *Server) handleShmUnregister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, struct{}{})
-}
-
-// readsAhead reports whether a request should read its binary part while
-// its JSON header is decoded (bodyAhead): it is the only one in flight, and
-// its binary part is large enough to gain from it and no larger than what
-// a body may take before its header is checked (firstReadBytes).
-func (s *Server) readsAhead(hdrLen, contentLength int64) bool {
-	if s.cfg.NoReadAhead || hdrLen < 0 || contentLength < 0 {
-		return false
-	}
-	n := contentLength - hdrLen
-	return n >= minReadAhead && n <= firstReadBytes && s.active.Load() == 1
 }
 
 // readJSONPart reads the first hdrLen bytes of body, or all of it when

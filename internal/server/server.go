@@ -94,10 +94,6 @@ type Config struct {
 	// within it is read without waking a sleeping thread, at the price of
 	// a core kept busy meanwhile (0: off).
 	BusyPoll time.Duration
-	// NoReadAhead turns off reading an HTTP request's binary tensor while
-	// its JSON header is decoded, which a request alone on the server
-	// otherwise does (to compare the two).
-	NoReadAhead bool
 	// SocketBuffer, when > 0, sets the kernel send and receive buffers of
 	// every accepted connection, in bytes.
 	SocketBuffer int

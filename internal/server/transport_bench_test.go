@@ -51,17 +51,3 @@ func BenchmarkProtocolDType(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkReadAhead compares an HTTP request alone on the server with and
-// without reading its binary tensor while its JSON header is decoded.
-func BenchmarkReadAhead(b *testing.B) {
-	for _, v := range []struct {
-		name string
-		off  bool
-	}{{"on", false}, {"off", true}} {
-		httpAddr, _ := startInstant(b, 250, server.Config{NoReadAhead: v.off})
-		b.Run(v.name+"/c1", func(b *testing.B) {
-			benchInfer(b, "http://"+httpAddr, client.Options{MaxInflight: 1}, 1)
-		})
-	}
-}
