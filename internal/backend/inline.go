@@ -86,7 +86,7 @@ func (p *pipeline) inline(s *slot, it item) Response {
 	// which spares it two cross-stream waits, CUDA calls on its path.
 	copyStreams := p.b.cfg.CopyStreams && !(it.req.Pinned && len(it.req.Encoded) == 0)
 	if copyStreams {
-		p.stageIn(s, p.h2dStream, p.rings[0])
+		p.stageIn(s, p.h2dStream, p.rings[0], true)
 	}
 	p.compute(s, 0, copyStreams)
 	if copyStreams {

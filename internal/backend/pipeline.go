@@ -339,7 +339,7 @@ func (p *pipeline) h2dLoop() {
 		p.gate.Unlock()
 		s.reset(it, n, now)
 		if b.cfg.CopyStreams {
-			p.stageIn(s, p.h2dStream, p.rings[0])
+			p.stageIn(s, p.h2dStream, p.rings[0], true)
 		}
 		p.work <- s
 	}
@@ -392,8 +392,12 @@ func (p *pipeline) admit(it item) (int, error) {
 	return n, nil
 }
 
-// stageIn copies the request's input to s.devIn on st through ring.
-func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
+// stageIn copies the request's input to s.devIn on st through ring. With
+// fence it records evH2DEnd, which another stream's forward waits for;
+// without, the forward follows on st itself, whose next event covers the
+// copy, so the event is recorded only where something reads it (Profile's
+// spans, a failed copy's wait).
+func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing, fence bool) {
 	if p.b.cfg.Profile {
 		s.record(st, evH2DStart)
 	}
@@ -430,7 +434,9 @@ func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
 	}
 	// Recorded even after a failed copy, so that the slot's buffers are not
 	// reused before what was enqueued has finished.
-	s.record(st, evH2DEnd)
+	if fence || p.b.cfg.Profile || s.err != nil {
+		s.record(st, evH2DEnd)
+	}
 	s.st.Staged = time.Now()
 }
 
@@ -499,7 +505,7 @@ func (p *pipeline) compute(s *slot, k int, copyStreams bool) {
 	s.worker = k
 	s.st.WorkerStart = time.Now()
 	if !copyStreams {
-		p.stageIn(s, st, p.rings[k])
+		p.stageIn(s, st, p.rings[k], false)
 	} else if s.err == nil {
 		if err := st.Wait(s.ev[evH2DEnd]); err != nil {
 			s.fail(fmt.Errorf("worker %d: waiting for the H2D copy: %w", k, err))
