@@ -3,7 +3,8 @@
 # `bench --url` (batch 1, one in flight, 250x250 FP32 tensors in the
 # messages) against BASE's and NEW's servers, which run side by side on
 # their own ports so that every round alternates them on the same machine
-# state: defaults, then both ends busy polling (serve --busy_poll
+# state (one autotuning shared through --tuning_cache, answers compared
+# by lat_check.py): defaults, then both ends busy polling (serve --busy_poll
 # $SERVER_POLL, bench --busy_poll $CLIENT_POLL), 3 rounds each; NEW's
 # transport floor (BenchmarkTransportFloor: 750 KB up, 4 KB
 # down over gRPC-Go and HTTP/1.1 with no goinfer code).
@@ -59,11 +60,18 @@ bench() { # experiment binary url flags...
   grep -E "^(p50|Server time|Client time|Errors)" "$OUT/last.log" | sed 's/^/    /'
 }
 
+# One autotuning for all servers: BASE's first start measures and fills
+# the cache, the others read it, so that every server runs the same
+# kernels (servers that autotune side by side can pick different ones).
+TC=$OUT/tuning-cache
 log "defaults: BASE on 8000/8001, NEW on 8010/8011 (and BASE --copy_streams=false on 8020), $ROUNDS rounds"
-start base "$BASE" 8000 8001
-start new "$NEW" 8010 8011
-start base_onestream "$BASE" 8020 8021 --copy_streams=false
-ready 8000 && ready 8010 && ready 8020
+start base "$BASE" 8000 8001 --tuning_cache $TC
+ready 8000
+start new "$NEW" 8010 8011 --tuning_cache $TC
+start base_onestream "$BASE" 8020 8021 --copy_streams=false --tuning_cache $TC
+ready 8010 && ready 8020
+log "same answers: NEW's and BASE --copy_streams=false's logits vs BASE's"
+python3 "$(dirname "$0")/lat_check.py" 8000 8010 8020
 for r in $(seq $ROUNDS); do
   bench base_http_r$r "$BASE" http://127.0.0.1:8000
   bench new_http_r$r "$NEW" http://127.0.0.1:8010
@@ -74,8 +82,8 @@ done
 stop_all
 
 log "busy polling at both ends: serve --busy_poll $SERVER_POLL, bench --busy_poll $CLIENT_POLL, $ROUNDS rounds"
-start base "$BASE" 8000 8001 --busy_poll $SERVER_POLL
-start new "$NEW" 8010 8011 --busy_poll $SERVER_POLL
+start base "$BASE" 8000 8001 --busy_poll $SERVER_POLL --tuning_cache $TC
+start new "$NEW" 8010 8011 --busy_poll $SERVER_POLL --tuning_cache $TC
 ready 8000 && ready 8010
 for r in $(seq $ROUNDS); do
   bench base_poll_http_r$r "$BASE" http://127.0.0.1:8000 --busy_poll $CLIENT_POLL
