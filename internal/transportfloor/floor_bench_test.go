@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 )
 
@@ -51,17 +53,44 @@ func (floorCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
+// plainPool is a mem.BufferPool that, like the server's, does not zero
+// what it hands out (gRPC's default pool does): frames are read into
+// buffers of their exact size, so every byte is overwritten.
+type plainPool struct{ classes [32]sync.Pool }
+
+func (p *plainPool) Get(n int) *[]byte {
+	c := bits.Len(uint(max(n, 1) - 1))
+	if v := p.classes[c].Get(); v != nil {
+		b := v.(*[]byte)
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n, 1<<c)
+	return &b
+}
+
+func (p *plainPool) Put(b *[]byte) {
+	if c := bits.Len(uint(cap(*b) - 1)); cap(*b) == 1<<c {
+		p.classes[c].Put(b)
+	}
+}
+
 // startFloorGRPC serves one unary method that receives the request into a
-// reused buffer and answers floorAnswer bytes.
-func startFloorGRPC(b *testing.B) string {
+// reused buffer and answers floorAnswer bytes. zeroing picks gRPC's
+// default frame pool instead of the server's non-zeroing one.
+func startFloorGRPC(b *testing.B, zeroing bool) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	const window = 16 << 20 // the server's and bench's defaults
-	s := grpc.NewServer(grpc.ForceServerCodecV2(floorCodec{}), grpc.MaxRecvMsgSize(64<<20),
+	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(floorCodec{}), grpc.MaxRecvMsgSize(64 << 20),
 		grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window),
-		grpc.ReadBufferSize(1<<20), grpc.WriteBufferSize(1<<20))
+		grpc.ReadBufferSize(1 << 20), grpc.WriteBufferSize(1 << 20)}
+	if !zeroing {
+		opts = append(opts, experimental.BufferPool(&plainPool{}))
+	}
+	s := grpc.NewServer(opts...)
 	answer := make([]byte, floorAnswer)
 	bufs := sync.Pool{New: func() any { return new([]byte) }}
 	s.RegisterService(&grpc.ServiceDesc{
@@ -202,31 +231,39 @@ func floorHTTPCall(b *testing.B, addr string) func() error {
 // BenchmarkTransportFloor reports p50 and p99 of one 750 KB request and
 // its 4,000-byte answer, one in flight, per transport.
 func BenchmarkTransportFloor(b *testing.B) {
-	b.Run("grpc", func(b *testing.B) {
-		conn, err := grpc.NewClient(startFloorGRPC(b), grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithInitialWindowSize(16<<20), grpc.WithInitialConnWindowSize(16<<20),
-			grpc.WithReadBufferSize(1<<20), grpc.WithWriteBufferSize(1<<20),
-			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(floorCodec{})))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { conn.Close() })
-		req, resp := make([]byte, floorRequest), make([]byte, 0, floorAnswer)
-		floorLatency(b, func() error {
-			if err := conn.Invoke(context.Background(), "/floor.Floor/Call", &req, &resp); err != nil {
-				return err
-			}
-			if len(resp) != floorAnswer {
-				return fmt.Errorf("answer of %d bytes", len(resp))
-			}
-			return nil
-		})
-	})
+	for _, v := range []struct {
+		name    string
+		zeroing bool
+	}{{"grpc", false}, {"grpc-zeroing-pool", true}} {
+		b.Run(v.name, func(b *testing.B) { floorGRPC(b, v.zeroing) })
+	}
 	b.Run("http", func(b *testing.B) {
 		floorLatency(b, floorHTTPCall(b, startFloorHTTP(b, false)))
 	})
 	b.Run("http-nethttp-server", func(b *testing.B) {
 		floorLatency(b, floorHTTPCall(b, startFloorHTTP(b, true)))
+	})
+}
+
+// floorGRPC times unary calls with the client settings bench uses.
+func floorGRPC(b *testing.B, zeroing bool) {
+	conn, err := grpc.NewClient(startFloorGRPC(b, zeroing), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(16<<20), grpc.WithInitialConnWindowSize(16<<20),
+		grpc.WithReadBufferSize(1<<20), grpc.WithWriteBufferSize(1<<20),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(floorCodec{})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	req, resp := make([]byte, floorRequest), make([]byte, 0, floorAnswer)
+	floorLatency(b, func() error {
+		if err := conn.Invoke(context.Background(), "/floor.Floor/Call", &req, &resp); err != nil {
+			return err
+		}
+		if len(resp) != floorAnswer {
+			return fmt.Errorf("answer of %d bytes", len(resp))
+		}
+		return nil
 	})
 }
 
