@@ -80,11 +80,15 @@ func (p *pipeline) inline(s *slot, it item) Response {
 	}
 	p.inlined.Add(1)
 	s.reset(it, n, now)
-	copyStreams := p.b.cfg.CopyStreams
+	// Copy streams let one batch's copies overlap another's forward; a
+	// run on an idle device has nothing to overlap, and its pinned input
+	// (copied without the staging ring) can go on the worker's stream,
+	// which spares it two cross-stream waits, CUDA calls on its path.
+	copyStreams := p.b.cfg.CopyStreams && !(it.req.Pinned && len(it.req.Encoded) == 0)
 	if copyStreams {
-		p.stageIn(s, p.h2dStream, p.rings[0])
+		p.stageIn(s, p.h2dStream, p.rings[0], true)
 	}
-	p.compute(s, 0)
+	p.compute(s, 0, copyStreams)
 	if copyStreams {
 		p.copyBack(s)
 	}

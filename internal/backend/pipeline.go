@@ -339,7 +339,7 @@ func (p *pipeline) h2dLoop() {
 		p.gate.Unlock()
 		s.reset(it, n, now)
 		if b.cfg.CopyStreams {
-			p.stageIn(s, p.h2dStream, p.rings[0])
+			p.stageIn(s, p.h2dStream, p.rings[0], true)
 		}
 		p.work <- s
 	}
@@ -392,8 +392,12 @@ func (p *pipeline) admit(it item) (int, error) {
 	return n, nil
 }
 
-// stageIn copies the request's input to s.devIn on st through ring.
-func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
+// stageIn copies the request's input to s.devIn on st through ring. With
+// fence it records evH2DEnd, which another stream's forward waits for;
+// without, the forward follows on st itself, whose next event covers the
+// copy, so the event is recorded only where something reads it (Profile's
+// spans, a failed copy's wait).
+func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing, fence bool) {
 	if p.b.cfg.Profile {
 		s.record(st, evH2DStart)
 	}
@@ -430,7 +434,9 @@ func (p *pipeline) stageIn(s *slot, st engine.Stream, ring *stagingRing) {
 	}
 	// Recorded even after a failed copy, so that the slot's buffers are not
 	// reused before what was enqueued has finished.
-	s.record(st, evH2DEnd)
+	if fence || p.b.cfg.Profile || s.err != nil {
+		s.record(st, evH2DEnd)
+	}
 	s.st.Staged = time.Now()
 }
 
@@ -484,7 +490,7 @@ func (p *pipeline) ranked(s *slot, dst []topk.Class) []topk.Class {
 // workerLoop runs forwards on worker k's instance.
 func (p *pipeline) workerLoop(k int, next chan<- *slot) {
 	for s := range p.work {
-		p.compute(s, k)
+		p.compute(s, k, p.b.cfg.CopyStreams)
 		next <- s
 	}
 }
@@ -493,14 +499,13 @@ func (p *pipeline) workerLoop(k int, next chan<- *slot) {
 // makes the worker's stream wait for the H2D copy on the device (the
 // goroutine does not block); without, it does the copies itself on its
 // stream.
-func (p *pipeline) compute(s *slot, k int) {
+func (p *pipeline) compute(s *slot, k int, copyStreams bool) {
 	inst := p.insts[k]
 	st := inst.Stream()
-	copyStreams := p.b.cfg.CopyStreams
 	s.worker = k
 	s.st.WorkerStart = time.Now()
 	if !copyStreams {
-		p.stageIn(s, st, p.rings[k])
+		p.stageIn(s, st, p.rings[k], false)
 	} else if s.err == nil {
 		if err := st.Wait(s.ev[evH2DEnd]); err != nil {
 			s.fail(fmt.Errorf("worker %d: waiting for the H2D copy: %w", k, err))
