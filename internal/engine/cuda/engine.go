@@ -120,6 +120,7 @@ type cudaModel struct {
 // Load uploads g's weights (folded and fused first with opts.Compile) and
 // prepares kernels; autotuning and graph capture happen per instance.
 func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (engine.Model, error) {
+	ph := engine.StartPhases("cuda load")
 	libs, err := cu.Load()
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: %w", err)
@@ -137,6 +138,7 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("cuda engine: %w", err)
 	}
+	ph.Done("libraries")
 	dev, err := newDevice(libs, opts.Device)
 	if err != nil {
 		return nil, err
@@ -145,6 +147,7 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 	if err := dev.enter(); err != nil {
 		return nil, err
 	}
+	ph.Done("device")
 
 	m := &cudaModel{dev: dev, libs: libs, opts: opts, prec: prec, algos: map[algoKey][]cu.ConvFwdPerf{}, fused: map[fusedKey]tuned{}, fallbackLog: map[string]bool{}}
 	if opts.Compile {
@@ -158,6 +161,7 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 			return nil, fmt.Errorf("cuda engine: %w", err)
 		}
 		compile += time.Since(t0)
+		ph.Done("fuse")
 	}
 	ops, err := lower(m.graph)
 	if err != nil {
@@ -190,13 +194,16 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 
 	// A runtime call that needs the context makes sure the primary
 	// context exists before the driver API loads modules into it.
+	ph.Done("plan")
 	if _, _, err := dev.rt.MemGetInfo(); err != nil {
 		return nil, fmt.Errorf("cuda engine: initializing device %d: %w", opts.Device, err)
 	}
+	ph.Done("context")
 	if m.kern, err = loadKernels(libs.Driver, opts.InputDType, prec); err != nil {
 		return nil, err
 	}
-	if err := m.upload(ops); err != nil {
+	ph.Done("kernels")
+	if err := m.upload(ops, ph); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -237,7 +244,7 @@ func checkOptions(o *engine.Options) error {
 
 // upload lays out every weight for the device and copies them all in one
 // allocation (each tensor 256-byte aligned, as cuDNN likes).
-func (m *cudaModel) upload(ops []opSpec) error {
+func (m *cudaModel) upload(ops []opSpec, ph *engine.Phases) error {
 	type blob struct {
 		dst  *cu.DevPtr
 		data []byte
@@ -299,6 +306,7 @@ func (m *cudaModel) upload(ops []opSpec) error {
 	for i, b := range blobs {
 		copy(host[offs[i]:], b.data)
 	}
+	ph.Done("weights on the host")
 	p, err := m.dev.alloc(total, "model weights")
 	if err != nil {
 		return err
@@ -307,6 +315,7 @@ func (m *cudaModel) upload(ops []opSpec) error {
 	if err := m.dev.rt.MemcpyHtoD(p, host); err != nil {
 		return fmt.Errorf("cuda engine: uploading weights: %w", err)
 	}
+	ph.Done("weights upload")
 	for i, b := range blobs {
 		*b.dst = p + cu.DevPtr(offs[i])
 	}

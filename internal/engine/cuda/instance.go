@@ -131,6 +131,8 @@ type instance struct {
 	inBytes  int            // bytes of one input image
 	streamW  *stream        // the engine.Stream view of stream
 	closed   bool
+
+	ph *engine.Phases // cold-start phase timing (engine.PhasesEnv), or nil
 }
 
 // MemoryStats splits an instance's device memory, for reports.
@@ -162,10 +164,12 @@ func (m *cudaModel) NewInstance(ctx context.Context) (engine.Instance, error) {
 
 func (i *instance) init(ctx context.Context) error {
 	m, rt := i.m, i.d.rt
+	i.ph = engine.StartPhases("cuda instance")
 	var err error
 	if i.stream, err = rt.StreamCreate(); err != nil {
 		return err
 	}
+	i.ph.Done("stream")
 	i.streamW = &stream{d: i.d, s: i.stream, borrowed: true}
 	if i.h, err = i.dnn.Create(); err != nil {
 		return fmt.Errorf("cuda engine: creating the cuDNN handle: %w", err)
@@ -173,6 +177,7 @@ func (i *instance) init(ctx context.Context) error {
 	if err := i.dnn.SetStream(i.h, i.stream); err != nil {
 		return err
 	}
+	i.ph.Done("cuDNN handle")
 	blas := m.libs.BLAS
 	if i.blas, err = blas.Create(); err != nil {
 		return fmt.Errorf("cuda engine: creating the cuBLAS handle: %w", err)
@@ -189,6 +194,7 @@ func (i *instance) init(ctx context.Context) error {
 	if err := blas.SetWorkspace(i.blas, i.blasWs, blasWorkspace); err != nil {
 		return err
 	}
+	i.ph.Done("cuBLAS handle and workspace")
 
 	// Activations: every slot in one allocation, zeroed once so that no
 	// stale bit pattern (a NaN) is ever read by a scaled-by-zero operand.
@@ -242,6 +248,8 @@ func (i *instance) init(ctx context.Context) error {
 		return err
 	}
 
+	i.ph.Done("activations and descriptors")
+
 	// Plans for the prepared batch sizes; with Compile, measured.
 	t0 := time.Now()
 	var findWs cu.DevPtr
@@ -261,6 +269,7 @@ func (i *instance) init(ctx context.Context) error {
 			}
 		}()
 	}
+	i.ph.Done("tuning workspace")
 	sizes := append([]int(nil), m.opts.BatchSizes...)
 	sort.Ints(sizes)
 	for _, n := range sizes {
@@ -280,6 +289,8 @@ func (i *instance) init(ctx context.Context) error {
 		}
 		i.plans[n] = p
 	}
+	i.ph.Add("plan: the rest")
+	i.ph.Flush()
 	m.saveTuning()
 	var need int64 = 1
 	for _, p := range i.plans {
@@ -296,6 +307,7 @@ func (i *instance) init(ctx context.Context) error {
 		rt.Free(findWs)
 		findWs = 0
 	}
+	i.ph.Done("workspace")
 	if !m.opts.Compile {
 		return rt.StreamSynchronize(i.stream)
 	}
@@ -307,6 +319,7 @@ func (i *instance) init(ctx context.Context) error {
 			return err
 		}
 	}
+	i.ph.Done("capture")
 	m.addCompileTime(time.Since(t0))
 	return nil
 }
@@ -388,9 +401,11 @@ func (i *instance) lowerOp(p *plan, k int, l *layer, findWs cu.DevPtr, wsCap int
 			}
 			o.args.Ptr(o.y).Ptr(o.y).Ptr(l.biasF32).Ptr(o.z).Int(int(elems)).Int(l.out.C).Int(div).Int(relu).Int(vecOK(elems, l.out.C, div, m.prec))
 			if m.opts.Compile && l.bias != 0 && findWs != 0 {
+				i.ph.Add("plan: the rest")
 				if err := i.tuneFused(o, key, perf, findWs, wsCap); err != nil {
 					return nil, err
 				}
+				i.ph.Add("plan: timing fused and unfused calls")
 			}
 		}
 	case opScale:
@@ -439,10 +454,12 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 		perf = m.algos[key]
 		m.mu.Unlock()
 		if perf == nil {
+			i.ph.Add("plan: the rest")
 			perf, err = i.dnn.FindConvForward(i.h, o.xd, o.x, i.filters[k], l.w, o.conv, o.yd, o.y, findWs, wsCap)
 			if err != nil {
 				return nil, key, err
 			}
+			i.ph.Add("plan: cudnnFind")
 			m.mu.Lock()
 			m.algos[key] = perf
 			m.tuneDirty = true
