@@ -530,7 +530,8 @@ type tuned struct {
 // calls themselves: the fused call with each algorithm (cudnnFind times
 // plain convolutions; with the bias, residual and activation fused the
 // ranking can differ), and the plain convolution with each algorithm and
-// math type Find offers followed by the epilogue kernel (Find's own ranking
+// math type Find offers followed by the epilogue kernel, both limited to
+// what Find ranks within reach (tuneCandidates; Find's own ranking
 // of small problems is unreliable: at batch 1 it put a 59 us algorithm
 // first for a layer another runs in a fraction of that). Results are cached
 // per problem for the model's other instances.
@@ -590,15 +591,14 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	}
 	reps := tuneRepsFor(findTime(perf, o.algo))
 	fusedMath := o.math
+	chosen := variant{o.algo, -1}
+	if m.prec.p != engine.FP32 {
+		chosen.math = o.math
+	}
+	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, tuneAll())
 	best, bestT := -1, float32(0)
-	tried := map[int]bool{}
 	var log []string
-	for _, pf := range perf {
-		a := int(pf.Algo)
-		if pf.Status != 0 || tried[a] {
-			continue
-		}
-		tried[a] = true
+	for _, a := range cands.fused {
 		if w := wsOf(a); w < 0 || w > wsCap {
 			continue
 		}
@@ -617,21 +617,7 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	}
 	plain := tuned{fused: -1, plain: -1, math: -1}
 	var plainT float32
-	type variant struct{ algo, math int }
-	seen := map[variant]bool{}
-	// Find's ranking is kept where it can be trusted: beyond 3x its best
-	// time (and 0.05 ms) an algorithm is not worth timing, which keeps slow
-	// ones (FFT at large batches) out of the compile time.
-	limit := max(3*findTime(perf, o.algo), 0.05)
-	for _, pf := range perf {
-		v := variant{int(pf.Algo), -1}
-		if m.prec.p != engine.FP32 {
-			v.math = int(pf.MathType)
-		}
-		if pf.Status != 0 || seen[v] || (v.algo != o.algo && pf.Time > limit) {
-			continue
-		}
-		seen[v] = true
+	for _, v := range cands.plain {
 		if err := setMath(v.math); err != nil {
 			return err
 		}
