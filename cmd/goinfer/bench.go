@@ -339,6 +339,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Progress: func(format string, args ...any) { prog.line(format, args...) }}
 		loads[i] = func(ctx context.Context) (engine.Model, error) {
 			ph := engine.StartPhases(fmt.Sprintf("bench loader %d", i))
+			// The device's context and library handles need no model:
+			// made while the graph is read or built.
+			if p, ok := eng.(engine.Preparer); ok {
+				p.Prepare(d)
+			}
 			g, err := graph()
 			if err != nil {
 				return nil, err

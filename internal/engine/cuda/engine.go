@@ -121,6 +121,8 @@ type cudaModel struct {
 // prepares kernels; autotuning and graph capture happen per instance.
 func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (engine.Model, error) {
 	ph := engine.StartPhases("cuda load")
+	waitPrepared(opts.Device)
+	ph.Done("waiting for Prepare")
 	libs, err := cu.Load()
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: %w", err)

@@ -171,17 +171,14 @@ func (i *instance) init(ctx context.Context) error {
 	}
 	i.ph.Done("stream")
 	i.streamW = &stream{d: i.d, s: i.stream, borrowed: true}
-	if i.h, err = i.dnn.Create(); err != nil {
-		return fmt.Errorf("cuda engine: creating the cuDNN handle: %w", err)
+	if i.h, i.blas, err = newHandles(m.libs, i.d.ordinal); err != nil {
+		return err
 	}
+	i.ph.Done("cuDNN and cuBLAS handles")
 	if err := i.dnn.SetStream(i.h, i.stream); err != nil {
 		return err
 	}
-	i.ph.Done("cuDNN handle")
 	blas := m.libs.BLAS
-	if i.blas, err = blas.Create(); err != nil {
-		return fmt.Errorf("cuda engine: creating the cuBLAS handle: %w", err)
-	}
 	if err := blas.SetStream(i.blas, i.stream); err != nil {
 		return err
 	}
@@ -194,7 +191,7 @@ func (i *instance) init(ctx context.Context) error {
 	if err := blas.SetWorkspace(i.blas, i.blasWs, blasWorkspace); err != nil {
 		return err
 	}
-	i.ph.Done("cuBLAS handle and workspace")
+	i.ph.Done("cuBLAS workspace")
 
 	// Activations: every slot in one allocation, zeroed once so that no
 	// stale bit pattern (a NaN) is ever read by a scaled-by-zero operand.
