@@ -450,7 +450,15 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 		m.mu.Lock()
 		perf = m.algos[key]
 		m.mu.Unlock()
-		if perf == nil {
+		switch {
+		case perf != nil:
+		case m.tune == tuneHeuristic:
+			// Not kept: heuristics are no measurement for the tuning
+			// cache, and asking again costs microseconds.
+			if perf, err = i.dnn.ConvForwardAlgorithms(i.h, o.xd, i.filters[k], o.conv, o.yd); err != nil {
+				return nil, key, err
+			}
+		default:
 			i.ph.Add("plan: the rest")
 			perf, err = i.dnn.FindConvForward(i.h, o.xd, o.x, i.filters[k], l.w, o.conv, o.yd, o.y, findWs, wsCap)
 			if err != nil {
@@ -586,13 +594,30 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	if o.z == 0 {
 		zd = o.yd
 	}
+	plainCall := func(algo int) func() error {
+		return func() error {
+			if err := i.dnn.ConvForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, algo, ws, wsCap, o.yd, o.y); err != nil {
+				return err
+			}
+			return i.drv.Launch(o.fn, o.grid, o.block, i.stream, o.args)
+		}
+	}
 	reps := tuneRepsFor(findTime(perf, o.algo))
+	if findTime(perf, o.algo) <= 0 {
+		// No measurement (heuristics): one short timing of the chosen
+		// variant sets how many calls the others' timings hold.
+		t, err := i.timeCalls(plainCall(o.algo), 2)
+		if err != nil {
+			return fmt.Errorf("cuda engine: %s (batch %d): %s: %w", o.l.name, o.n, cu.ConvFwdAlgoName(o.algo), err)
+		}
+		reps = tuneRepsFor(t)
+	}
 	fusedMath := o.math
 	chosen := variant{o.algo, -1}
 	if m.prec.p != engine.FP32 {
 		chosen.math = o.math
 	}
-	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, tuneAll())
+	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, m.tune)
 	best, bestT := -1, float32(0)
 	var log []string
 	for _, a := range cands.fused {
@@ -621,12 +646,7 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 		if w := wsOf(v.algo); w < 0 || w > wsCap {
 			continue
 		}
-		t, err := i.timeCalls(func() error {
-			if err := i.dnn.ConvForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, v.algo, ws, wsCap, o.yd, o.y); err != nil {
-				return err
-			}
-			return i.drv.Launch(o.fn, o.grid, o.block, i.stream, o.args)
-		}, reps)
+		t, err := i.timeCalls(plainCall(v.algo), reps)
 		if err != nil {
 			log = append(log, fmt.Sprintf("unfused %s: %v", cu.ConvFwdAlgoName(v.algo), err))
 			continue
