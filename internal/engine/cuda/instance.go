@@ -316,7 +316,7 @@ func (i *instance) init(ctx context.Context) error {
 			return err
 		}
 	}
-	i.ph.Done("capture")
+	i.ph.Done("capture and instantiate")
 	m.addCompileTime(time.Since(t0))
 	return nil
 }
@@ -824,6 +824,7 @@ func (i *instance) capture(p *plan) error {
 	if err := i.settle(p); err != nil {
 		return err
 	}
+	i.ph.Done(fmt.Sprintf("batch %d: first run", p.n))
 	if err := rt.StreamBeginCapture(i.stream, cu.CaptureModeThreadLocal); err != nil {
 		return fmt.Errorf("cuda engine: capturing batch %d: %w", p.n, err)
 	}
