@@ -450,15 +450,7 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 		m.mu.Lock()
 		perf = m.algos[key]
 		m.mu.Unlock()
-		switch {
-		case perf != nil:
-		case m.tune == tuneHeuristic:
-			// Not kept: heuristics are no measurement for the tuning
-			// cache, and asking again costs microseconds.
-			if perf, err = i.dnn.ConvForwardAlgorithms(i.h, o.xd, i.filters[k], o.conv, o.yd); err != nil {
-				return nil, key, err
-			}
-		default:
+		if perf == nil {
 			i.ph.Add("plan: the rest")
 			perf, err = i.dnn.FindConvForward(i.h, o.xd, o.x, i.filters[k], l.w, o.conv, o.yd, o.y, findWs, wsCap)
 			if err != nil {
@@ -603,21 +595,12 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 		}
 	}
 	reps := tuneRepsFor(findTime(perf, o.algo))
-	if findTime(perf, o.algo) <= 0 {
-		// No measurement (heuristics): one short timing of the chosen
-		// variant sets how many calls the others' timings hold.
-		t, err := i.timeCalls(plainCall(o.algo), 2)
-		if err != nil {
-			return fmt.Errorf("cuda engine: %s (batch %d): %s: %w", o.l.name, o.n, cu.ConvFwdAlgoName(o.algo), err)
-		}
-		reps = tuneRepsFor(t)
-	}
 	fusedMath := o.math
 	chosen := variant{o.algo, -1}
 	if m.prec.p != engine.FP32 {
 		chosen.math = o.math
 	}
-	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, m.tune)
+	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, m.tuneAll)
 	best, bestT := -1, float32(0)
 	var log []string
 	for _, a := range cands.fused {

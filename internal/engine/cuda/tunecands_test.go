@@ -7,19 +7,6 @@ import (
 	cu "goinfer/internal/cuda"
 )
 
-func TestTuneModeOf(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want tuneMode
-		ok   bool
-	}{{"", tuneFind, true}, {"find", tuneFind, true}, {"all", tuneAll, true}, {"heuristic", tuneHeuristic, true}, {"fast", tuneFind, false}} {
-		got, err := tuneModeOf(tc.in)
-		if got != tc.want || (err == nil) != tc.ok {
-			t.Errorf("tuneModeOf(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestTuneCandidates(t *testing.T) {
 	const (
 		implicit = 0 // IMPLICIT_GEMM
@@ -49,38 +36,32 @@ func TestTuneCandidates(t *testing.T) {
 		perf     []cu.ConvFwdPerf
 		chosen   variant
 		halfMath bool
-		mode     tuneMode
+		all      bool
 		want     tuneCands
 	}{
-		{"batch 256 shortlist", batch256, variant{precomp, 1}, true, tuneFind,
+		{"batch 256 shortlist", batch256, variant{precomp, 1}, true, false,
 			tuneCands{fused: []int{precomp}, plain: []variant{{precomp, 1}}}},
-		{"batch 256 exhaustive", batch256, variant{precomp, 1}, true, tuneAll,
+		{"batch 256 exhaustive", batch256, variant{precomp, 1}, true, true,
 			tuneCands{fused: []int{precomp, implicit}, plain: []variant{{precomp, 1}, {precomp, 0}}}},
-		{"downsample", downsample, variant{implicit, 0}, true, tuneFind,
+		{"downsample", downsample, variant{implicit, 0}, true, false,
 			tuneCands{fused: []int{implicit, precomp}, plain: []variant{{implicit, 0}, {precomp, 1}, {precomp, 0}}}},
-		{"batch 1 floor", batch1, variant{precomp, 1}, true, tuneFind,
+		{"batch 1 floor", batch1, variant{precomp, 1}, true, false,
 			tuneCands{fused: []int{precomp, gemm, implicit}, plain: []variant{{precomp, 1}, {gemm, 1}, {implicit, 0}}}},
-		{"float32", fp32, variant{precomp, -1}, false, tuneFind,
+		{"float32", fp32, variant{precomp, -1}, false, false,
 			tuneCands{fused: []int{precomp, gemm}, plain: []variant{{precomp, -1}, {gemm, -1}}}},
 		// The workspace limit can make the plan choose a variant Find
 		// ranked slow: the reach is measured from it, so the faster ones
 		// are timed too.
-		{"chosen slow", batch256, variant{implicit, 0}, true, tuneFind,
+		{"chosen slow", batch256, variant{implicit, 0}, true, false,
 			tuneCands{fused: []int{precomp, implicit}, plain: []variant{{precomp, 1}, {precomp, 0}, {implicit, 1}, {implicit, 0}}}},
-		// The heuristics give no times: their first three of each, and
-		// the chosen variant wherever it is.
-		{"heuristic", []cu.ConvFwdPerf{pf(precomp, 1, -1), pf(implicit, 1, -1), pf(precomp, 0, -1), pf(gemm, 1, -1), pf(fft, 0, -1)}, variant{precomp, 1}, true, tuneHeuristic,
-			tuneCands{fused: []int{precomp, implicit, gemm}, plain: []variant{{precomp, 1}, {implicit, 1}, {precomp, 0}}}},
-		{"heuristic chosen late", []cu.ConvFwdPerf{pf(precomp, 1, -1), pf(implicit, 1, -1), pf(precomp, 0, -1), pf(gemm, 1, -1), pf(fft, 0, -1)}, variant{fft, 0}, true, tuneHeuristic,
-			tuneCands{fused: []int{precomp, implicit, gemm, fft}, plain: []variant{{precomp, 1}, {implicit, 1}, {precomp, 0}, {fft, 0}}}},
 		// Only the chosen variant is exempt from the reach, not its
 		// algorithm's other math types.
-		{"chosen math only", []cu.ConvFwdPerf{pf(precomp, 1, 0.1), pf(gemm, 1, 0.2), pf(precomp, 0, 2.0)}, variant{precomp, 1}, true, tuneFind,
+		{"chosen math only", []cu.ConvFwdPerf{pf(precomp, 1, 0.1), pf(gemm, 1, 0.2), pf(precomp, 0, 2.0)}, variant{precomp, 1}, true, false,
 			tuneCands{fused: []int{precomp, gemm}, plain: []variant{{precomp, 1}, {gemm, 1}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tuneCandidates(tc.perf, tc.chosen, tc.halfMath, tc.mode)
+			got := tuneCandidates(tc.perf, tc.chosen, tc.halfMath, tc.all)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("tuneCandidates = %+v, want %+v", got, tc.want)
 			}
