@@ -39,17 +39,36 @@ func hostModel(t testing.TB, g *model.Graph, p engine.Precision, compile bool, i
 // per-tensor encoders: every tensor where its layer's address points,
 // 256-byte aligned, not overlapping the next.
 func TestHostWeights(t *testing.T) {
-	g := resnet(t, "resnet18")
+	// ResNet-18's layout at a quarter of its width, and a grouped
+	// bottleneck net: every kind of tensor, small enough for -race.
+	graph := func(a model.Arch) *model.Graph {
+		sd, err := model.Init(t.Context(), a, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := model.FromStateDict(sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	basic := graph(model.NewArch(model.Basic, []int{2, 2, 2, 2}, 16, 10, 1, 64))
+	grouped := graph(model.NewArch(model.Bottleneck, []int{1, 1, 1, 1}, 8, 10, 2, 8))
 	for _, tc := range []struct {
+		name    string
+		g       *model.Graph
 		p       engine.Precision
 		compile bool
 		in      tensor.DType
 	}{
-		{engine.FP16, true, tensor.Float32},
-		{engine.BF16, true, tensor.Uint8},
-		{engine.FP32, false, tensor.Float32},
+		{"basic/fp16/compiled", basic, engine.FP16, true, tensor.Float32},
+		{"basic/bf16/compiled/uint8", basic, engine.BF16, true, tensor.Uint8},
+		{"basic/fp32/eager", basic, engine.FP32, false, tensor.Float32},
+		{"grouped/fp16/compiled", grouped, engine.FP16, true, tensor.Float32},
+		{"grouped/tf32/eager", grouped, engine.TF32, false, tensor.Float32},
 	} {
-		t.Run(tc.p.String(), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.g
 			m, ops := hostModel(t, g, tc.p, tc.compile, tc.in)
 			host, blobs, err := m.hostWeights(ops)
 			if err != nil {
