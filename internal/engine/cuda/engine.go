@@ -33,6 +33,10 @@
 // values share arena slots by liveness; fp16 and bf16 keep the 4-d values
 // around convolutions channels-last.
 //
+// Engine.Prepare (engine.Preparer) creates a device's context and its first
+// library handles, and lets cuBLAS set itself up, while the caller is still
+// building the model: Load then starts from a ready device.
+//
 // Every call that touches CUDA pins its goroutine to the OS thread for the
 // call and makes the model's device current first, so callers need not lock
 // threads.
