@@ -338,10 +338,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Height: o.imageSize, Width: o.imageSize, InputDType: dtype, Device: d, Threads: o.mf.threads, TuningCache: o.mf.tuneCache,
 			Progress: func(format string, args ...any) { prog.line(format, args...) }}
 		loads[i] = func(ctx context.Context) (engine.Model, error) {
+			ph := engine.StartPhases(fmt.Sprintf("bench loader %d", i))
+			// The device's context and library handles need no model:
+			// made while the graph is read or built.
+			if p, ok := eng.(engine.Preparer); ok {
+				p.Prepare(d)
+			}
 			g, err := graph()
 			if err != nil {
 				return nil, err
 			}
+			ph.Done("model graph")
 			if i == 0 {
 				if macs, err = g.macs(o.imageSize, o.imageSize); err != nil {
 					return nil, err
@@ -474,7 +481,9 @@ func benchTarget(ctx context.Context, t target, inputs *loadgen.Inputs, lcfg loa
 	}()
 
 	prog.line("warmup: 1 request of %d images, the model loading meanwhile", o.batchSize)
+	ph := engine.StartPhases("bench")
 	lcfg.Warmed = func(d time.Duration) {
+		ph.Done("warmup answered")
 		prog.line("warmup answered in %.3f s; sending %d requests (%s)", d.Seconds(), lcfg.NumIters, lcfg.ModeString())
 	}
 	lcfg.Progress = prog.count

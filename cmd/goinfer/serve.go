@@ -586,6 +586,9 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 				}}
 			graph := graphFor(size)
 			loads[i] = func(ctx context.Context) (engine.Model, error) {
+				if p, ok := l.eng.(engine.Preparer); ok {
+					p.Prepare(d) // the context and handles while the graph is built
+				}
 				g, err := graph()
 				if err != nil {
 					return nil, err

@@ -158,6 +158,17 @@ type GraphLoader interface {
 	LoadGraph(ctx context.Context, g *ir.Graph, opts Options) (Model, error)
 }
 
+// Preparer is an Engine that can set a device up before it has a model:
+// the work that depends on no model (a GPU's context, its libraries'
+// handles) then overlaps with reading or building the model, which a cold
+// start otherwise does first.
+type Preparer interface {
+	// Prepare starts that work for device in the background and returns
+	// at once; Load on device waits for it. Calling it again is harmless.
+	// Its errors are not reported: Load meets them again and says so.
+	Prepare(device int)
+}
+
 // Info describes a loaded model. A model is described by its named input
 // and output tensors, so that everything above the engine follows the
 // model instead of assuming an image classifier's shapes. Forward takes

@@ -123,16 +123,13 @@ func (i *graphInstance) init(ctx context.Context) error {
 		return err
 	}
 	i.streamW = &stream{d: i.d, s: i.stream, borrowed: true}
-	if i.h, err = m.libs.DNN.Create(); err != nil {
-		return fmt.Errorf("cuda engine: creating the cuDNN handle: %w", err)
+	if i.h, i.blas, err = newHandles(m.libs, i.d.ordinal); err != nil {
+		return err
 	}
 	if err := m.libs.DNN.SetStream(i.h, i.stream); err != nil {
 		return err
 	}
 	blas := m.libs.BLAS
-	if i.blas, err = blas.Create(); err != nil {
-		return fmt.Errorf("cuda engine: creating the cuBLAS handle: %w", err)
-	}
 	if err := blas.SetStream(i.blas, i.stream); err != nil {
 		return err
 	}

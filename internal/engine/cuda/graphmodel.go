@@ -177,6 +177,7 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	if g == nil {
 		return nil, errors.New("cuda engine: LoadGraph of a nil graph")
 	}
+	waitPrepared(opts.Device)
 	libs, err := cu.Load()
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: %w", err)

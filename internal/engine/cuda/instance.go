@@ -131,6 +131,8 @@ type instance struct {
 	inBytes  int            // bytes of one input image
 	streamW  *stream        // the engine.Stream view of stream
 	closed   bool
+
+	ph *engine.Phases // cold-start phase timing (engine.PhasesEnv), or nil
 }
 
 // MemoryStats splits an instance's device memory, for reports.
@@ -162,21 +164,21 @@ func (m *cudaModel) NewInstance(ctx context.Context) (engine.Instance, error) {
 
 func (i *instance) init(ctx context.Context) error {
 	m, rt := i.m, i.d.rt
+	i.ph = engine.StartPhases("cuda instance")
 	var err error
 	if i.stream, err = rt.StreamCreate(); err != nil {
 		return err
 	}
+	i.ph.Done("stream")
 	i.streamW = &stream{d: i.d, s: i.stream, borrowed: true}
-	if i.h, err = i.dnn.Create(); err != nil {
-		return fmt.Errorf("cuda engine: creating the cuDNN handle: %w", err)
+	if i.h, i.blas, err = newHandles(m.libs, i.d.ordinal); err != nil {
+		return err
 	}
+	i.ph.Done("cuDNN and cuBLAS handles")
 	if err := i.dnn.SetStream(i.h, i.stream); err != nil {
 		return err
 	}
 	blas := m.libs.BLAS
-	if i.blas, err = blas.Create(); err != nil {
-		return fmt.Errorf("cuda engine: creating the cuBLAS handle: %w", err)
-	}
 	if err := blas.SetStream(i.blas, i.stream); err != nil {
 		return err
 	}
@@ -189,6 +191,7 @@ func (i *instance) init(ctx context.Context) error {
 	if err := blas.SetWorkspace(i.blas, i.blasWs, blasWorkspace); err != nil {
 		return err
 	}
+	i.ph.Done("cuBLAS workspace")
 
 	// Activations: every slot in one allocation, zeroed once so that no
 	// stale bit pattern (a NaN) is ever read by a scaled-by-zero operand.
@@ -242,6 +245,8 @@ func (i *instance) init(ctx context.Context) error {
 		return err
 	}
 
+	i.ph.Done("activations and descriptors")
+
 	// Plans for the prepared batch sizes; with Compile, measured.
 	t0 := time.Now()
 	var findWs cu.DevPtr
@@ -261,6 +266,7 @@ func (i *instance) init(ctx context.Context) error {
 			}
 		}()
 	}
+	i.ph.Done("tuning workspace")
 	sizes := append([]int(nil), m.opts.BatchSizes...)
 	sort.Ints(sizes)
 	for _, n := range sizes {
@@ -280,6 +286,8 @@ func (i *instance) init(ctx context.Context) error {
 		}
 		i.plans[n] = p
 	}
+	i.ph.Add("plan: the rest")
+	i.ph.Flush()
 	m.saveTuning()
 	var need int64 = 1
 	for _, p := range i.plans {
@@ -296,6 +304,7 @@ func (i *instance) init(ctx context.Context) error {
 		rt.Free(findWs)
 		findWs = 0
 	}
+	i.ph.Done("workspace")
 	if !m.opts.Compile {
 		return rt.StreamSynchronize(i.stream)
 	}
@@ -307,6 +316,7 @@ func (i *instance) init(ctx context.Context) error {
 			return err
 		}
 	}
+	i.ph.Done("capture and instantiate")
 	m.addCompileTime(time.Since(t0))
 	return nil
 }
@@ -388,9 +398,11 @@ func (i *instance) lowerOp(p *plan, k int, l *layer, findWs cu.DevPtr, wsCap int
 			}
 			o.args.Ptr(o.y).Ptr(o.y).Ptr(l.biasF32).Ptr(o.z).Int(int(elems)).Int(l.out.C).Int(div).Int(relu).Int(vecOK(elems, l.out.C, div, m.prec))
 			if m.opts.Compile && l.bias != 0 && findWs != 0 {
+				i.ph.Add("plan: the rest")
 				if err := i.tuneFused(o, key, perf, findWs, wsCap); err != nil {
 					return nil, err
 				}
+				i.ph.Add("plan: timing fused and unfused calls")
 			}
 		}
 	case opScale:
@@ -439,10 +451,12 @@ func (i *instance) chooseAlgo(o *planOp, k int, findWs cu.DevPtr, wsCap int64) (
 		perf = m.algos[key]
 		m.mu.Unlock()
 		if perf == nil {
+			i.ph.Add("plan: the rest")
 			perf, err = i.dnn.FindConvForward(i.h, o.xd, o.x, i.filters[k], l.w, o.conv, o.yd, o.y, findWs, wsCap)
 			if err != nil {
 				return nil, key, err
 			}
+			i.ph.Add("plan: cudnnFind")
 			m.mu.Lock()
 			m.algos[key] = perf
 			m.tuneDirty = true
@@ -513,7 +527,8 @@ type tuned struct {
 // calls themselves: the fused call with each algorithm (cudnnFind times
 // plain convolutions; with the bias, residual and activation fused the
 // ranking can differ), and the plain convolution with each algorithm and
-// math type Find offers followed by the epilogue kernel (Find's own ranking
+// math type Find offers followed by the epilogue kernel, both limited to
+// what Find ranks within reach (tuneCandidates; Find's own ranking
 // of small problems is unreliable: at batch 1 it put a 59 us algorithm
 // first for a layer another runs in a fraction of that). Results are cached
 // per problem for the model's other instances.
@@ -571,17 +586,24 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	if o.z == 0 {
 		zd = o.yd
 	}
+	plainCall := func(algo int) func() error {
+		return func() error {
+			if err := i.dnn.ConvForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, algo, ws, wsCap, o.yd, o.y); err != nil {
+				return err
+			}
+			return i.drv.Launch(o.fn, o.grid, o.block, i.stream, o.args)
+		}
+	}
 	reps := tuneRepsFor(findTime(perf, o.algo))
 	fusedMath := o.math
+	chosen := variant{o.algo, -1}
+	if m.prec.p != engine.FP32 {
+		chosen.math = o.math
+	}
+	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, m.tuneAll)
 	best, bestT := -1, float32(0)
-	tried := map[int]bool{}
 	var log []string
-	for _, pf := range perf {
-		a := int(pf.Algo)
-		if pf.Status != 0 || tried[a] {
-			continue
-		}
-		tried[a] = true
+	for _, a := range cands.fused {
 		if w := wsOf(a); w < 0 || w > wsCap {
 			continue
 		}
@@ -600,33 +622,14 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	}
 	plain := tuned{fused: -1, plain: -1, math: -1}
 	var plainT float32
-	type variant struct{ algo, math int }
-	seen := map[variant]bool{}
-	// Find's ranking is kept where it can be trusted: beyond 3x its best
-	// time (and 0.05 ms) an algorithm is not worth timing, which keeps slow
-	// ones (FFT at large batches) out of the compile time.
-	limit := max(3*findTime(perf, o.algo), 0.05)
-	for _, pf := range perf {
-		v := variant{int(pf.Algo), -1}
-		if m.prec.p != engine.FP32 {
-			v.math = int(pf.MathType)
-		}
-		if pf.Status != 0 || seen[v] || (v.algo != o.algo && pf.Time > limit) {
-			continue
-		}
-		seen[v] = true
+	for _, v := range cands.plain {
 		if err := setMath(v.math); err != nil {
 			return err
 		}
 		if w := wsOf(v.algo); w < 0 || w > wsCap {
 			continue
 		}
-		t, err := i.timeCalls(func() error {
-			if err := i.dnn.ConvForward(i.h, o.xd, o.x, i.filters[o.k], o.l.w, o.conv, v.algo, ws, wsCap, o.yd, o.y); err != nil {
-				return err
-			}
-			return i.drv.Launch(o.fn, o.grid, o.block, i.stream, o.args)
-		}, reps)
+		t, err := i.timeCalls(plainCall(v.algo), reps)
 		if err != nil {
 			log = append(log, fmt.Sprintf("unfused %s: %v", cu.ConvFwdAlgoName(v.algo), err))
 			continue
@@ -804,6 +807,7 @@ func (i *instance) capture(p *plan) error {
 	if err := i.settle(p); err != nil {
 		return err
 	}
+	i.ph.Done(fmt.Sprintf("batch %d: first run", p.n))
 	if err := rt.StreamBeginCapture(i.stream, cu.CaptureModeThreadLocal); err != nil {
 		return fmt.Errorf("cuda engine: capturing batch %d: %w", p.n, err)
 	}

@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/engine"
@@ -260,9 +262,24 @@ func planStem(g *model.Graph, shapes []model.Dims, nhwc bool, mode string, chann
 // space-to-depth form: KRSC [K, kd, kd, cPad] with channel (py*2+px)*C + c
 // holding tap (2*dy+py, 2*dx+px), zero where that falls outside k x k.
 func s2dWeights(c *model.Conv, cPad int, p precision) []byte {
+	out := make([]byte, s2dBytes(c, cPad, p))
+	s2dWeightsInto(out, c, cPad, p, 0, c.OutC)
+	return out
+}
+
+// s2dBytes is the size of s2dWeights' result.
+func s2dBytes(c *model.Conv, cPad int, p precision) int {
+	kd := (c.K + 1) / 2
+	return c.OutC * kd * kd * cPad * p.tensorDType.Size()
+}
+
+// s2dWeightsInto writes output channels [lo, hi) of s2dWeights' result
+// into dst, which must be zero there; other ranges may be written
+// concurrently.
+func s2dWeightsInto(dst []byte, c *model.Conv, cPad int, p precision, lo, hi int) {
+	put := putter(p.tensorDType)
 	k, kd, cin := c.K, (c.K+1)/2, c.InC
-	out := make([]float32, c.OutC*kd*kd*cPad)
-	for o := 0; o < c.OutC; o++ {
+	for o := lo; o < hi; o++ {
 		for dy := 0; dy < kd; dy++ {
 			for dx := 0; dx < kd; dx++ {
 				for py := 0; py < 2; py++ {
@@ -272,14 +289,13 @@ func s2dWeights(c *model.Conv, cPad int, p precision) []byte {
 							continue
 						}
 						for ch := 0; ch < cin; ch++ {
-							out[((o*kd+dy)*kd+dx)*cPad+(py*2+px)*cin+ch] = c.Weight[((o*cin+ch)*k+ky)*k+kx]
+							put(dst, ((o*kd+dy)*kd+dx)*cPad+(py*2+px)*cin+ch, c.Weight[((o*cin+ch)*k+ky)*k+kx])
 						}
 					}
 				}
 			}
 		}
 	}
-	return encode(out, p.tensorDType)
 }
 
 // vecOK reports whether the elementwise kernels may move 16-byte vectors:
@@ -302,29 +318,39 @@ const maxElements = 1<<31 - 1
 // device: KCRS for NCHW, KRSC for NHWC, with the input channels padded to
 // cPad, encoded in the precision's storage type.
 func convWeights(c *model.Conv, cPad int, p precision) []byte {
+	out := make([]byte, convBytes(c, cPad, p))
+	convWeightsInto(out, c, cPad, p, 0, c.OutC)
+	return out
+}
+
+// convBytes is the size of convWeights' result.
+func convBytes(c *model.Conv, cPad int, p precision) int {
+	return c.OutC * max(cPad, c.InC/c.Groups) * c.K * c.K * p.tensorDType.Size()
+}
+
+// convWeightsInto writes output channels [lo, hi) of convWeights' result
+// into dst, which must be zero there; other ranges may be written
+// concurrently.
+func convWeightsInto(dst []byte, c *model.Conv, cPad int, p precision, lo, hi int) {
+	put := putter(p.tensorDType)
 	cg := c.InC / c.Groups
-	if cPad < cg {
-		cPad = cg
-	}
-	k, r := c.OutC, c.K
-	out := make([]float32, k*cPad*r*r)
-	for o := 0; o < k; o++ {
+	cPad = max(cPad, cg)
+	r := c.K
+	for o := lo; o < hi; o++ {
 		for ci := 0; ci < cg; ci++ {
 			for y := 0; y < r; y++ {
 				for x := 0; x < r; x++ {
-					v := c.Weight[((o*cg+ci)*r+y)*r+x]
 					var idx int
 					if p.nhwc {
 						idx = ((o*r+y)*r+x)*cPad + ci
 					} else {
 						idx = ((o*cPad+ci)*r+y)*r + x
 					}
-					out[idx] = v
+					put(dst, idx, c.Weight[((o*cg+ci)*r+y)*r+x])
 				}
 			}
 		}
 	}
-	return encode(out, p.tensorDType)
 }
 
 // linearWeights lays out [Out, In] weights, permuting the input features
@@ -348,23 +374,40 @@ func linearWeights(l *model.Linear, in model.Dims, p precision) []float32 {
 
 // encode stores float32 values as dt (Float32, Float16 or BFloat16) bytes.
 func encode(v []float32, dt tensor.DType) []byte {
+	b := make([]byte, len(v)*dt.Size())
+	encodeInto(b, v, dt, 0, len(v))
+	return b
+}
+
+// encodeInto encodes v[lo:hi] into its place in dst (element lo at byte
+// lo*dt.Size()).
+func encodeInto(dst []byte, v []float32, dt tensor.DType, lo, hi int) {
 	switch dt {
 	case tensor.Float16:
-		b := make([]byte, 2*len(v))
-		for i, f := range v {
-			h := tensor.Float32ToF16(f)
-			b[2*i], b[2*i+1] = byte(h), byte(h>>8)
+		for i := lo; i < hi; i++ {
+			binary.LittleEndian.PutUint16(dst[2*i:], tensor.Float32ToF16(v[i]))
 		}
-		return b
 	case tensor.BFloat16:
-		b := make([]byte, 2*len(v))
-		for i, f := range v {
-			h := tensor.Float32ToBF16(f)
-			b[2*i], b[2*i+1] = byte(h), byte(h>>8)
+		for i := lo; i < hi; i++ {
+			binary.LittleEndian.PutUint16(dst[2*i:], tensor.Float32ToBF16(v[i]))
 		}
-		return b
+	default:
+		for i := lo; i < hi; i++ {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v[i]))
+		}
 	}
-	return append([]byte(nil), tensor.F32Bytes(v)...)
+}
+
+// putter returns what stores v as element i of dst in dt (Float16,
+// BFloat16, else Float32), little-endian.
+func putter(dt tensor.DType) func(dst []byte, i int, v float32) {
+	switch dt {
+	case tensor.Float16:
+		return func(dst []byte, i int, v float32) { binary.LittleEndian.PutUint16(dst[2*i:], tensor.Float32ToF16(v)) }
+	case tensor.BFloat16:
+		return func(dst []byte, i int, v float32) { binary.LittleEndian.PutUint16(dst[2*i:], tensor.Float32ToBF16(v)) }
+	}
+	return func(dst []byte, i int, v float32) { binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v)) }
 }
 
 // bnScaleShift turns a batch norm into float32 per-channel scale and shift.
