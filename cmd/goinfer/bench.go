@@ -106,6 +106,7 @@ type benchOptions struct {
 	profile     bool
 	profileFile string
 	execTrace   string
+	phases      bool
 	pinInputs   bool
 	url         string
 	connections int
@@ -126,6 +127,7 @@ func (o *benchOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.numWorkers, "num_workers", defaultNumWorkers, "prediction workers per device, each with its own stream")
 	fs.BoolVar(&o.profile, "profile", false, "write a Chrome trace (Perfetto, chrome://tracing) of every stage and device stream to --profile_file")
 	fs.StringVar(&o.profileFile, "profile_file", "trace.json", "trace `FILE` for --profile")
+	fs.BoolVar(&o.phases, "phases", false, "print how long each step of the cold start took (reading the model, device set-up, weight upload, tuning, capture) and when it ended, on stderr")
 	fs.StringVar(&o.execTrace, "exec_trace", "", "write a Go execution trace (runtime/trace: goroutines, syscalls, network waits; `go tool trace FILE`) of the whole run to `FILE`")
 	fs.IntVar(&o.imageSize, "image_size", defaultImageSize, "image height and width in `PIXELS`")
 	fs.StringVar(&o.inputDType, "input_dtype", "fp32", "request `DTYPE`: fp32 (normal values), fp16 (normal values) or uint8 (raw pixels, normalized on the device)")
@@ -252,6 +254,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 
+	if o.phases {
+		engine.ReportPhases(os.Stderr)
+	}
 	if o.execTrace != "" {
 		stop, err := startExecTrace(o.execTrace)
 		if err != nil {

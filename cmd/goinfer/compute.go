@@ -41,6 +41,7 @@ type computeConfig struct {
 	device     int
 	threads    int
 	noWinograd bool
+	tuneAll    bool
 	profile    bool
 	tuneCache  string
 	progress   func(format string, args ...any)
@@ -83,13 +84,14 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	threads := fs.Int("threads", 0, "cpu engine threads (0: all cores)")
 	tuneCache := fs.String("tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (as for bench and serve); empty: measure every time")
 	wino := fs.Bool("winograd", true, "cpu engine: run 3x3 stride-1 convolutions as Winograd F(4x4,3x3) where it pays (false: direct GEMMs, for A/B)")
+	tuneAll := fs.Bool("tune_all", false, "cuda engine, compiled ResNet path: time every candidate algorithm and math type, not only those within reach of cuDNN's best (slower compile; checks that the shortlist loses nothing)")
 	profile := fs.Bool("profile", false, "also time each layer on its own (cuda engine: as a CUDA graph of repeated calls) and print the breakdown")
 	output := fs.String("output", "", "also write the markdown report to `FILE`")
 	csvOut := fs.String("csv", "", "also write the rows as CSV to `FILE`")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, profile: *profile, tuneCache: *tuneCache,
+	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, tuneAll: *tuneAll, profile: *profile, tuneCache: *tuneCache,
 		progress: func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }}
 	var err error
 	if cfg.batchSizes, err = parseInts("batch_sizes", *batches); err != nil {
@@ -231,7 +233,7 @@ func runCompute(ctx context.Context, e engine.Engine, cfg computeConfig, stderr 
 
 func computeCell(ctx context.Context, e engine.Engine, g netGraph, cfg computeConfig, size int, p engine.Precision, compile bool, bs int) (computeRow, error) {
 	opts := engine.Options{Compile: compile, Precision: p, MaxBatch: bs, BatchSizes: []int{bs}, Height: size, Width: size,
-		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, TuningCache: cfg.tuneCache, Progress: cfg.progress}
+		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, TuneAll: cfg.tuneAll, TuningCache: cfg.tuneCache, Progress: cfg.progress}
 	t0 := time.Now()
 	m, err := g.load(ctx, e, opts)
 	if err != nil {

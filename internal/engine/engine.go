@@ -99,6 +99,11 @@ type Options struct {
 	// ops whose intermediates have one consumer as one kernel. Off by
 	// default until measured on a GPU.
 	FuseChains bool
+	// TuneAll (cuda engine, compiled ResNet path) times every candidate
+	// algorithm and math type instead of the shortlist within reach of
+	// Find's best: slower compiles, to check that the shortlist loses
+	// nothing.
+	TuneAll bool
 }
 
 // ImageNet normalization, applied on the device to uint8 input: the

@@ -3,30 +3,34 @@ package engine
 import (
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 )
-
-// PhasesEnv names the environment variable that makes the cold start's
-// phases print their durations on stderr (any non-empty value): bench's
-// loader and the cuda engine's Load and NewInstance say how long each step
-// took and when it ended, so that a cold start can be taken apart on a
-// machine without a profiler.
-const PhasesEnv = "GOINFER_PHASES"
 
 // processStart approximates the process's start: package variables are
 // initialized before main, a few milliseconds after exec.
 var processStart = time.Now()
 
-// phaseOut serializes phase lines from concurrent loaders.
-var phaseOut = struct {
+// phaseOut is where phase lines go (nil: nowhere, StartPhases returns nil);
+// its lock serializes lines from concurrent loaders.
+var phaseOut struct {
 	sync.Mutex
 	w io.Writer
-}{w: os.Stderr}
+}
+
+// ReportPhases makes the cold start's phases print their durations on w
+// (nil: off, the default): bench's loader and the cuda engine's Load,
+// device preparation and NewInstance say how long each step took and when
+// it ended, so that a cold start can be taken apart on a machine without a
+// profiler. Like log.SetOutput, it is set once by the command.
+func ReportPhases(w io.Writer) {
+	phaseOut.Lock()
+	defer phaseOut.Unlock()
+	phaseOut.w = w
+}
 
 // Phases times consecutive steps of one activity. A nil *Phases (what
-// StartPhases returns when PhasesEnv is unset) does nothing, so callers
+// StartPhases returns when phases are not reported) does nothing, so callers
 // need not check.
 type Phases struct {
 	name string
@@ -36,9 +40,12 @@ type Phases struct {
 }
 
 // StartPhases starts timing the steps of the activity called name, or
-// returns nil when PhasesEnv is unset.
+// returns nil when phases are not reported (ReportPhases).
 func StartPhases(name string) *Phases {
-	if os.Getenv(PhasesEnv) == "" {
+	phaseOut.Lock()
+	on := phaseOut.w != nil
+	phaseOut.Unlock()
+	if !on {
 		return nil
 	}
 	return &Phases{name: name, last: time.Now()}
@@ -95,6 +102,9 @@ func (p *Phases) Flush() {
 func printPhase(step string, d time.Duration, end time.Time) {
 	phaseOut.Lock()
 	defer phaseOut.Unlock()
+	if phaseOut.w == nil {
+		return
+	}
 	fmt.Fprintf(phaseOut.w, "phase %-40s %8.1f ms  (ends at +%.1f ms)\n", step, ms(d), ms(end.Sub(processStart)))
 }
 

@@ -116,7 +116,7 @@ type cudaModel struct {
 	info        engine.Info
 	algos       map[algoKey][]cu.ConvFwdPerf // cudnnFind results, shared by instances
 	fused       map[fusedKey]tuned           // tuning results, shared by instances
-	tuneAll     bool                         // time every candidate (tuneAllEnv)
+	tuneAll     bool                         // time every candidate (Options.TuneAll)
 	tuneDirty   bool                         // results added since the tuning cache was read or written
 	tuneDevice  string                       // what the tuning cache is keyed by (Options.TuningCache)
 	saveMu      sync.Mutex                   // orders writes of the tuning cache
@@ -159,7 +159,7 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 	ph.Done("device")
 
 	m := &cudaModel{dev: dev, libs: libs, opts: opts, prec: prec, algos: map[algoKey][]cu.ConvFwdPerf{}, fused: map[fusedKey]tuned{}, fallbackLog: map[string]bool{}}
-	m.tuneAll = os.Getenv(tuneAllEnv) != ""
+	m.tuneAll = opts.TuneAll
 	if opts.Compile {
 		m.loadTuning()
 	}

@@ -2,12 +2,6 @@ package cuda
 
 import cu "goinfer/internal/cuda"
 
-// tuneAllEnv, set to any non-empty value, makes the compiled ResNet path
-// time every candidate as it did before the shortlist (tuneCandidates' all):
-// to check that the shortlist loses nothing. The choices should come out
-// the same, only slower.
-const tuneAllEnv = "GOINFER_CUDA_TUNE_ALL"
-
 // variant is one way to run a plain convolution: an algorithm under a
 // math type (-1: the descriptor's default, for float32).
 type variant struct{ algo, math int }
