@@ -600,7 +600,7 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	if m.prec.p != engine.FP32 {
 		chosen.math = o.math
 	}
-	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, m.tuneAll)
+	cands := tuneCandidates(perf, chosen, m.prec.p != engine.FP32, exhaustiveTuning(key.n, m.tuneAll))
 	best, bestT := -1, float32(0)
 	var log []string
 	for _, a := range cands.fused {

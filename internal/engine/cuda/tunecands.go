@@ -6,6 +6,18 @@ import cu "goinfer/internal/cuda"
 // math type (-1: the descriptor's default, for float32).
 type variant struct{ algo, math int }
 
+// exhaustiveBatch is the largest batch whose convolutions time every
+// candidate: at small batches Find's own ranking is noise (resnet50 at
+// batch 1: Find put the plain implicit GEMM first on its 1x1 layers and
+// the precomputed GEMM with tensor cores, 2-3x faster when timed, past the
+// shortlist's reach; the forward went from 0.89 to 1.34 ms), and timing
+// every candidate of a small problem costs little compile time.
+const exhaustiveBatch = 8
+
+// exhaustiveTuning says whether a convolution of batch n times every
+// candidate: at small batches, or when asked (Options.TuneAll).
+func exhaustiveTuning(n int, all bool) bool { return all || n <= exhaustiveBatch }
+
 // tuneCands are the calls tuneFused times for one convolution.
 type tuneCands struct {
 	fused []int     // algorithms of the fused call, in Find's order

@@ -68,3 +68,21 @@ func TestTuneCandidates(t *testing.T) {
 		})
 	}
 }
+
+func TestExhaustiveTuning(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		all  bool
+		want bool
+	}{
+		{1, false, true},
+		{exhaustiveBatch, false, true},
+		{exhaustiveBatch + 1, false, false},
+		{256, false, false},
+		{256, true, true},
+	} {
+		if got := exhaustiveTuning(tc.n, tc.all); got != tc.want {
+			t.Errorf("exhaustiveTuning(%d, %v) = %v, want %v", tc.n, tc.all, got, tc.want)
+		}
+	}
+}
