@@ -496,14 +496,6 @@ func (j *convJob) Run(w, t int) {
 							}
 						}
 						gemm.KernelPanels(np, kc, a.PanelRun(kb, ip), mr*kc, bpan, &t)
-						if last && s.act.post() {
-							for i := 0; i < rows; i++ {
-								s.act.apply(j.out[off+i*npix : off+i*npix+split])
-								if split < cols {
-									s.act.apply(j.out[off2+i*npix : off2+i*npix+cols-split])
-								}
-							}
-						}
 						ip += np
 						continue
 					}
@@ -520,11 +512,6 @@ func (j *convJob) Run(w, t int) {
 								ep.Res, ep.LdRes = j.res[off:], npix
 							}
 							gemm.ApplyEpilogue(j.out[off:], npix, rows, seg, ep)
-							if s.act.post() {
-								for i := 0; i < rows; i++ {
-									s.act.apply(j.out[off+i*npix : off+i*npix+seg])
-								}
-							}
 						}
 						l += seg
 						img, pix = img+1, 0
@@ -532,7 +519,28 @@ func (j *convJob) Run(w, t int) {
 					ip++
 				}
 			}
+			if last && s.act.post() {
+				j.postAct(g, ic, ie, n0, n1)
+			}
 		}
+	}
+}
+
+// postAct runs the activation the micro-kernel does not apply over the
+// task's finished outputs (channels m0..m1 of group g, columns n0..n1), one
+// call per channel and image: per 16-column panel, the calls' fixed cost
+// would match the work on 16 values.
+func (j *convJob) postAct(g, m0, m1, n0, n1 int) {
+	s := j.s
+	npix := s.oh * s.ow
+	for n := n0; n < n1; {
+		img, pix := n/npix, n%npix
+		seg := min(n1-n, npix-pix)
+		for m := m0; m < m1; m++ {
+			off := (img*s.outC+g*s.ocg+m)*npix + pix
+			s.act.apply(j.out[off : off+seg])
+		}
+		n += seg
 	}
 }
 
