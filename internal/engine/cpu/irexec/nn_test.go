@@ -171,6 +171,9 @@ func TestGemmMatMul(t *testing.T) {
 		{"const weights bias residual", f32in(2, 3, 64), randConst(r, 64, 40), ir.Epilogue{Residual: true, Act: ir.ActTanh}, []in{randConst(r, 40), f32in(2, 3, 40)}},
 		{"runtime bias residual", f32in(2, 3, 16), f32in(2, 16, 8), ir.Epilogue{Residual: true}, []in{f32in(8), f32in(2, 3, 8)}},
 		{"batched const weights", f32in(4, 6, 10), randConst(r, 4, 10, 3), ir.Epilogue{}, nil},
+		// Several column tasks per row block: workers reuse packed rows.
+		{"wide const weights bias residual", f32in(2, 400, 40), randConst(r, 40, 700), ir.Epilogue{Residual: true, Act: ir.ActGELU}, []in{randConst(r, 700), f32in(2, 400, 700)}},
+		{"wide batched runtime", f32in(2, 400, 40), f32in(2, 40, 700), ir.Epilogue{}, nil},
 	}
 	for _, c := range mm {
 		t.Run("matmul "+c.name, func(t *testing.T) {
