@@ -83,12 +83,29 @@ func PackA(a []float32, m, k, lda, kc int) (*PackedA, error) {
 // caller that computes the matrix's values straight into the packed layout
 // (Offset) instead of packing a row-major copy.
 func NewPackedA(m, k, kc int) (*PackedA, error) {
-	if m < 1 || k < 1 || kc < 1 {
-		return nil, fmt.Errorf("gemm: PackedA of %dx%d (kc %d): bad dimensions", m, k, kc)
+	ps, err := NewPackedAs(1, m, k, kc)
+	if err != nil {
+		return nil, err
 	}
-	p := &PackedA{M: m, K: k, KC: kc, Panels: (m + MR - 1) / MR}
-	p.Data = hugepage.Float32s(p.Panels * MR * k)
-	return p, nil
+	return ps[0], nil
+}
+
+// NewPackedAs returns n all-zero m x k PackedAs of block depth kc in one
+// allocation, which the kernel can back with huge pages even where one
+// matrix is smaller than a huge page (first touches of 4 KiB pages are
+// slow on some VMs).
+func NewPackedAs(n, m, k, kc int) ([]*PackedA, error) {
+	if n < 1 || m < 1 || k < 1 || kc < 1 {
+		return nil, fmt.Errorf("gemm: %d PackedAs of %dx%d (kc %d): bad dimensions", n, m, k, kc)
+	}
+	panels := (m + MR - 1) / MR
+	size := panels * MR * k
+	data := hugepage.Float32s(n * size)
+	ps := make([]*PackedA, n)
+	for i := range ps {
+		ps[i] = &PackedA{M: m, K: k, KC: kc, Panels: panels, Data: data[i*size : (i+1)*size : (i+1)*size]}
+	}
+	return ps, nil
 }
 
 // Offset is the index in Data of element (r, col). Within one KC block the

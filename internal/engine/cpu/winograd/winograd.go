@@ -54,13 +54,11 @@ func TransformWeights(w []float32, k, c int) (*Weights, error) {
 		return nil, fmt.Errorf("winograd: %d weights for %d x %d x 3 x 3", len(w), k, c)
 	}
 	out := &Weights{K: k, C: c}
-	for p := range out.U {
-		a, err := gemm.NewPackedA(k, c, gemm.BlockDepth(c))
-		if err != nil {
-			return nil, fmt.Errorf("winograd: packing point %d: %w", p, err)
-		}
-		out.U[p] = a
+	us, err := gemm.NewPackedAs(Points, k, c, gemm.BlockDepth(c))
+	if err != nil {
+		return nil, fmt.Errorf("winograd: %w", err)
 	}
+	copy(out.U[:], us)
 	// Work comes in whole MR-row panels, so that no two goroutines write
 	// the same cache lines.
 	panels := out.U[0].Panels
