@@ -189,6 +189,17 @@ func TestActivations(t *testing.T) {
 			}
 			got := append([]float32(nil), v...)
 			f(got)
+			// The 16-lane loop must give the 8-lane loop's bits.
+			wide := useAVX512Act
+			useAVX512Act = false
+			narrow := append([]float32(nil), v...)
+			f(narrow)
+			useAVX512Act = wide
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(narrow[i]) && !(got[i] != got[i] && narrow[i] != narrow[i]) {
+					t.Fatalf("%s n %d: f(%g) = %g (widest path), %g (8 lanes)", name, n, v[i], got[i], narrow[i])
+				}
+			}
 			goPath := append([]float32(nil), v...)
 			activateGo(goPath, kinds[name])
 			for i, x := range v {
