@@ -204,6 +204,9 @@ func buildConv(nc *nodeCtx) (step, error) {
 	if ws, err := buildWinograd(nc, g, wf, bias, res, ac); ws != nil || err != nil {
 		return ws, err
 	}
+	if gs := newGemvStep(nc, g, wf, bias, res, ac); gs != nil {
+		return gs, nil
+	}
 	s := &convStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], bias: bias, act: ac}
 	kk := g.kh * g.kw
 	kdim := g.icg * kk
