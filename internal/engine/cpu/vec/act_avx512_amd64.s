@@ -152,3 +152,68 @@ actdoneZ:
 	VZEROUPPER
 	RET
 
+
+// func tapsAVX512(dst, src *float32, n int, offs *int, w *float32, taps int, bias float32)
+// tapsAVX2 on 64 and 16 lanes; n is a multiple of 16.
+TEXT ·tapsAVX512(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ offs+24(FP), R8
+	MOVQ w+32(FP), R9
+	MOVQ taps+40(FP), R10
+	VBROADCASTSS bias+48(FP), Z15
+
+taps64Z:
+	CMPQ CX, $64
+	JLT  taps16Z
+	VMOVAPS Z15, Z0
+	VMOVAPS Z15, Z1
+	VMOVAPS Z15, Z2
+	VMOVAPS Z15, Z3
+	XORQ BX, BX
+
+tap64Z:
+	MOVQ (R8)(BX*8), AX
+	LEAQ (SI)(AX*4), DX
+	VBROADCASTSS (R9)(BX*4), Z4
+	VFMADD231PS (DX), Z4, Z0
+	VFMADD231PS 64(DX), Z4, Z1
+	VFMADD231PS 128(DX), Z4, Z2
+	VFMADD231PS 192(DX), Z4, Z3
+	INCQ BX
+	CMPQ BX, R10
+	JLT  tap64Z
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	ADDQ $256, DI
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP  taps64Z
+
+taps16Z:
+	CMPQ CX, $16
+	JLT  tapsdoneZ
+	VMOVAPS Z15, Z0
+	XORQ BX, BX
+
+tap16Z:
+	MOVQ (R8)(BX*8), AX
+	LEAQ (SI)(AX*4), DX
+	VBROADCASTSS (R9)(BX*4), Z4
+	VFMADD231PS (DX), Z4, Z0
+	INCQ BX
+	CMPQ BX, R10
+	JLT  tap16Z
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP  taps16Z
+
+tapsdoneZ:
+	VZEROUPPER
+	RET
+

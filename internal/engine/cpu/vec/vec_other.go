@@ -4,8 +4,8 @@ package vec
 
 const useAsm = false
 
-// useAVX512Act is a variable so that tests can switch paths alike everywhere.
-var useAVX512Act = false
+// useAVX512 is a variable so that tests can switch paths alike everywhere.
+var useAVX512 = false
 
 func scaleShift(dst, src []float32, scale, shift float32) { scaleShiftGo(dst, src, scale, shift) }
 func relu(dst, src []float32)                             { reluGo(dst, src) }
