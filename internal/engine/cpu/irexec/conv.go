@@ -613,6 +613,18 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 		if !packing {
 			continue // the caller only stores tiles
 		}
+		if pn.whole && s.pointwise() {
+			// A 1x1 kernel without padding reads the output pixels'
+			// own input pixels: consecutive, all inside.
+			lanes := &ws.lanes[p]
+			base := int32(img*imgStride + pix)
+			for l := range lanes {
+				lanes[l] = base + int32(l)
+			}
+			ws.contiguous[p] = true
+			ws.maskOf[p] = ws.allOnes[:kk*nr]
+			continue
+		}
 		oy, ox := pix/s.ow, pix%s.ow
 		// rowOK[ky][l] and colOK[kx][l] are -1 where lane l's input row
 		// (column) at kernel offset ky (kx) is inside the image.
@@ -662,6 +674,12 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 			}
 		}
 	}
+}
+
+// pointwise reports a 1x1 convolution of stride 1 without padding in the
+// shift layout: output pixel i reads input pixel i of every channel.
+func (s *convStep) pointwise() bool {
+	return s.layout == layoutShift && s.kh == 1 && s.kw == 1 && s.pt == 0 && s.pl == 0 && s.ih == s.oh && s.iw == s.ow
 }
 
 // pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw
