@@ -87,9 +87,9 @@ func TransformWeights(w []float32, k, c int) (*Weights, error) {
 const tempCols = 64
 
 // panelTemp holds MR x tempCols transformed values of every point. The 36
-// packed matrices are equally aligned huge-page allocations, so writing
-// them value by value would touch 36 lines of the same cache set in turn;
-// they are filled by whole runs instead.
+// packed matrices are equal parts of one block, so an element lies at the
+// same offset in each: writing them value by value would touch 36 lines of
+// one cache set in turn. They are filled by whole runs instead.
 type panelTemp [Points][gemm.MR * tempCols]float32
 
 // transformPanel transforms the kernels of the output channels of MR-row
