@@ -56,8 +56,10 @@ func PackA(a []float32, m, k, lda, kc int) (*PackedA, error) {
 	if need := (m-1)*lda + k; len(a) < need {
 		return nil, fmt.Errorf("gemm: PackA of %dx%d (lda %d): have %d values, need %d", m, k, lda, len(a), need)
 	}
-	p := &PackedA{M: m, K: k, KC: kc, Panels: (m + MR - 1) / MR}
-	p.Data = hugepage.Float32s(p.Panels * MR * k)
+	p, err := NewPackedA(m, k, kc)
+	if err != nil {
+		return nil, err
+	}
 	for k0 := 0; k0 < k; k0 += kc {
 		kcb := min(kc, k-k0)
 		for ip := 0; ip < p.Panels; ip++ {
@@ -75,6 +77,43 @@ func PackA(a []float32, m, k, lda, kc int) (*PackedA, error) {
 		}
 	}
 	return p, nil
+}
+
+// NewPackedA returns an all-zero m x k PackedA of block depth kc, for a
+// caller that computes the matrix's values straight into the packed layout
+// (Offset) instead of packing a row-major copy.
+func NewPackedA(m, k, kc int) (*PackedA, error) {
+	ps, err := NewPackedAs(1, m, k, kc)
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
+}
+
+// NewPackedAs returns n all-zero m x k PackedAs of block depth kc in one
+// allocation, which the kernel can back with huge pages even where one
+// matrix is smaller than a huge page (first touches of 4 KiB pages are
+// slow on some VMs).
+func NewPackedAs(n, m, k, kc int) ([]*PackedA, error) {
+	if n < 1 || m < 1 || k < 1 || kc < 1 {
+		return nil, fmt.Errorf("gemm: %d PackedAs of %dx%d (kc %d): bad dimensions", n, m, k, kc)
+	}
+	panels := (m + MR - 1) / MR
+	size := panels * MR * k
+	data := hugepage.Float32s(n * size)
+	ps := make([]*PackedA, n)
+	for i := range ps {
+		ps[i] = &PackedA{M: m, K: k, KC: kc, Panels: panels, Data: data[i*size : (i+1)*size : (i+1)*size]}
+	}
+	return ps, nil
+}
+
+// Offset is the index in Data of element (r, col). Within one KC block the
+// next column's element is MR further on: Offset(r, col+1) = Offset(r, col)
+// + MR unless col+1 starts a block.
+func (p *PackedA) Offset(r, col int) int {
+	k0, kc := p.BlockK(col / p.KC)
+	return k0*p.Panels*MR + (r/MR)*MR*kc + (col-k0)*MR + r%MR
 }
 
 // Blocks is the number of KC-deep blocks.

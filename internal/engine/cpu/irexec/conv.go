@@ -204,6 +204,9 @@ func buildConv(nc *nodeCtx) (step, error) {
 	if ws, err := buildWinograd(nc, g, wf, bias, res, ac); ws != nil || err != nil {
 		return ws, err
 	}
+	if gs := newGemvStep(nc, g, wf, bias, res, ac); gs != nil {
+		return gs, nil
+	}
 	s := &convStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], bias: bias, act: ac}
 	kk := g.kh * g.kw
 	kdim := g.icg * kk
@@ -496,14 +499,6 @@ func (j *convJob) Run(w, t int) {
 							}
 						}
 						gemm.KernelPanels(np, kc, a.PanelRun(kb, ip), mr*kc, bpan, &t)
-						if last && s.act.post() {
-							for i := 0; i < rows; i++ {
-								s.act.apply(j.out[off+i*npix : off+i*npix+split])
-								if split < cols {
-									s.act.apply(j.out[off2+i*npix : off2+i*npix+cols-split])
-								}
-							}
-						}
 						ip += np
 						continue
 					}
@@ -520,11 +515,6 @@ func (j *convJob) Run(w, t int) {
 								ep.Res, ep.LdRes = j.res[off:], npix
 							}
 							gemm.ApplyEpilogue(j.out[off:], npix, rows, seg, ep)
-							if s.act.post() {
-								for i := 0; i < rows; i++ {
-									s.act.apply(j.out[off+i*npix : off+i*npix+seg])
-								}
-							}
 						}
 						l += seg
 						img, pix = img+1, 0
@@ -532,7 +522,28 @@ func (j *convJob) Run(w, t int) {
 					ip++
 				}
 			}
+			if last && s.act.post() {
+				j.postAct(g, ic, ie, n0, n1)
+			}
 		}
+	}
+}
+
+// postAct runs the activation the micro-kernel does not apply over the
+// task's finished outputs (channels m0..m1 of group g, columns n0..n1), one
+// call per channel and image: per 16-column panel, the calls' fixed cost
+// would match the work on 16 values.
+func (j *convJob) postAct(g, m0, m1, n0, n1 int) {
+	s := j.s
+	npix := s.oh * s.ow
+	for n := n0; n < n1; {
+		img, pix := n/npix, n%npix
+		seg := min(n1-n, npix-pix)
+		for m := m0; m < m1; m++ {
+			off := (img*s.outC+g*s.ocg+m)*npix + pix
+			s.act.apply(j.out[off : off+seg])
+		}
+		n += seg
 	}
 }
 
@@ -602,6 +613,18 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 		if !packing {
 			continue // the caller only stores tiles
 		}
+		if pn.whole && s.pointwise() {
+			// A 1x1 kernel without padding reads the output pixels'
+			// own input pixels: consecutive, all inside.
+			lanes := &ws.lanes[p]
+			base := int32(img*imgStride + pix)
+			for l := range lanes {
+				lanes[l] = base + int32(l)
+			}
+			ws.contiguous[p] = true
+			ws.maskOf[p] = ws.allOnes[:kk*nr]
+			continue
+		}
 		oy, ox := pix/s.ow, pix%s.ow
 		// rowOK[ky][l] and colOK[kx][l] are -1 where lane l's input row
 		// (column) at kernel offset ky (kx) is inside the image.
@@ -651,6 +674,12 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 			}
 		}
 	}
+}
+
+// pointwise reports a 1x1 convolution of stride 1 without padding in the
+// shift layout: output pixel i reads input pixel i of every channel.
+func (s *convStep) pointwise() bool {
+	return s.layout == layoutShift && s.kh == 1 && s.kw == 1 && s.pt == 0 && s.pl == 0 && s.ih == s.oh && s.iw == s.ow
 }
 
 // pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw

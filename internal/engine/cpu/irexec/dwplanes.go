@@ -71,7 +71,7 @@ func (s *dwStep) rngPlanes(x *Exec, wk, lo, hi int) {
 		img, m := p/s.outC, p%s.outC
 		ic := img*s.inC + m/s.ocg
 		if ic != loaded {
-			s.fillPlanes(planes, src[ic*ihw:(ic+1)*ihw])
+			s.fillPlanes(planes, src[ic*ihw:(ic+1)*ihw], loaded < 0)
 			loaded = ic
 		}
 		var b float32
@@ -95,10 +95,14 @@ func (s *dwStep) rngPlanes(x *Exec, wk, lo, hi int) {
 }
 
 // fillPlanes writes one input channel, zero-padded, into the phase
-// planes.
-func (s *dwStep) fillPlanes(planes, in []float32) {
+// planes. Which positions a channel writes depends on the geometry alone,
+// so the padding zeroed for the first channel of a range (zero) stays
+// zero for the next ones.
+func (s *dwStep) fillPlanes(planes, in []float32, zero bool) {
 	pg := s.planes
-	clear(planes)
+	if zero {
+		clear(planes)
+	}
 	plane := pg.hq * pg.wq
 	hneed := pg.hq * s.sh
 	// Input columns that land inside the padded width.

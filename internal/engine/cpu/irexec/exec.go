@@ -32,8 +32,12 @@ type Exec struct {
 	phaseBuf []float32
 	sharedB  []float32
 	// wino is the Winograd convolutions' state, nil without any.
-	wino   *winograd.Scratch
-	closed bool
+	wino *winograd.Scratch
+	// mmRun counts matrix-product steps run, and mmPacked says, per
+	// worker, which run and row block its scratch holds L packed for.
+	mmRun    uint64
+	mmPacked []mmPackedL
+	closed   bool
 }
 
 // arenaAlign keeps every slot of an arena on its own cache line.
@@ -107,6 +111,7 @@ func (p *Plan) newExec(pool *parallel.Pool, arena []byte) *Exec {
 			x.views[i] = arena[o : o+v.nbytes : o+v.nbytes]
 		}
 	}
+	x.mmPacked = make([]mmPackedL, x.pool.Size())
 	x.scratch = make([][]float32, x.pool.Size())
 	for w := range x.scratch {
 		x.scratch[w] = make([]float32, p.scratch)

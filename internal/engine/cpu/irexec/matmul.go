@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -77,8 +78,17 @@ split:
 }
 
 func (s *mmStep) run(x *Exec) error {
+	x.mmRun++
 	x.par(s, s.batch*s.rt*s.ct)
 	return nil
+}
+
+// mmPackedL identifies the rows of L a worker's scratch holds packed:
+// tasks are numbered column block fastest, so a worker's next task often
+// reads the same rows, which it then need not pack again.
+type mmPackedL struct {
+	run   uint64
+	b, i0 int
 }
 
 func (s *mmStep) task(x *Exec, w, t int) {
@@ -92,7 +102,10 @@ func (s *mmStep) task(x *Exec, w, t int) {
 	panels := (rows + mr - 1) / mr
 	pa := gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: sc[:panels*mr*s.k]}
 	lv := x.f32(s.l)[s.lOff[b]:]
-	for k0 := 0; k0 < s.k; k0 += s.kc {
+	key := mmPackedL{run: x.mmRun, b: b, i0: i0}
+	packed := x.mmPacked[w] == key
+	x.mmPacked[w] = key
+	for k0 := 0; k0 < s.k && !packed; k0 += s.kc {
 		kc := min(s.kc, s.k-k0)
 		for ip := 0; ip < panels; ip++ {
 			d := pa.Panel(k0/s.kc, ip)
@@ -172,20 +185,20 @@ func (s *mmStep) store(x *Exec, out, tile []float32, ld, b, i0, j0, rows, cols i
 	for i := 0; i < rows; i++ {
 		t := tile[i*ld : i*ld+cols]
 		if s.pr == nil && s.alpha != 1 {
-			for j := range t {
-				t[j] *= s.alpha
-			}
+			vec.ScaleShift(t, t, s.alpha, 0)
 		}
 		if s.colBias != nil {
-			for j, v := range s.colBias[j0 : j0+len(t)] {
-				t[j] += v
-			}
+			vec.Add(t, t, s.colBias[j0:j0+len(t)])
 		}
 		for _, a := range s.adds {
 			src := x.f32(a.v)
 			o := (i0+i)*a.rs + j0*a.cs
 			if a.batched {
 				o += base
+			}
+			if a.cs == 1 && a.scale == 1 {
+				vec.Add(t, t, src[o:o+len(t)])
+				continue
 			}
 			for j := range t {
 				t[j] += a.scale * src[o+j*a.cs]

@@ -37,6 +37,9 @@ func TestConv(t *testing.T) {
 		{"valid", 2, 4, 9, 6, 5, 3, 3, []int{2, 1}, nil, nil, 1, "VALID", true},
 		{"kernel wider than input", 1, 2, 3, 3, 3, 5, 5, nil, nil, []int{2, 2, 2, 2}, 1, "", true},
 		{"odd sizes deep", 1, 300, 5, 5, 7, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
+		// Squeeze-and-excitation layers: dot products (gemvStep).
+		{"1x1 on 1x1 maps", 3, 300, 1, 1, 70, 1, 1, nil, nil, nil, 1, "", true},
+		{"1x1 on 1x1 maps no bias", 1, 24, 1, 1, 200, 1, 1, nil, nil, nil, 1, "", false},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, c := range cases {
@@ -56,6 +59,8 @@ func TestConv(t *testing.T) {
 			op := &ir.Conv{Pads: []int{1, 1, 1, 1}, Group: g, Epilogue: ir.Epilogue{Act: ir.ActRelu, Residual: true}}
 			check(t, oneNode(op, 1, f32in(2, 8, 6, 5), randConst(r, 8, 8/g, 3, 3), randConst(r, 8), f32in(2, 8, 6, 5)), 1e-5)
 		}
+		op := &ir.Conv{Epilogue: ir.Epilogue{Act: ir.ActHardSigmoid, Alpha: 0.2, Beta: 0.5, Residual: true}}
+		check(t, oneNode(op, 1, f32in(2, 40, 1, 1), randConst(r, 90, 40, 1, 1), randConst(r, 90), f32in(2, 90, 1, 1)), 1e-5)
 	})
 	t.Run("runtime weights", func(t *testing.T) {
 		for _, g := range []int{1, 2} {
@@ -171,6 +176,9 @@ func TestGemmMatMul(t *testing.T) {
 		{"const weights bias residual", f32in(2, 3, 64), randConst(r, 64, 40), ir.Epilogue{Residual: true, Act: ir.ActTanh}, []in{randConst(r, 40), f32in(2, 3, 40)}},
 		{"runtime bias residual", f32in(2, 3, 16), f32in(2, 16, 8), ir.Epilogue{Residual: true}, []in{f32in(8), f32in(2, 3, 8)}},
 		{"batched const weights", f32in(4, 6, 10), randConst(r, 4, 10, 3), ir.Epilogue{}, nil},
+		// Several column tasks per row block: workers reuse packed rows.
+		{"wide const weights bias residual", f32in(2, 400, 40), randConst(r, 40, 700), ir.Epilogue{Residual: true, Act: ir.ActGELU}, []in{randConst(r, 700), f32in(2, 400, 700)}},
+		{"wide batched runtime", f32in(2, 400, 40), f32in(2, 40, 700), ir.Epilogue{}, nil},
 	}
 	for _, c := range mm {
 		t.Run("matmul "+c.name, func(t *testing.T) {

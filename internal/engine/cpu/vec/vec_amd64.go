@@ -123,12 +123,19 @@ func exp(dst, src []float32) {
 //go:noescape
 func tapsAVX2(dst, src *float32, n int, offs *int, w *float32, taps int, bias float32)
 
+//go:noescape
+func tapsAVX512(dst, src *float32, n int, offs *int, w *float32, taps int, bias float32)
+
 func taps(dst, src []float32, offs []int, w []float32, bias float32) {
-	n := len(dst) &^ 7
-	if useAsm && n > 0 && len(offs) > 0 {
-		tapsAVX2(&dst[0], &src[0], n, &offs[0], &w[0], len(offs), bias)
-	} else {
-		n = 0
+	n := 0
+	if useAVX512 && len(dst) >= 16 && len(offs) > 0 {
+		n = len(dst) &^ 15
+		tapsAVX512(&dst[0], &src[0], n, &offs[0], &w[0], len(offs), bias)
+	}
+	if m := len(dst) &^ 7; useAsm && m > n && len(offs) > 0 {
+		// src[n] exists: every output reads src at offs[t] + its index.
+		tapsAVX2(&dst[n], &src[n], m-n, &offs[0], &w[0], len(offs), bias)
+		n = m
 	}
 	if n == len(dst) {
 		return
@@ -145,12 +152,22 @@ func taps(dst, src []float32, offs []int, w []float32, bias float32) {
 //go:noescape
 func actAVX2(v *float32, n, kind int)
 
+//go:noescape
+func actAVX512(v *float32, n, kind int)
+
+// useAVX512 runs the activations and Taps 16 lanes at a time (the same
+// operations per lane as the AVX2 loops, so the same results).
+var useAVX512 = useAsm && cpu.X86.HasAVX512F
+
 func activate(v []float32, kind int) {
-	n := len(v) &^ 7
-	if useAsm && n > 0 {
-		actAVX2(&v[0], n, kind)
-	} else {
-		n = 0
+	n := 0
+	if useAVX512 && len(v) >= 16 {
+		n = len(v) &^ 15
+		actAVX512(&v[0], n, kind)
+	}
+	if m := len(v) &^ 7; useAsm && m > n {
+		actAVX2(&v[n], m-n, kind)
+		n = m
 	}
 	activateGo(v[n:], kind)
 }

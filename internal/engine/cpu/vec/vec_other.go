@@ -4,6 +4,9 @@ package vec
 
 const useAsm = false
 
+// useAVX512 is a variable so that tests can switch paths alike everywhere.
+var useAVX512 = false
+
 func scaleShift(dst, src []float32, scale, shift float32) { scaleShiftGo(dst, src, scale, shift) }
 func relu(dst, src []float32)                             { reluGo(dst, src) }
 func add(dst, a, b []float32)                             { addGo(dst, a, b) }

@@ -124,7 +124,7 @@ func TestExp(t *testing.T) {
 func TestTaps(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	for _, taps := range []int{1, 2, 9, 25} {
-		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 63, 64, 65, 100} {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 24, 31, 32, 33, 40, 63, 64, 65, 100, 130} {
 			src := data(r, n+50, false)
 			offs := make([]int, taps)
 			w := data(r, taps, false)
@@ -133,6 +133,17 @@ func TestTaps(t *testing.T) {
 			}
 			dst := data(r, n, false)
 			Taps(dst, src, offs, w, 0.25)
+			// The 16-lane loops must give the 8-lane loops' bits.
+			wide := useAVX512
+			useAVX512 = false
+			narrow := data(r, n, false)
+			Taps(narrow, src, offs, w, 0.25)
+			useAVX512 = wide
+			for i := range dst {
+				if math.Float32bits(dst[i]) != math.Float32bits(narrow[i]) {
+					t.Fatalf("taps %d n %d: dst[%d] = %v (widest path), %v (8 lanes)", taps, n, i, dst[i], narrow[i])
+				}
+			}
 			for i := range dst {
 				want := 0.25
 				for k, o := range offs {
@@ -189,6 +200,17 @@ func TestActivations(t *testing.T) {
 			}
 			got := append([]float32(nil), v...)
 			f(got)
+			// The 16-lane loop must give the 8-lane loop's bits.
+			wide := useAVX512
+			useAVX512 = false
+			narrow := append([]float32(nil), v...)
+			f(narrow)
+			useAVX512 = wide
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(narrow[i]) && !(got[i] != got[i] && narrow[i] != narrow[i]) {
+					t.Fatalf("%s n %d: f(%g) = %g (widest path), %g (8 lanes)", name, n, v[i], got[i], narrow[i])
+				}
+			}
 			goPath := append([]float32(nil), v...)
 			activateGo(goPath, kinds[name])
 			for i, x := range v {

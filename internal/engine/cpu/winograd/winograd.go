@@ -19,6 +19,9 @@ package winograd
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"goinfer/internal/engine/cpu/gemm"
 )
@@ -34,16 +37,6 @@ const (
 	lanes = gemm.NR
 )
 
-// gMat is G of F(4x4, 3x3) (6x3), the weight transform's factor.
-var gMat = [In][3]float64{
-	{1.0 / 4, 0, 0},
-	{-1.0 / 6, -1.0 / 6, -1.0 / 6},
-	{-1.0 / 6, 1.0 / 6, -1.0 / 6},
-	{1.0 / 24, 1.0 / 12, 1.0 / 6},
-	{1.0 / 24, -1.0 / 12, 1.0 / 6},
-	{0, 0, 1},
-}
-
 // Weights are a convolution's weights transformed to the 36 points, each
 // point's K x C matrix packed for the GEMM micro-kernels.
 type Weights struct {
@@ -53,44 +46,104 @@ type Weights struct {
 
 // TransformWeights transforms w (K x C x 3 x 3, as ONNX and PyTorch store a
 // convolution's weights) to U = G g Gt per channel pair, in float64 so that
-// the transform itself adds no rounding beyond the final float32.
+// the transform itself adds no rounding beyond the final float32. The values
+// go straight into the 36 packed matrices, output channels split over
+// GOMAXPROCS goroutines: a model's load transforms millions of channel pairs.
 func TransformWeights(w []float32, k, c int) (*Weights, error) {
 	if k < 1 || c < 1 || len(w) != k*c*9 {
 		return nil, fmt.Errorf("winograd: %d weights for %d x %d x 3 x 3", len(w), k, c)
 	}
-	u := make([][]float32, Points)
-	for p := range u {
-		u[p] = make([]float32, k*c)
-	}
-	for i := 0; i < k*c; i++ {
-		g := w[i*9 : i*9+9]
-		var t [In][3]float64 // G g
-		for r := range In {
-			for col := range 3 {
-				for j := range 3 {
-					t[r][col] += gMat[r][j] * float64(g[j*3+col])
-				}
-			}
-		}
-		for r := range In {
-			for s := range In {
-				var v float64
-				for j := range 3 {
-					v += t[r][j] * gMat[s][j]
-				}
-				u[r*In+s][i] = float32(v)
-			}
-		}
-	}
 	out := &Weights{K: k, C: c}
-	for p := range u {
-		a, err := gemm.PackA(u[p], k, c, c, gemm.BlockDepth(c))
-		if err != nil {
-			return nil, fmt.Errorf("winograd: packing point %d: %w", p, err)
-		}
-		out.U[p] = a
+	us, err := gemm.NewPackedAs(Points, k, c, gemm.BlockDepth(c))
+	if err != nil {
+		return nil, fmt.Errorf("winograd: %w", err)
 	}
+	copy(out.U[:], us)
+	// Work comes in whole MR-row panels, so that no two goroutines write
+	// the same cache lines.
+	panels := out.U[0].Panels
+	workers := min(runtime.GOMAXPROCS(0), panels, max(1, k*c/(64*64)))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var tmp panelTemp
+			for {
+				ip := int(next.Add(1) - 1)
+				if ip >= panels {
+					return
+				}
+				out.transformPanel(w, ip, &tmp)
+			}
+		})
+	}
+	wg.Wait()
 	return out, nil
+}
+
+// tempCols is the columns (input channels) a panel is transformed by at a
+// time: a point's MR x tempCols values are one contiguous run of its packed
+// matrix.
+const tempCols = 64
+
+// panelTemp holds MR x tempCols transformed values of every point. The 36
+// packed matrices are equal parts of one block, so an element lies at the
+// same offset in each: writing them value by value would touch 36 lines of
+// one cache set in turn. They are filled by whole runs instead.
+type panelTemp [Points][gemm.MR * tempCols]float32
+
+// transformPanel transforms the kernels of the output channels of MR-row
+// panel ip.
+func (w *Weights) transformPanel(g []float32, ip int, tmp *panelTemp) {
+	r0 := ip * gemm.MR
+	rows := min(gemm.MR, w.K-r0)
+	if rows < gemm.MR {
+		*tmp = panelTemp{} // the rows past K stay zero
+	}
+	kc := w.U[0].KC
+	for k0 := 0; k0 < w.C; k0 += kc {
+		for c0 := k0; c0 < min(w.C, k0+kc); c0 += tempCols {
+			n := min(tempCols, w.C-c0, k0+kc-c0)
+			for i := range rows {
+				kern := g[((r0+i)*w.C+c0)*9:]
+				for j := range n {
+					var u [Points]float64
+					transformKernel((*[9]float32)(kern[j*9:j*9+9]), &u)
+					for p := range Points {
+						tmp[p][j*gemm.MR+i] = float32(u[p])
+					}
+				}
+			}
+			off := w.U[0].Offset(r0, c0)
+			for p, a := range w.U {
+				copy(a.Data[off:off+n*gemm.MR], tmp[p][:n*gemm.MR])
+			}
+		}
+	}
+}
+
+// transformKernel computes u = G g Gt (row-major 6x6) for one 3x3 kernel g,
+// G's rows being (1/4, 0, 0), -(1, 1, 1)/6, -(1, -1, 1)/6,
+// (1/24, 1/12, 1/6), (1/24, -1/12, 1/6), (0, 0, 1): with the shared sums,
+// 9 operations per column instead of 18 multiply-adds.
+func transformKernel(g *[9]float32, u *[Points]float64) {
+	var t [In][3]float64 // G g
+	for col := range 3 {
+		t0, t1, t2, t3, t4, t5 := gRows(float64(g[col]), float64(g[3+col]), float64(g[6+col]))
+		t[0][col], t[1][col], t[2][col], t[3][col], t[4][col], t[5][col] = t0, t1, t2, t3, t4, t5
+	}
+	for r := range In {
+		u0, u1, u2, u3, u4, u5 := gRows(t[r][0], t[r][1], t[r][2])
+		u[r*In], u[r*In+1], u[r*In+2], u[r*In+3], u[r*In+4], u[r*In+5] = u0, u1, u2, u3, u4, u5
+	}
+}
+
+// gRows is G times the column (a, b, c).
+func gRows(a, b, c float64) (t0, t1, t2, t3, t4, t5 float64) {
+	ac := a + c
+	p := a*(1.0/24) + c*(1.0/6)
+	q := b * (1.0 / 12)
+	return a * 0.25, (ac + b) * (-1.0 / 6), (ac - b) * (-1.0 / 6), p + q, p - q, c
 }
 
 // Bytes is the memory the packed weights take.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"goinfer/internal/engine/cpu/gemm"
 	"goinfer/internal/engine/cpu/parallel"
 )
 
@@ -134,6 +135,75 @@ func TestRun(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// gMat is G of F(4x4, 3x3) (6x3), the reference for TransformWeights.
+var gMat = [In][3]float64{
+	{1.0 / 4, 0, 0},
+	{-1.0 / 6, -1.0 / 6, -1.0 / 6},
+	{-1.0 / 6, 1.0 / 6, -1.0 / 6},
+	{1.0 / 24, 1.0 / 12, 1.0 / 6},
+	{1.0 / 24, -1.0 / 12, 1.0 / 6},
+	{0, 0, 1},
+}
+
+// TestTransformWeights checks the packed U against G g Gt computed plainly in
+// float64 for every channel pair, at sizes with one and several KC blocks
+// and row counts that end inside an MR panel.
+func TestTransformWeights(t *testing.T) {
+	for _, tc := range []struct{ k, c int }{{1, 1}, {7, 3}, {64, 64}, {13, 300}, {70, 1100}} {
+		t.Run(fmt.Sprintf("%dx%d", tc.k, tc.c), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(2, uint64(tc.k)))
+			w := randSlice(r, tc.k*tc.c*9)
+			u, err := TransformWeights(w, tc.k, tc.c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.k * tc.c {
+				g := w[i*9 : i*9+9]
+				var gg [In][3]float64
+				for a := range In {
+					for col := range 3 {
+						for j := range 3 {
+							gg[a][col] += gMat[a][j] * float64(g[j*3+col])
+						}
+					}
+				}
+				off := u.U[0].Offset(i/tc.c, i%tc.c)
+				for a := range In {
+					for b := range In {
+						var want float64
+						for j := range 3 {
+							want += gg[a][j] * gMat[b][j]
+						}
+						if got := u.U[a*In+b].Data[off]; math.Abs(float64(got)-want) > 1e-6*(1+math.Abs(want)) {
+							t.Fatalf("pair %d point %d: %g, want %g", i, a*In+b, got, want)
+						}
+					}
+				}
+			}
+			// Rows past K in the last panel stay zero.
+			a := u.U[Points-1]
+			for row := tc.k; row < a.Panels*gemm.MR; row++ {
+				for col := range tc.c {
+					if v := a.Data[a.Offset(row, col)]; v != 0 {
+						t.Fatalf("padding row %d col %d = %g", row, col, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkTransformWeights times the weight transform of ResNet-18's
+// largest Winograd layer (512 x 512 channels).
+func BenchmarkTransformWeights(b *testing.B) {
+	w := randSlice(rand.New(rand.NewPCG(1, 1)), 512*512*9)
+	for b.Loop() {
+		if _, err := TransformWeights(w, 512, 512); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
