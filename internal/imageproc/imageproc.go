@@ -179,7 +179,7 @@ var ImageNetEval = Transform{Resize: 256, Crop: 224}
 // Apply resizes and crops m.
 func (t Transform) Apply(m *RGB) *RGB {
 	w, h := ResizedSize(m.W, m.H, t.Resize)
-	return m.Resize(w, h).CenterCrop(t.Crop, t.Crop)
+	return m.ResizeCrop(w, h, Bilinear, t.Crop, t.Crop)
 }
 
 // Preprocess applies ImageNetEval and returns the pixels in CHW order

@@ -386,3 +386,37 @@ func TestBombRefusedBeforeAllocation(t *testing.T) {
 	}
 	t.Logf("refused having allocated %d bytes", n)
 }
+
+// TestResizeCropMatchesTwoSteps checks that resizing only the kept window
+// gives the bytes of a full resize followed by the centre crop.
+func TestResizeCropMatchesTwoSteps(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		name         string
+		srcW, srcH   int
+		w, h, cw, ch int
+	}{
+		{"imagenet landscape", 500, 375, 341, 256, 224, 224},
+		{"imagenet portrait", 375, 500, 256, 341, 224, 224},
+		{"odd window", 97, 61, 50, 37, 21, 13},
+		{"upscale", 20, 15, 64, 48, 33, 31},
+		{"width kept", 80, 60, 80, 40, 51, 17},
+		{"height kept", 80, 60, 30, 60, 11, 59},
+		{"no resize", 40, 30, 40, 30, 20, 10},
+		{"crop is the image", 90, 70, 45, 35, 45, 35},
+		{"crop larger: padded", 40, 30, 20, 15, 24, 16},
+		{"one pixel", 7, 5, 3, 3, 1, 1},
+	} {
+		m := NewRGB(tc.srcW, tc.srcH)
+		for i := range m.Pix {
+			m.Pix[i] = uint8(r.IntN(256))
+		}
+		for _, f := range []Filter{Bilinear, Bicubic} {
+			want := m.ResizeWith(tc.w, tc.h, f).CenterCrop(tc.cw, tc.ch)
+			got := m.ResizeCrop(tc.w, tc.h, f, tc.cw, tc.ch)
+			if got.W != want.W || got.H != want.H || !bytes.Equal(got.Pix, want.Pix) {
+				t.Errorf("%s, %s: ResizeCrop differs from ResizeWith + CenterCrop (%dx%d vs %dx%d)", tc.name, f, got.W, got.H, want.W, want.H)
+			}
+		}
+	}
+}

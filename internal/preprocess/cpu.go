@@ -152,9 +152,10 @@ func (p *CPU) one(img []byte, dt tensor.DType, out []byte) error {
 	s := p.spec
 	if s.Resize > 0 {
 		w, h := imageproc.ResizedSize(m.W, m.H, s.Resize)
-		m = m.ResizeWith(w, h, p.filter)
+		m = m.ResizeCrop(w, h, p.filter, s.Width, s.Height)
+	} else {
+		m = m.CenterCrop(s.Width, s.Height)
 	}
-	m = m.CenterCrop(s.Width, s.Height)
 	p.write(m, dt, out)
 	return nil
 }
