@@ -46,7 +46,7 @@ func kernelZ4(kc int, a *float32, pstride int, b *float32, t *zTile)
 
 func kernelNarrow(kc int, a, b, c *float32, cols int) {
 	if useAVX512 {
-		t := zTile{c: c, ld: NR, rows: MR, cols: cols, split: cols}
+		t := zTile{c: c, ld: NR, rows: MR, cols: cols, split: cols, ldb: NR}
 		kernelZ1(kc, a, MR*kc, b, &t)
 		return
 	}
@@ -59,7 +59,7 @@ func kernelNarrow(kc int, a, b, c *float32, cols int) {
 
 func kernel(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int) {
 	if useAVX512 && (flags&flagRes == 0 || ldr == ldc) {
-		t := zTile{c: c, res: res, bias: bias, ld: ldc, rows: MR, cols: NR, split: NR, flags: flags}
+		t := zTile{c: c, res: res, bias: bias, ld: ldc, rows: MR, cols: NR, split: NR, flags: flags, ldb: NR}
 		kernelZ1(kc, a, MR*kc, b, &t)
 		return
 	}
