@@ -265,7 +265,10 @@ func buildConv(nc *nodeCtx) (step, error) {
 			s.kOff[k] = int32(ci*g.ih*g.iw + ky*g.dh*g.iw + kx*g.dw)
 		}
 	}
-	s.direct = s.pointwise() && gemm.StridedB()
+	// Planes of a whole number of panels keep every panel's rows on
+	// 64-byte lines; B rows read at other strides straddle two lines each,
+	// which made the 7x7 and 14x14 layers slower than packing them.
+	s.direct = s.pointwise() && gemm.StridedB() && (g.ih*g.iw)%gemm.NR == 0
 	p := nc.c.p
 	p.maxKK = max(p.maxKK, kk)
 	p.phase = max(p.phase, s.phaseElems())
