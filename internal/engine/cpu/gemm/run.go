@@ -2,10 +2,10 @@ package gemm
 
 import "fmt"
 
-// StridedB reports whether KernelRun reads B in place on this CPU; without
-// the wide kernel it copies each panel of a strided B first, and a driver
-// that packs B anyway does better to pack it once.
-func StridedB() bool { return useAVX512 }
+// StridedB reports whether KernelRun reads B in place on this CPU (AVX2 or
+// AVX-512); the pure-Go path copies each panel of a strided B first, and a
+// driver that packs B anyway does better to pack it once.
+func StridedB() bool { return useAsm }
 
 // KernelRun computes np consecutive MR-row A panels (a and pstride as in
 // KernelPanels) against nb consecutive NR-wide panels of B and stores the
@@ -27,23 +27,24 @@ func KernelRun(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb
 		panic(fmt.Sprintf("gemm: KernelRun(np=%d, kc=%d, len a=%d, pstride=%d, len C=%d, ld=%d, rows=%d): bad operands",
 			np, kc, len(a), pstride, len(t.C), t.Ld, t.Rows))
 	}
-	if !useAVX512 {
-		runFallback(np, kc, a, pstride, b, ldb, bstep, nb, t)
-		return
-	}
-	z := zTile{ld: t.Ld, cols: NR, split: NR, ldb: ldb, bstep: bstep}
+	flags := 0
 	if t.Load {
-		z.flags |= flagLoad
+		flags |= flagLoad
 	}
 	if t.Bias != nil {
-		z.flags |= flagBias
+		flags |= flagBias
 	}
 	if t.Res != nil {
-		z.flags |= flagRes
+		flags |= flagRes
 	}
 	if t.ReLU {
-		z.flags |= flagReLU
+		flags |= flagReLU
 	}
+	if !useAVX512 {
+		runNarrow(np, kc, a, pstride, b, ldb, bstep, nb, t, flags)
+		return
+	}
+	z := zTile{ld: t.Ld, cols: NR, split: NR, ldb: ldb, bstep: bstep, flags: flags}
 	for p := 0; p < np && p*MR < t.Rows; {
 		n := min(np-p, widePanels(), (t.Rows-p*MR+MR-1)/MR)
 		r0 := p * MR
@@ -59,6 +60,39 @@ func KernelRun(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb
 		z.npan = nb
 		kernelPanels(n, kc, &a[p*pstride], pstride, &b[0], &z)
 		p += n
+	}
+}
+
+// runNarrow is KernelRun with the MR x NR kernel (AVX2), a call per tile;
+// a last panel of fewer than MR rows, and a CPU without the kernel, go
+// through runFallback.
+func runNarrow(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb int, t *Tile, flags int) {
+	for p := 0; p < np && p*MR < t.Rows; p++ {
+		r0 := p * MR
+		if t.Rows-r0 < MR || !useAsm {
+			sub := *t
+			sub.Rows = min(MR, t.Rows-r0)
+			sub.C = t.C[r0*t.Ld:]
+			if t.Res != nil {
+				sub.Res = t.Res[r0*t.Ld:]
+			}
+			if t.Bias != nil {
+				sub.Bias = t.Bias[r0:]
+			}
+			runFallback(1, kc, a[p*pstride:], pstride, b, ldb, bstep, nb, &sub)
+			continue
+		}
+		var bias *float32
+		if t.Bias != nil {
+			bias = &t.Bias[r0]
+		}
+		for j := 0; j < nb; j++ {
+			var res *float32
+			if t.Res != nil {
+				res = &t.Res[r0*t.Ld+j*NR]
+			}
+			kernelStrided(kc, &a[p*pstride], &b[j*bstep], &t.C[r0*t.Ld+j*NR], t.Ld, flags, bias, res, ldb)
+		}
 	}
 }
 

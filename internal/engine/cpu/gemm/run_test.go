@@ -87,3 +87,40 @@ func checkRun(t *testing.T, r *rand.Rand, name string, np, rows, nb, kc, ldb, fl
 		}
 	}
 }
+
+// BenchmarkKernelRun computes a 192-row block against 16 B panels (a
+// convolution task's 256 pixels), B packed or read in place from rows of
+// a 56x56 map, per kernel path and depth; "calls" is KernelPanels once per
+// B panel, the driver's loop before KernelRun.
+func BenchmarkKernelRun(b *testing.B) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const np, nb, plane = 32, 16, 56 * 56
+	for _, kc := range []int{16, 64, 256} {
+		a := randSlice(r, np*MR*kc)
+		packed := randSlice(r, nb*NR*kc)
+		rowMajor := randSlice(r, kc*plane)
+		c := make([]float32, np*MR*plane)
+		for _, path := range kernelPaths() {
+			for _, mode := range []string{"calls", "packed", "strided"} {
+				b.Run(fmt.Sprintf("%s/kc%d/%s", path.name, kc, mode), func(b *testing.B) {
+					restore := path.set()
+					defer restore()
+					for b.Loop() {
+						t := Tile{C: c, Ld: plane, Rows: np * MR, Cols: nb * NR, Load: true}
+						switch mode {
+						case "calls":
+							for j := 0; j < nb; j++ {
+								KernelPanels(np, kc, a, MR*kc, packed[j*NR*kc:], &Tile{C: c[j*NR:], Ld: plane, Rows: np * MR, Cols: NR, Split: NR, Load: true})
+							}
+						case "packed":
+							KernelRun(np, kc, a, MR*kc, packed, NR, NR*kc, nb, &t)
+						default:
+							KernelRun(np, kc, a, MR*kc, rowMajor, plane, NR, nb, &t)
+						}
+					}
+					b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
