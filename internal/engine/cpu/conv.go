@@ -325,8 +325,12 @@ func (j *convJob) Run(w, t int) {
 		for ic := m0; ic < m1; ic += mcMax {
 			ie := min(m1, ic+mcMax)
 			for jp := 0; n0+jp*nr < n1; jp++ {
-				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
 				pn := &ws.panels[jp]
+				if pn.whole {
+					jp += j.runPanels(ws, g, jp, n0, n1, kb, ic, ie, bp) - 1
+					continue
+				}
+				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
 				cols := min(nr, n1-n0-jp*nr)
 				// Columns from split on belong to the next image; the
 				// kernel stores a panel spanning at most two in place.
@@ -382,6 +386,37 @@ func (j *convJob) Run(w, t int) {
 			}
 		}
 	}
+}
+
+// runPanels computes the whole panels from jp on that lie in one image
+// (consecutive output pixels, stored in place) for rows ic..ie of K-block
+// kb from the task's packed block bp, in one gemm.KernelRun call. It
+// returns how many panels it computed.
+func (j *convJob) runPanels(ws *scratch, g, jp, n0, n1, kb, ic, ie int, bp []float32) int {
+	const nr = gemm.NR
+	s := j.s
+	pn := &ws.panels[jp]
+	nb := 1
+	for n0+(jp+nb)*nr < n1 && ws.panels[jp+nb].whole && ws.panels[jp+nb].img == pn.img {
+		nb++
+	}
+	a := s.a[g]
+	_, kc := a.BlockK(kb)
+	npix := s.oh * s.ow
+	off := (pn.img*s.outC+g*s.ocg+ic)*npix + pn.pix
+	t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: ie - ic, Cols: nb * nr, Load: kb > 0}
+	if kb == a.Blocks()-1 {
+		t.ReLU = s.relu
+		if s.bias != nil {
+			t.Bias = s.bias[g*s.ocg+ic:]
+		}
+		if j.res != nil {
+			t.Res = j.res[off:]
+		}
+	}
+	np := (ie - ic + gemm.MR - 1) / gemm.MR
+	gemm.KernelRun(np, kc, a.PanelRun(kb, ic/gemm.MR), gemm.MR*kc, bp[jp*nr*kc:], nr, nr*kc, nb, &t)
+	return nb
 }
 
 // inPlane is the floats per input channel that B is read from: a plane, or

@@ -15,7 +15,7 @@ import (
 const (
 	mr     = 6
 	nr     = 16
-	unroll = 4
+	unroll = 4 // the loads below address 4 rows of B from DI, R10 and R11
 )
 
 func main() {
@@ -61,12 +61,22 @@ func kernel(p func(string, ...any), np int) {
 	p("// Up to %d rows (t.rows) of A*B, A being %d MR-row panels pstride floats", rows, np)
 	p("// apart, stored as zTile describes.")
 	p("TEXT ·kernelZ%d(SB), NOSPLIT, $0-40", np)
+	// The B panel's start lives in t.bcur across the loop over B panels
+	// (t.npan of them, t.bstep floats apart), whose rows are t.ldb floats
+	// apart: a packed panel's NR, or a row of the activations read in place.
+	p("\tMOVQ t+32(FP), BX")
+	p("\tMOVQ b+24(FP), DI")
+	p("\tMOVQ DI, 96(BX)")
+	p("panel:")
 	p("\tMOVQ kc+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ pstride+16(FP), R14")
 	p("\tSHLQ $2, R14")
 	p("\tLEAQ (SI)(R14*2), R13")
-	p("\tMOVQ b+24(FP), DI")
+	p("\tMOVQ 96(BX), DI")
+	p("\tMOVQ 80(BX), R10")
+	p("\tSHLQ $2, R10")
+	p("\tLEAQ (R10)(R10*2), R11")
 	for r := 0; r < rows; r++ {
 		p("\tVPXORD %s, %s, %s", acc(r), acc(r), acc(r))
 	}
@@ -89,9 +99,10 @@ func kernel(p func(string, ...any), np int) {
 	p("\tSHRQ $%d, R9", 2)
 	p("\tJZ tail")
 	p("loop:")
-	for u := 0; u < unroll; u++ {
-		p("\tVMOVUPS %d(DI), Z%d", u*nr*4, u)
-	}
+	p("\tVMOVUPS (DI), Z0")
+	p("\tVMOVUPS (DI)(R10*1), Z1")
+	p("\tVMOVUPS (DI)(R10*2), Z2")
+	p("\tVMOVUPS (DI)(R11*1), Z3")
 	for u := 0; u < unroll; u++ {
 		for r := 0; r < rows; r++ {
 			p("\tVFMADD231PS.BCST %s, Z%d, %s", aOperand(r, u), u, acc(r))
@@ -99,7 +110,7 @@ func kernel(p func(string, ...any), np int) {
 	}
 	p("\tADDQ $%d, SI", unroll*mr*4)
 	p("\tADDQ $%d, R13", unroll*mr*4)
-	p("\tADDQ $%d, DI", unroll*nr*4)
+	p("\tLEAQ (DI)(R10*4), DI")
 	p("\tDECQ R9")
 	p("\tJNZ loop")
 	p("tail:")
@@ -112,12 +123,12 @@ func kernel(p func(string, ...any), np int) {
 	}
 	p("\tADDQ $%d, SI", mr*4)
 	p("\tADDQ $%d, R13", mr*4)
-	p("\tADDQ $%d, DI", nr*4)
+	p("\tADDQ R10, DI")
 	p("\tDECQ CX")
 	p("\tJNZ loop1")
 	p("store:")
 	// zTile's fields: c, c2, res, res2, bias (pointers), then ld, rows,
-	// cols, split, flags.
+	// cols, split, flags, ldb, npan, bcur, bstep.
 	p("\tMOVQ t+32(FP), BX")
 	p("\tMOVQ 0(BX), DX")
 	p("\tMOVQ 8(BX), R11")
@@ -191,6 +202,18 @@ func kernel(p func(string, ...any), np int) {
 		p("\tADDQ R8, R11")
 	}
 	p("done:")
+	// The next B panel: its columns follow in C and the residual (the
+	// caller asks for several panels only when none spans two images).
+	p("\tMOVQ t+32(FP), BX")
+	p("\tDECQ 88(BX)")
+	p("\tJLE ret")
+	p("\tADDQ $%d, 0(BX)", nr*4)
+	p("\tADDQ $%d, 16(BX)", nr*4)
+	p("\tMOVQ 104(BX), CX")
+	p("\tSHLQ $2, CX")
+	p("\tADDQ CX, 96(BX)")
+	p("\tJMP panel")
+	p("ret:")
 	p("\tVZEROUPPER")
 	p("\tRET")
 }

@@ -16,10 +16,11 @@ var (
 	useAVX512DQ = useAVX512 && cpu.X86.HasAVX512DQ
 )
 
-// kernelAVX2 is kernelGo in AVX2/FMA assembly (kernel_amd64.s).
+// kernelAVX2 is kernelGo in AVX2/FMA assembly (kernel_amd64.s), B's rows
+// ldb floats apart.
 //
 //go:noescape
-func kernelAVX2(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int)
+func kernelAVX2(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int, ldb int)
 
 // kernelHalfAVX2 computes the left half (NR/2 columns) of a tile into
 // scratch of row stride NR.
@@ -46,7 +47,7 @@ func kernelZ4(kc int, a *float32, pstride int, b *float32, t *zTile)
 
 func kernelNarrow(kc int, a, b, c *float32, cols int) {
 	if useAVX512 {
-		t := zTile{c: c, ld: NR, rows: MR, cols: cols, split: cols}
+		t := zTile{c: c, ld: NR, rows: MR, cols: cols, split: cols, ldb: NR}
 		kernelZ1(kc, a, MR*kc, b, &t)
 		return
 	}
@@ -59,12 +60,12 @@ func kernelNarrow(kc int, a, b, c *float32, cols int) {
 
 func kernel(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int) {
 	if useAVX512 && (flags&flagRes == 0 || ldr == ldc) {
-		t := zTile{c: c, res: res, bias: bias, ld: ldc, rows: MR, cols: NR, split: NR, flags: flags}
+		t := zTile{c: c, res: res, bias: bias, ld: ldc, rows: MR, cols: NR, split: NR, flags: flags, ldb: NR}
 		kernelZ1(kc, a, MR*kc, b, &t)
 		return
 	}
 	if useAsm {
-		kernelAVX2(kc, a, b, c, ldc, flags, bias, res, ldr)
+		kernelAVX2(kc, a, b, c, ldc, flags, bias, res, ldr, NR)
 		return
 	}
 	kernelGo(kc, a, b, c, ldc, flags, bias, res, ldr)
@@ -96,5 +97,15 @@ func kernelPanels(np, kc int, a *float32, pstride int, b *float32, t *zTile) boo
 	default:
 		return false
 	}
+	return true
+}
+
+// kernelStrided computes one MR x NR tile from B rows ldb floats apart
+// with AVX2; false means the CPU has no such kernel.
+func kernelStrided(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldb int) bool {
+	if !useAsm {
+		return false
+	}
+	kernelAVX2(kc, a, b, c, ldc, flags, bias, res, ldc, ldb)
 	return true
 }

@@ -2,19 +2,23 @@
 
 #include "textflag.h"
 
-// func kernelAVX2(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int)
+// func kernelAVX2(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldr int, ldb int)
 //
+// B's rows are ldb floats apart (NR for a packed panel).
 // Y4..Y15 hold the 6x16 tile (two ymm per row); Y0, Y1 the B row; Y2, Y3
 // broadcast A values. The k loop is unrolled by 4. flags: 1 adds C, 2 adds
 // bias[row], 4 adds the residual tile res (row stride ldr), 8 applies ReLU
 // (NaN stays NaN, as in PyTorch).
-TEXT ·kernelAVX2(SB), NOSPLIT, $0-72
+TEXT ·kernelAVX2(SB), NOSPLIT, $0-80
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
 	MOVQ c+24(FP), DX
 	MOVQ ldc+32(FP), R8
 	SHLQ $2, R8
+	MOVQ ldb+72(FP), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R11
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
@@ -51,8 +55,8 @@ loop4:
 	VBROADCASTSS 20(SI), Y3
 	VFMADD231PS Y0, Y3, Y14
 	VFMADD231PS Y1, Y3, Y15
-	VMOVUPS 64(DI), Y0
-	VMOVUPS 96(DI), Y1
+	VMOVUPS (DI)(R10*1), Y0
+	VMOVUPS 32(DI)(R10*1), Y1
 	VBROADCASTSS 24(SI), Y2
 	VFMADD231PS Y0, Y2, Y4
 	VFMADD231PS Y1, Y2, Y5
@@ -71,8 +75,8 @@ loop4:
 	VBROADCASTSS 44(SI), Y3
 	VFMADD231PS Y0, Y3, Y14
 	VFMADD231PS Y1, Y3, Y15
-	VMOVUPS 128(DI), Y0
-	VMOVUPS 160(DI), Y1
+	VMOVUPS (DI)(R10*2), Y0
+	VMOVUPS 32(DI)(R10*2), Y1
 	VBROADCASTSS 48(SI), Y2
 	VFMADD231PS Y0, Y2, Y4
 	VFMADD231PS Y1, Y2, Y5
@@ -91,8 +95,8 @@ loop4:
 	VBROADCASTSS 68(SI), Y3
 	VFMADD231PS Y0, Y3, Y14
 	VFMADD231PS Y1, Y3, Y15
-	VMOVUPS 192(DI), Y0
-	VMOVUPS 224(DI), Y1
+	VMOVUPS (DI)(R11*1), Y0
+	VMOVUPS 32(DI)(R11*1), Y1
 	VBROADCASTSS 72(SI), Y2
 	VFMADD231PS Y0, Y2, Y4
 	VFMADD231PS Y1, Y2, Y5
@@ -112,7 +116,7 @@ loop4:
 	VFMADD231PS Y0, Y3, Y14
 	VFMADD231PS Y1, Y3, Y15
 	ADDQ $96, SI
-	ADDQ $256, DI
+	LEAQ (DI)(R10*4), DI
 	DECQ R9
 	JNZ loop4
 tail:
@@ -140,7 +144,7 @@ loop1:
 	VFMADD231PS Y0, Y3, Y14
 	VFMADD231PS Y1, Y3, Y15
 	ADDQ $24, SI
-	ADDQ $64, DI
+	ADDQ R10, DI
 	DECQ CX
 	JNZ loop1
 store:

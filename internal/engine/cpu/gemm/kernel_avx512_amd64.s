@@ -9,12 +9,19 @@
 // Up to 6 rows (t.rows) of A*B, A being 1 MR-row panels pstride floats
 // apart, stored as zTile describes.
 TEXT ·kernelZ1(SB), NOSPLIT, $0-40
+	MOVQ t+32(FP), BX
+	MOVQ b+24(FP), DI
+	MOVQ DI, 96(BX)
+panel:
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
-	MOVQ b+24(FP), DI
+	MOVQ 96(BX), DI
+	MOVQ 80(BX), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R11
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -68,10 +75,10 @@ nopfres:
 	SHRQ $2, R9
 	JZ tail
 loop:
-	VMOVUPS 0(DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI), Z0
+	VMOVUPS (DI)(R10*1), Z1
+	VMOVUPS (DI)(R10*2), Z2
+	VMOVUPS (DI)(R11*1), Z3
 	VFMADD231PS.BCST 0(SI), Z0, Z8
 	VFMADD231PS.BCST 4(SI), Z0, Z9
 	VFMADD231PS.BCST 8(SI), Z0, Z10
@@ -98,7 +105,7 @@ loop:
 	VFMADD231PS.BCST 92(SI), Z3, Z13
 	ADDQ $96, SI
 	ADDQ $96, R13
-	ADDQ $256, DI
+	LEAQ (DI)(R10*4), DI
 	DECQ R9
 	JNZ loop
 tail:
@@ -114,7 +121,7 @@ loop1:
 	VFMADD231PS.BCST 20(SI), Z0, Z13
 	ADDQ $24, SI
 	ADDQ $24, R13
-	ADDQ $64, DI
+	ADDQ R10, DI
 	DECQ CX
 	JNZ loop1
 store:
@@ -365,6 +372,16 @@ next5:
 	ADDQ R8, DX
 	ADDQ R8, R11
 done:
+	MOVQ t+32(FP), BX
+	DECQ 88(BX)
+	JLE ret
+	ADDQ $64, 0(BX)
+	ADDQ $64, 16(BX)
+	MOVQ 104(BX), CX
+	SHLQ $2, CX
+	ADDQ CX, 96(BX)
+	JMP panel
+ret:
 	VZEROUPPER
 	RET
 
@@ -373,12 +390,19 @@ done:
 // Up to 12 rows (t.rows) of A*B, A being 2 MR-row panels pstride floats
 // apart, stored as zTile describes.
 TEXT ·kernelZ2(SB), NOSPLIT, $0-40
+	MOVQ t+32(FP), BX
+	MOVQ b+24(FP), DI
+	MOVQ DI, 96(BX)
+panel:
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
-	MOVQ b+24(FP), DI
+	MOVQ 96(BX), DI
+	MOVQ 80(BX), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R11
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -474,10 +498,10 @@ nopfres:
 	SHRQ $2, R9
 	JZ tail
 loop:
-	VMOVUPS 0(DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI), Z0
+	VMOVUPS (DI)(R10*1), Z1
+	VMOVUPS (DI)(R10*2), Z2
+	VMOVUPS (DI)(R11*1), Z3
 	VFMADD231PS.BCST 0(SI), Z0, Z8
 	VFMADD231PS.BCST 4(SI), Z0, Z9
 	VFMADD231PS.BCST 8(SI), Z0, Z10
@@ -528,7 +552,7 @@ loop:
 	VFMADD231PS.BCST 92(SI)(R14*1), Z3, Z19
 	ADDQ $96, SI
 	ADDQ $96, R13
-	ADDQ $256, DI
+	LEAQ (DI)(R10*4), DI
 	DECQ R9
 	JNZ loop
 tail:
@@ -550,7 +574,7 @@ loop1:
 	VFMADD231PS.BCST 20(SI)(R14*1), Z0, Z19
 	ADDQ $24, SI
 	ADDQ $24, R13
-	ADDQ $64, DI
+	ADDQ R10, DI
 	DECQ CX
 	JNZ loop1
 store:
@@ -1023,6 +1047,16 @@ next11:
 	ADDQ R8, DX
 	ADDQ R8, R11
 done:
+	MOVQ t+32(FP), BX
+	DECQ 88(BX)
+	JLE ret
+	ADDQ $64, 0(BX)
+	ADDQ $64, 16(BX)
+	MOVQ 104(BX), CX
+	SHLQ $2, CX
+	ADDQ CX, 96(BX)
+	JMP panel
+ret:
 	VZEROUPPER
 	RET
 
@@ -1031,12 +1065,19 @@ done:
 // Up to 18 rows (t.rows) of A*B, A being 3 MR-row panels pstride floats
 // apart, stored as zTile describes.
 TEXT ·kernelZ3(SB), NOSPLIT, $0-40
+	MOVQ t+32(FP), BX
+	MOVQ b+24(FP), DI
+	MOVQ DI, 96(BX)
+panel:
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
-	MOVQ b+24(FP), DI
+	MOVQ 96(BX), DI
+	MOVQ 80(BX), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R11
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -1174,10 +1215,10 @@ nopfres:
 	SHRQ $2, R9
 	JZ tail
 loop:
-	VMOVUPS 0(DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI), Z0
+	VMOVUPS (DI)(R10*1), Z1
+	VMOVUPS (DI)(R10*2), Z2
+	VMOVUPS (DI)(R11*1), Z3
 	VFMADD231PS.BCST 0(SI), Z0, Z8
 	VFMADD231PS.BCST 4(SI), Z0, Z9
 	VFMADD231PS.BCST 8(SI), Z0, Z10
@@ -1252,7 +1293,7 @@ loop:
 	VFMADD231PS.BCST 92(R13), Z3, Z25
 	ADDQ $96, SI
 	ADDQ $96, R13
-	ADDQ $256, DI
+	LEAQ (DI)(R10*4), DI
 	DECQ R9
 	JNZ loop
 tail:
@@ -1280,7 +1321,7 @@ loop1:
 	VFMADD231PS.BCST 20(R13), Z0, Z25
 	ADDQ $24, SI
 	ADDQ $24, R13
-	ADDQ $64, DI
+	ADDQ R10, DI
 	DECQ CX
 	JNZ loop1
 store:
@@ -1975,6 +2016,16 @@ next17:
 	ADDQ R8, DX
 	ADDQ R8, R11
 done:
+	MOVQ t+32(FP), BX
+	DECQ 88(BX)
+	JLE ret
+	ADDQ $64, 0(BX)
+	ADDQ $64, 16(BX)
+	MOVQ 104(BX), CX
+	SHLQ $2, CX
+	ADDQ CX, 96(BX)
+	JMP panel
+ret:
 	VZEROUPPER
 	RET
 
@@ -1983,12 +2034,19 @@ done:
 // Up to 24 rows (t.rows) of A*B, A being 4 MR-row panels pstride floats
 // apart, stored as zTile describes.
 TEXT ·kernelZ4(SB), NOSPLIT, $0-40
+	MOVQ t+32(FP), BX
+	MOVQ b+24(FP), DI
+	MOVQ DI, 96(BX)
+panel:
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ pstride+16(FP), R14
 	SHLQ $2, R14
 	LEAQ (SI)(R14*2), R13
-	MOVQ b+24(FP), DI
+	MOVQ 96(BX), DI
+	MOVQ 80(BX), R10
+	SHLQ $2, R10
+	LEAQ (R10)(R10*2), R11
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -2168,10 +2226,10 @@ nopfres:
 	SHRQ $2, R9
 	JZ tail
 loop:
-	VMOVUPS 0(DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI), Z0
+	VMOVUPS (DI)(R10*1), Z1
+	VMOVUPS (DI)(R10*2), Z2
+	VMOVUPS (DI)(R11*1), Z3
 	VFMADD231PS.BCST 0(SI), Z0, Z8
 	VFMADD231PS.BCST 4(SI), Z0, Z9
 	VFMADD231PS.BCST 8(SI), Z0, Z10
@@ -2270,7 +2328,7 @@ loop:
 	VFMADD231PS.BCST 92(R13)(R14*1), Z3, Z31
 	ADDQ $96, SI
 	ADDQ $96, R13
-	ADDQ $256, DI
+	LEAQ (DI)(R10*4), DI
 	DECQ R9
 	JNZ loop
 tail:
@@ -2304,7 +2362,7 @@ loop1:
 	VFMADD231PS.BCST 20(R13)(R14*1), Z0, Z31
 	ADDQ $24, SI
 	ADDQ $24, R13
-	ADDQ $64, DI
+	ADDQ R10, DI
 	DECQ CX
 	JNZ loop1
 store:
@@ -3221,5 +3279,15 @@ next23:
 	ADDQ R8, DX
 	ADDQ R8, R11
 done:
+	MOVQ t+32(FP), BX
+	DECQ 88(BX)
+	JLE ret
+	ADDQ $64, 0(BX)
+	ADDQ $64, 16(BX)
+	MOVQ 104(BX), CX
+	SHLQ $2, CX
+	ADDQ CX, 96(BX)
+	JMP panel
+ret:
 	VZEROUPPER
 	RET

@@ -14,3 +14,7 @@ func kernelNarrow(kc int, a, b, c *float32, cols int) { kernelGo(kc, a, b, c, NR
 func widePanels() int { return 1 }
 
 func kernelPanels(np, kc int, a *float32, pstride int, b *float32, t *zTile) bool { return false }
+
+func kernelStrided(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldb int) bool {
+	return false
+}

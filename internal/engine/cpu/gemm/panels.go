@@ -36,6 +36,13 @@ type Tile struct {
 type zTile struct {
 	c, c2, res, res2, bias       *float32
 	ld, rows, cols, split, flags int
+	// ldb is B's row stride (NR for a packed panel); the kernel computes
+	// npan (at least 1) B panels bstep floats apart, advancing c and res
+	// by NR columns per panel, and keeps its place in bcur. The kernel
+	// changes c, res, npan and bcur.
+	ldb, npan int
+	bcur      uintptr
+	bstep     int
 }
 
 // flagSpan says the tile's columns from split on go to c2.
@@ -65,7 +72,7 @@ func KernelPanels(np, kc int, a []float32, pstride int, b []float32, t *Tile) {
 	if t.Bias != nil && len(t.Bias) < t.Rows {
 		panic(fmt.Sprintf("gemm: KernelPanels: bias has %d values, want %d", len(t.Bias), t.Rows))
 	}
-	z := zTile{ld: t.Ld, cols: t.Cols, split: split}
+	z := zTile{ld: t.Ld, cols: t.Cols, split: split, ldb: NR}
 	if t.Load {
 		z.flags |= flagLoad
 	}

@@ -144,6 +144,9 @@ type convStep struct {
 	// kOff and kMask are, per row of B, the offset PackGather adds to each
 	// lane and the index of the row's kernel-position mask.
 	kOff, kMask []int32
+	// direct says whole panels of B are read in place from the input
+	// (a pointwise convolution on a CPU whose kernel reads strided B).
+	direct bool
 }
 
 func buildConv(nc *nodeCtx) (step, error) {
@@ -262,6 +265,10 @@ func buildConv(nc *nodeCtx) (step, error) {
 			s.kOff[k] = int32(ci*g.ih*g.iw + ky*g.dh*g.iw + kx*g.dw)
 		}
 	}
+	// Planes of a whole number of panels keep every panel's rows on
+	// 64-byte lines; B rows read at other strides straddle two lines each,
+	// which made the 7x7 and 14x14 layers slower than packing them.
+	s.direct = s.pointwise() && gemm.StridedB() && (g.ih*g.iw)%gemm.NR == 0
 	p := nc.c.p
 	p.maxKK = max(p.maxKK, kk)
 	p.phase = max(p.phase, s.phaseElems())
@@ -341,7 +348,7 @@ split:
 	j.nch, j.mch = (ntot+j.nw-1)/j.nw, (m+j.mw-1)/j.mw
 	j.shared = nil
 	kdim := s.icg * s.kh * s.kw
-	if size := s.groups * j.nch * kdim * j.nw; j.mch > 1 && size <= len(x.sharedB) {
+	if size := s.groups * j.nch * kdim * j.nw; j.mch > 1 && !s.direct && size <= len(x.sharedB) {
 		// Several tasks would pack the same columns of B: pack them once,
 		// in parallel over K-blocks, and let the tasks share them.
 		j.shared = x.sharedB[:size]
@@ -467,8 +474,12 @@ func (j *convJob) Run(w, t int) {
 		for ic := m0; ic < m1; ic += mcMax {
 			ie := min(m1, ic+mcMax)
 			for jp := 0; n0+jp*nr < n1; jp++ {
-				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
 				pn := &ws.panels[jp]
+				if pn.whole {
+					jp += j.runPanels(ws, g, jp, n0, n1, kb, ic, ie, bp) - 1
+					continue
+				}
+				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
 				cols := min(nr, n1-n0-jp*nr)
 				// Columns from split on belong to the next image; the
 				// kernel stores a panel spanning at most two in place.
@@ -527,6 +538,45 @@ func (j *convJob) Run(w, t int) {
 			}
 		}
 	}
+}
+
+// runPanels computes the whole panels from jp on that lie in one image
+// (consecutive output pixels, stored in place) for rows ic..ie of K-block
+// kb in one gemm.KernelRun call, B read from the input in place for a
+// direct step, else from the task's packed block bp. It returns how many
+// panels it computed.
+func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie int, bp []float32) int {
+	const nr = gemm.NR
+	s := j.s
+	pn := &ws.panels[jp]
+	nb := 1
+	for n0+(jp+nb)*nr < n1 && ws.panels[jp+nb].whole && ws.panels[jp+nb].img == pn.img {
+		nb++
+	}
+	a := s.a[g]
+	k0, kc := a.BlockK(kb)
+	npix := s.oh * s.ow
+	last := kb == a.Blocks()-1
+	off := (pn.img*s.outC+g*s.ocg+ic)*npix + pn.pix
+	t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: ie - ic, Cols: nb * nr, Load: kb > 0}
+	if last {
+		t.ReLU = s.act.relu()
+		if s.bias != nil {
+			t.Bias = s.bias[g*s.ocg+ic:]
+		}
+		if j.res != nil {
+			t.Res = j.res[off:]
+		}
+	}
+	np := (ie - ic + gemm.MR - 1) / gemm.MR
+	if s.direct {
+		plane := s.inPlane()
+		b := j.in[(g*s.icg+pn.img*s.inC+k0)*plane+pn.pix:]
+		gemm.KernelRun(np, kc, a.PanelRun(kb, ic/gemm.MR), gemm.MR*kc, b, plane, nr, nb, &t)
+	} else {
+		gemm.KernelRun(np, kc, a.PanelRun(kb, ic/gemm.MR), gemm.MR*kc, bp[jp*nr*kc:], nr, nr*kc, nb, &t)
+	}
+	return nb
 }
 
 // postAct runs the activation the micro-kernel does not apply over the
@@ -689,6 +739,9 @@ func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int) {
 	g := &ws.gather
 	g.Offs, g.Mask = s.kOff[k0:k0+kc], s.kMask[k0:k0+kc]
 	for p := 0; p*nr < nw; p++ {
+		if s.direct && ws.panels[p].whole {
+			continue // read in place
+		}
 		g.Contiguous = ws.contiguous[p]
 		g.Lanes = ws.lanes[p]
 		g.Masks = ws.maskOf[p]

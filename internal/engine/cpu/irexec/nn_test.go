@@ -39,6 +39,14 @@ func TestConv(t *testing.T) {
 		{"odd sizes deep", 1, 300, 5, 5, 7, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
 		// Squeeze-and-excitation layers: dot products (gemvStep).
 		{"1x1 on 1x1 maps", 3, 300, 1, 1, 70, 1, 1, nil, nil, nil, 1, "", true},
+		// Pointwise layers read B in place over runs of whole panels: maps
+		// of a whole number of panels (a run ends at each image), of a
+		// partial last panel, over 256 input channels (two K-blocks),
+		// and wider than a task.
+		{"1x1 12x12 deep", 2, 300, 12, 12, 29, 1, 1, nil, nil, nil, 1, "", true},
+		{"1x1 odd map odd channels", 3, 5, 9, 11, 7, 1, 1, nil, nil, nil, 1, "", false},
+		{"1x1 wide map", 1, 17, 20, 21, 50, 1, 1, nil, nil, nil, 1, "", true},
+		{"1x1 grouped", 2, 12, 8, 6, 18, 1, 1, nil, nil, nil, 3, "", true},
 		{"1x1 on 1x1 maps no bias", 1, 24, 1, 1, 200, 1, 1, nil, nil, nil, 1, "", false},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -61,6 +69,11 @@ func TestConv(t *testing.T) {
 		}
 		op := &ir.Conv{Epilogue: ir.Epilogue{Act: ir.ActHardSigmoid, Alpha: 0.2, Beta: 0.5, Residual: true}}
 		check(t, oneNode(op, 1, f32in(2, 40, 1, 1), randConst(r, 90, 40, 1, 1), randConst(r, 90), f32in(2, 90, 1, 1)), 1e-5)
+		for _, sh := range [][4]int{{2, 24, 8, 8}, {1, 40, 10, 13}, {2, 300, 4, 9}} {
+			// Pointwise, runs of whole panels: the residual moves with C.
+			n, c, h, w := sh[0], sh[1], sh[2], sh[3]
+			check(t, oneNode(op, 1, f32in(n, c, h, w), randConst(r, 30, c, 1, 1), randConst(r, 30), f32in(n, 30, h, w)), 1e-5)
+		}
 	})
 	t.Run("runtime weights", func(t *testing.T) {
 		for _, g := range []int{1, 2} {

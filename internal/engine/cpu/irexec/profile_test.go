@@ -21,7 +21,8 @@ import (
 // architectures spend in each step (random weights, compiled). It is a
 // tool, not a check: it runs only with IREXEC_PROFILE=arch[,arch] set, and
 // IREXEC_WINOGRAD=off for direct 3x3 convolutions, IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
-// forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile;
+// forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile, IREXEC_PROFILE_CONV to
+// list GEMM convolutions by channels and map;
 // an entry ending in .onnx is that file.
 func TestProfileArchs(t *testing.T) {
 	archs := os.Getenv("IREXEC_PROFILE")
@@ -147,6 +148,9 @@ func stepKind(s planStep) string {
 		if c.oh*c.ow > 1 {
 			k = fmt.Sprintf("%s %dx%d", s.node[strings.Index(s.node, "(")+1:], c.kh, c.kw)
 		}
+	}
+	if c, ok := s.s.(*convStep); ok && os.Getenv("IREXEC_PROFILE_CONV") != "" {
+		k += fmt.Sprintf(" %d->%d %dx%d act %d", c.inC, c.outC, c.oh, c.ow, c.act.kind)
 	}
 	if w, ok := s.s.(*winoStep); ok {
 		k += fmt.Sprintf(" %dc %dx%d", w.l.C, w.l.OH, w.l.OW)
