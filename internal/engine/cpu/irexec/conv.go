@@ -409,21 +409,13 @@ type convScratch struct {
 	// For a task's panels: the lane offsets and, per kernel position, the
 	// padding masks (see gemm.Gather).
 	lanes   [ncMax / gemm.NR][gemm.NR]int32
-	panels  [ncMax / gemm.NR]panel
+	panels  [ncMax / gemm.NR]gemm.Panel
 	masks   []int32 // ncMax/NR panels x maxKK masks x NR lanes
 	allOnes []int32 // maxKK masks that read every lane
 	maskOf  [ncMax / gemm.NR][]int32
 	// contiguous says a panel's lanes are consecutive.
 	contiguous [ncMax / gemm.NR]bool
 	gather     gemm.Gather
-}
-
-// panel is where an NR-wide panel of output pixels starts.
-type panel struct {
-	img, pix int
-	// whole says the panel's NR columns are consecutive pixels of one
-	// image, so the kernel can store its tile in place.
-	whole bool
 }
 
 func newConvScratch(maxKK int) convScratch {
@@ -475,7 +467,7 @@ func (j *convJob) Run(w, t int) {
 			ie := min(m1, ic+mcMax)
 			for jp := 0; n0+jp*nr < n1; jp++ {
 				pn := &ws.panels[jp]
-				if pn.whole {
+				if pn.Whole {
 					jp += j.runPanels(ws, g, jp, n0, n1, kb, ic, ie, bp) - 1
 					continue
 				}
@@ -483,7 +475,7 @@ func (j *convJob) Run(w, t int) {
 				cols := min(nr, n1-n0-jp*nr)
 				// Columns from split on belong to the next image; the
 				// kernel stores a panel spanning at most two in place.
-				split := min(cols, npix-pn.pix)
+				split := min(cols, npix-pn.Pix)
 				inPlace := cols-split <= npix
 				for ip := ic / mr; ip*mr < ie; {
 					rows := min(mr, ie-ip*mr)
@@ -497,8 +489,8 @@ func (j *convJob) Run(w, t int) {
 					if inPlace {
 						np := min(gemm.WidePanels(), (ie-ip*mr+mr-1)/mr)
 						rows := min(np*mr, ie-ip*mr)
-						off := (pn.img*s.outC+g*s.ocg+ip*mr)*npix + pn.pix
-						off2 := ((pn.img+1)*s.outC + g*s.ocg + ip*mr) * npix
+						off := (pn.Img*s.outC+g*s.ocg+ip*mr)*npix + pn.Pix
+						off2 := ((pn.Img+1)*s.outC + g*s.ocg + ip*mr) * npix
 						t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: rows, Cols: cols, Split: split, Load: kb > 0, Bias: ep.Bias, ReLU: ep.ReLU}
 						if split < cols {
 							t.C2 = j.out[off2:]
@@ -516,7 +508,7 @@ func (j *convJob) Run(w, t int) {
 					// A partial tile, or one spanning images: compute it
 					// aside and store it image by image.
 					gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
-					img, pix := pn.img, pn.pix
+					img, pix := pn.Img, pn.Pix
 					for l := 0; l < cols; {
 						seg := min(cols-l, npix-pix)
 						off := (img*s.outC+g*s.ocg+ip*mr)*npix + pix
@@ -549,15 +541,12 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie int, bp [
 	const nr = gemm.NR
 	s := j.s
 	pn := &ws.panels[jp]
-	nb := 1
-	for n0+(jp+nb)*nr < n1 && ws.panels[jp+nb].whole && ws.panels[jp+nb].img == pn.img {
-		nb++
-	}
+	nb := gemm.WholeRun(ws.panels[jp:], (n1-n0+nr-1)/nr-jp)
 	a := s.a[g]
 	k0, kc := a.BlockK(kb)
 	npix := s.oh * s.ow
 	last := kb == a.Blocks()-1
-	off := (pn.img*s.outC+g*s.ocg+ic)*npix + pn.pix
+	off := (pn.Img*s.outC+g*s.ocg+ic)*npix + pn.Pix
 	t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: ie - ic, Cols: nb * nr, Load: kb > 0}
 	if last {
 		t.ReLU = s.act.relu()
@@ -571,7 +560,7 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie int, bp [
 	np := (ie - ic + gemm.MR - 1) / gemm.MR
 	if s.direct {
 		plane := s.inPlane()
-		b := j.in[(g*s.icg+pn.img*s.inC+k0)*plane+pn.pix:]
+		b := j.in[(g*s.icg+pn.Img*s.inC+k0)*plane+pn.Pix:]
 		gemm.KernelRun(np, kc, a.PanelRun(kb, ic/gemm.MR), gemm.MR*kc, b, plane, nr, nb, &t)
 	} else {
 		gemm.KernelRun(np, kc, a.PanelRun(kb, ic/gemm.MR), gemm.MR*kc, bp[jp*nr*kc:], nr, nr*kc, nb, &t)
@@ -656,14 +645,13 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 	for p := 0; p*nr < nw; p++ {
 		c0 := n0 + p*nr
 		w := min(nr, nw-p*nr)
-		img, pix := c0/npix, c0%npix
 		pn := &ws.panels[p]
-		pn.img, pn.pix = img, pix
-		pn.whole = w == nr && pix+nr <= npix
+		*pn = gemm.PanelAt(c0, w, npix)
+		img, pix := pn.Img, pn.Pix
 		if !packing {
 			continue // the caller only stores tiles
 		}
-		if pn.whole && s.pointwise() {
+		if pn.Whole && s.pointwise() {
 			// A 1x1 kernel without padding reads the output pixels'
 			// own input pixels: consecutive, all inside.
 			lanes := &ws.lanes[p]
@@ -707,7 +695,7 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 				}
 			}
 		}
-		ws.contiguous[p] = s.layout != layoutGather && pn.whole
+		ws.contiguous[p] = s.layout != layoutGather && pn.Whole
 		if interior {
 			ws.maskOf[p] = ws.allOnes[:kk*nr]
 			continue
@@ -739,7 +727,7 @@ func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int) {
 	g := &ws.gather
 	g.Offs, g.Mask = s.kOff[k0:k0+kc], s.kMask[k0:k0+kc]
 	for p := 0; p*nr < nw; p++ {
-		if s.direct && ws.panels[p].whole {
+		if s.direct && ws.panels[p].Whole {
 			continue // read in place
 		}
 		g.Contiguous = ws.contiguous[p]
