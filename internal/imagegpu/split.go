@@ -205,22 +205,3 @@ func (p *Preprocessor) pin(images [][]byte, plans []plan, errs []error) ([][]byt
 	wg.Wait()
 	return data, nil
 }
-
-// collect reads the device times of the batch just finished.
-func (p *Preprocessor) collect() {
-	for di, d := range []*time.Duration{&p.stats.HWDevice, &p.stats.GPUDevice} {
-		if p.last[di] == 0 {
-			continue
-		}
-		if t, err := p.rt.EventElapsed(p.start, p.dec[di].end); err == nil {
-			*d += msDuration(t)
-		}
-	}
-	if t, err := p.rt.EventElapsed(p.kstart, p.done); err == nil {
-		p.stats.Kernels += msDuration(t)
-	}
-}
-
-func msDuration(ms float32) time.Duration {
-	return time.Duration(float64(ms) * float64(time.Millisecond))
-}

@@ -77,3 +77,22 @@ func (s Stats) String() string {
 		per(s.HWDevice), per(s.GPUDevice), per(s.Kernels))
 	return b.String()
 }
+
+// collect reads the device times of the batch just finished.
+func (p *Preprocessor) collect() {
+	for di, d := range []*time.Duration{&p.stats.HWDevice, &p.stats.GPUDevice} {
+		if p.last[di] == 0 {
+			continue
+		}
+		if t, err := p.rt.EventElapsed(p.start, p.dec[di].end); err == nil {
+			*d += msDuration(t)
+		}
+	}
+	if t, err := p.rt.EventElapsed(p.kstart, p.done); err == nil {
+		p.stats.Kernels += msDuration(t)
+	}
+}
+
+func msDuration(ms float32) time.Duration {
+	return time.Duration(float64(ms) * float64(time.Millisecond))
+}
