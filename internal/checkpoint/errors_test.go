@@ -56,6 +56,20 @@ func oneTensor(st string, numel, offset int64, size, stride []int64) []byte {
 	return p.b.Bytes()
 }
 
+// sharedStorage is a pickle of {"a", "b"} viewing one storage "0", first as
+// storage type st1 of numel1 elements, then as st2 of numel2.
+func sharedStorage(st1 string, numel1 int64, st2 string, numel2 int64) []byte {
+	p := newPickler()
+	p.emptyOrderedDict()
+	p.op('(')
+	p.str("a")
+	p.tensor(st1, "0", numel1, 0, []int64{numel1}, []int64{1})
+	p.str("b")
+	p.tensor(st2, "0", numel2, numel2-1, []int64{1}, []int64{1})
+	p.op('u', '.')
+	return p.b.Bytes()
+}
+
 func f32s(v ...float32) []byte {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
@@ -253,6 +267,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown storage type", archive(t, oneTensor("ShortStorage", 2, 0, []int64{2}, []int64{1}), map[string][]byte{"0": make([]byte, 4)}), `key "w": storage type torch.ShortStorage is not supported`},
 		{"missing storage", archive(t, oneTensor("FloatStorage", 2, 0, []int64{2}, []int64{1}), nil), "storage record archive/data/0 is missing"},
 		{"short storage", archive(t, oneTensor("FloatStorage", 2, 0, []int64{2}, []int64{1}), map[string][]byte{"0": make([]byte, 7)}), "holds 7 bytes, want 8"},
+		{"one storage as two types", archive(t, sharedStorage("ByteStorage", 6, "DoubleStorage", 2), map[string][]byte{"0": make([]byte, 6)}), `key "b": storage 0 is referenced as 2 x float64 but holds 6 bytes`},
 		{"big endian", archive(t, oneTensor("FloatStorage", 2, 0, []int64{2}, []int64{1}), map[string][]byte{"0": make([]byte, 8)}, "byteorder", "big"), "only little-endian"},
 		{"safetensors truncated", st[:len(st)-100], "reach past the"},
 		{"safetensors header past end", st[:5000], "truncated safetensors file"},

@@ -253,6 +253,11 @@ func readPTH(data []byte) (*StateDict, error) {
 			}
 			storages[st.key] = buf
 		}
+		if int64(len(buf)) != st.numel*es {
+			// A second reference to one storage with another type or
+			// length would otherwise read past the bytes it holds.
+			return nil, fmt.Errorf("key %q: storage %s is referenced as %d x %s but holds %d bytes", e.key, printable(st.key), st.numel, st.class.dtype, len(buf))
+		}
 		t, err := view(st.class.dtype, buf, st.numel, ref)
 		if err != nil {
 			return nil, fmt.Errorf("key %q: %w", e.key, err)
