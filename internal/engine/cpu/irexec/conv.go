@@ -207,6 +207,9 @@ func buildConv(nc *nodeCtx) (step, error) {
 		}
 		return newDirectConv(nc, g, wf, bias, res, ac), nil
 	}
+	if ts := newTapsConvStep(nc, g, wf, bias, res, ac); ts != nil {
+		return ts, nil
+	}
 	if ws, err := buildWinograd(nc, g, wf, bias, res, ac); ws != nil || err != nil {
 		return ws, err
 	}
