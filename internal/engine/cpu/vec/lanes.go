@@ -21,14 +21,14 @@ func Interleave(dst, src []float32, nc, plane, rows, n, srcRow, dstRow int) {
 }
 
 // Deinterleave sets dst[c*plane+p] = src[p*DWLanes+c] for c < nc and p <
-// n: the inverse of Interleave (DWTile's output back to planes). It
-// panics unless 0 < nc <= DWLanes and the operands hold the elements
-// named.
+// n: the inverse of Interleave (DWTile's output back to planes). src
+// holds n whole pixels (the vector paths read all their lanes). It panics
+// unless 0 < nc <= DWLanes and the operands hold the elements named.
 func Deinterleave(dst, src []float32, nc, plane, n int) {
 	if n <= 0 {
 		return
 	}
-	if nc <= 0 || nc > DWLanes || plane < n || len(src) < (n-1)*DWLanes+nc || len(dst) < (nc-1)*plane+n {
+	if nc <= 0 || nc > DWLanes || plane < n || len(src) < n*DWLanes || len(dst) < (nc-1)*plane+n {
 		panic(fmt.Sprintf("vec.Deinterleave: %d channels of %d pixels (plane %d) from %d floats into %d", nc, n, plane, len(src), len(dst)))
 	}
 	deinterleave(dst, src, nc, plane, n)

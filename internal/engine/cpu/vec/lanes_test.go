@@ -92,6 +92,7 @@ func TestInterleavePanics(t *testing.T) {
 		"rows overlap":  func() { Interleave(make([]float32, 4*DWLanes), make([]float32, 4), 1, 4, 2, 2, 2, 1) },
 		"short planes":  func() { Deinterleave(make([]float32, 3), make([]float32, 2*DWLanes), 2, 2, 2) },
 		"plane too low": func() { Deinterleave(make([]float32, 8), make([]float32, 2*DWLanes), 2, 1, 2) },
+		"part pixel":    func() { Deinterleave(make([]float32, 8), make([]float32, 2*DWLanes-1), 2, 2, 2) },
 	} {
 		func() {
 			defer func() {
