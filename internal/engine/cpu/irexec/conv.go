@@ -202,7 +202,13 @@ func buildConv(nc *nodeCtx) (step, error) {
 		return nil, err
 	}
 	if g.icg == 1 {
+		if bs := newDWBlockStep(nc, g, wf, bias, res, ac); bs != nil {
+			return bs, nil
+		}
 		return newDirectConv(nc, g, wf, bias, res, ac), nil
+	}
+	if ts := newTapsConvStep(nc, g, wf, bias, res, ac); ts != nil {
+		return ts, nil
 	}
 	if ws, err := buildWinograd(nc, g, wf, bias, res, ac); ws != nil || err != nil {
 		return ws, err

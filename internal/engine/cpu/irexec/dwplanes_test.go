@@ -41,6 +41,10 @@ func TestDepthwisePlanes(t *testing.T) {
 	}
 	eps := []ir.Epilogue{{}, {Act: ir.ActRelu}, {Act: ir.ActSiLU}, {Act: ir.ActHardSwish, Residual: true}, {Act: ir.ActRelu6}}
 	r := rand.New(rand.NewPCG(4, 9))
+	// Constant weights without a residual take the blocked kernel
+	// (dwblock.go) unless it is off.
+	dwBlocks = false
+	defer func() { dwBlocks = true }()
 	for _, c := range cases {
 		for _, e := range eps {
 			t.Run(fmt.Sprintf("%s/act%d/res%v", c.name, e.Act, e.Residual), func(t *testing.T) {

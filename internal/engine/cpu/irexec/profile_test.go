@@ -161,6 +161,9 @@ func stepKind(s planStep) string {
 	if d, ok := s.s.(*dwStep); ok && os.Getenv("IREXEC_PROFILE_DW") != "" {
 		k += fmt.Sprintf(" %dx%d/%d %dx%dx%d act %d", d.kh, d.kw, d.sh, d.inC, d.ih, d.iw, d.act.kind)
 	}
+	if d, ok := s.s.(*dwBlockStep); ok && os.Getenv("IREXEC_PROFILE_DW") != "" {
+		k += fmt.Sprintf(" %dx%d/%d %dx%dx%d act %d", d.kh, d.kw, d.sh, d.inC, d.ih, d.iw, d.act.kind)
+	}
 	return fmt.Sprintf("%T %s", s.s, k)
 }
 

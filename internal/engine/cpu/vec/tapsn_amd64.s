@@ -1,0 +1,146 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func tapsNAVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *float32, taps, no, n int)
+// Per run of 16 elements (the last through mask K1): Z0-Z15 hold the 16
+// outputs' accumulators; per tap one input load (Z16) and 16 FMAs with
+// the tap's weights broadcast from memory. Registers: DI dst, R8 dst
+// stride in bytes, SI src, R9 offs, R10 w, R11 the end of w, CX elements
+// left, DX bias, BX/AX per-tap pointers, R12 outputs to store.
+TEXT ·tapsNAVX512(SB), NOSPLIT, $0-72
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ offs+24(FP), R9
+	MOVQ w+32(FP), R10
+	MOVQ bias+40(FP), DX
+	MOVQ taps+48(FP), R11
+	SHLQ $6, R11
+	ADDQ R10, R11
+	MOVQ no+56(FP), R12
+	MOVQ n+64(FP), CX
+
+chunk:
+	MOVQ $-1, AX
+	CMPQ CX, $16
+	JGE  full
+	MOVQ $1, AX
+	SHLQ CX, AX
+	DECQ AX
+
+full:
+	KMOVW AX, K1
+	VBROADCASTSS 0(DX), Z0
+	VBROADCASTSS 4(DX), Z1
+	VBROADCASTSS 8(DX), Z2
+	VBROADCASTSS 12(DX), Z3
+	VBROADCASTSS 16(DX), Z4
+	VBROADCASTSS 20(DX), Z5
+	VBROADCASTSS 24(DX), Z6
+	VBROADCASTSS 28(DX), Z7
+	VBROADCASTSS 32(DX), Z8
+	VBROADCASTSS 36(DX), Z9
+	VBROADCASTSS 40(DX), Z10
+	VBROADCASTSS 44(DX), Z11
+	VBROADCASTSS 48(DX), Z12
+	VBROADCASTSS 52(DX), Z13
+	VBROADCASTSS 56(DX), Z14
+	VBROADCASTSS 60(DX), Z15
+	MOVQ R10, BX
+	MOVQ R9, R13
+
+tap:
+	MOVQ (R13), AX
+	VMOVUPS.Z (SI)(AX*4), K1, Z16
+	VFMADD231PS.BCST 0(BX), Z16, Z0
+	VFMADD231PS.BCST 4(BX), Z16, Z1
+	VFMADD231PS.BCST 8(BX), Z16, Z2
+	VFMADD231PS.BCST 12(BX), Z16, Z3
+	VFMADD231PS.BCST 16(BX), Z16, Z4
+	VFMADD231PS.BCST 20(BX), Z16, Z5
+	VFMADD231PS.BCST 24(BX), Z16, Z6
+	VFMADD231PS.BCST 28(BX), Z16, Z7
+	VFMADD231PS.BCST 32(BX), Z16, Z8
+	VFMADD231PS.BCST 36(BX), Z16, Z9
+	VFMADD231PS.BCST 40(BX), Z16, Z10
+	VFMADD231PS.BCST 44(BX), Z16, Z11
+	VFMADD231PS.BCST 48(BX), Z16, Z12
+	VFMADD231PS.BCST 52(BX), Z16, Z13
+	VFMADD231PS.BCST 56(BX), Z16, Z14
+	VFMADD231PS.BCST 60(BX), Z16, Z15
+	ADDQ $64, BX
+	ADDQ $8, R13
+	CMPQ BX, R11
+	JLT  tap
+	MOVQ DI, BX
+	VMOVUPS Z0, K1, (BX)
+	CMPQ R12, $1
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z1, K1, (BX)
+	CMPQ R12, $2
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z2, K1, (BX)
+	CMPQ R12, $3
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z3, K1, (BX)
+	CMPQ R12, $4
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z4, K1, (BX)
+	CMPQ R12, $5
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z5, K1, (BX)
+	CMPQ R12, $6
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z6, K1, (BX)
+	CMPQ R12, $7
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z7, K1, (BX)
+	CMPQ R12, $8
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z8, K1, (BX)
+	CMPQ R12, $9
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z9, K1, (BX)
+	CMPQ R12, $10
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z10, K1, (BX)
+	CMPQ R12, $11
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z11, K1, (BX)
+	CMPQ R12, $12
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z12, K1, (BX)
+	CMPQ R12, $13
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z13, K1, (BX)
+	CMPQ R12, $14
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z14, K1, (BX)
+	CMPQ R12, $15
+	JEQ  stored
+	ADDQ R8, BX
+	VMOVUPS Z15, K1, (BX)
+
+stored:
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JGT  chunk
+	VZEROUPPER
+	RET

@@ -1,0 +1,336 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// 8x8 transposes (AVX2) between channel planes and channel-blocked
+// pixels. Y0-Y7 hold 8 rows, Y8-Y15 their columns after the transpose.
+
+// func interleaveT8(dst, src *float32, offs *int, n int, mask *int32, rows, srcRow, dstRow int)
+// offs: the 16 channels' byte offsets from src (channels past the last
+// repeat it). Per row (srcRow floats and dstRow pixels apart), per half of the lanes and per 8 pixels: 8 channel rows in,
+// 8 pixels out; the last n mod 8 pixels load through mask (AVX2 masked
+// loads read no memory for masked-off lanes) and store as many pixels.
+TEXT ·interleaveT8(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ offs+16(FP), R8
+	MOVQ n+24(FP), R9
+	MOVQ rows+40(FP), R11
+	MOVQ srcRow+48(FP), R12
+	SHLQ $2, R12
+	MOVQ dstRow+56(FP), R13
+	SHLQ $6, R13
+
+rowI:
+	XORQ R10, R10 // lane half: 0 or 32 bytes
+
+halfI:
+	MOVQ SI, DX // pixel p's address in channel row 0 of the half
+	LEAQ (DI)(R10*1), BX
+	MOVQ R9, CX
+
+grpI:
+	CMPQ CX, $8
+	JLT  tailI
+	MOVQ 0(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y0
+	MOVQ 8(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y1
+	MOVQ 16(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y2
+	MOVQ 24(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y3
+	MOVQ 32(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y4
+	MOVQ 40(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y5
+	MOVQ 48(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y6
+	MOVQ 56(R8)(R10*2), AX
+	VMOVUPS (DX)(AX*1), Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VMOVUPS Y8, 0(BX)
+	VMOVUPS Y9, 64(BX)
+	VMOVUPS Y10, 128(BX)
+	VMOVUPS Y11, 192(BX)
+	VMOVUPS Y12, 256(BX)
+	VMOVUPS Y13, 320(BX)
+	VMOVUPS Y14, 384(BX)
+	VMOVUPS Y15, 448(BX)
+	ADDQ $32, DX
+	ADDQ $512, BX
+	SUBQ $8, CX
+	JMP  grpI
+
+tailI:
+	TESTQ CX, CX
+	JEQ  nextI
+	MOVQ mask+32(FP), AX
+	VMOVDQU (AX), Y15
+	MOVQ 0(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y0
+	MOVQ 8(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y1
+	MOVQ 16(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y2
+	MOVQ 24(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y3
+	MOVQ 32(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y4
+	MOVQ 40(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y5
+	MOVQ 48(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y6
+	MOVQ 56(R8)(R10*2), AX
+	VMASKMOVPS (DX)(AX*1), Y15, Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VMOVUPS Y8, 0(BX)
+	CMPQ CX, $1
+	JEQ  nextI
+	VMOVUPS Y9, 64(BX)
+	CMPQ CX, $2
+	JEQ  nextI
+	VMOVUPS Y10, 128(BX)
+	CMPQ CX, $3
+	JEQ  nextI
+	VMOVUPS Y11, 192(BX)
+	CMPQ CX, $4
+	JEQ  nextI
+	VMOVUPS Y12, 256(BX)
+	CMPQ CX, $5
+	JEQ  nextI
+	VMOVUPS Y13, 320(BX)
+	CMPQ CX, $6
+	JEQ  nextI
+	VMOVUPS Y14, 384(BX)
+	CMPQ CX, $7
+	JEQ  nextI
+	VMOVUPS Y15, 448(BX)
+
+nextI:
+	ADDQ $32, R10
+	CMPQ R10, $64
+	JLT  halfI
+	ADDQ R12, SI
+	ADDQ R13, DI
+	DECQ R11
+	JNZ  rowI
+	VZEROUPPER
+	RET
+
+// func deinterleaveT8(dst, src *float32, nc, plane, n int, mask *int32)
+// Per half of the lanes holding channels and per 8 pixels: 8 pixels in,
+// 8 channel rows out (as many as there are channels); the last n mod 8
+// pixels load as many pixels and store through mask.
+TEXT ·deinterleaveT8(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ nc+16(FP), R8
+	MOVQ plane+24(FP), R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), R12 // 3 planes
+	MOVQ n+32(FP), R9
+
+halfD:
+	MOVQ SI, DX
+	MOVQ DI, BX
+	MOVQ R9, CX
+	LEAQ (BX)(R11*4), R13 // channel 4 of the half
+
+grpD:
+	CMPQ CX, $8
+	JLT  tailD
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 64(DX), Y1
+	VMOVUPS 128(DX), Y2
+	VMOVUPS 192(DX), Y3
+	VMOVUPS 256(DX), Y4
+	VMOVUPS 320(DX), Y5
+	VMOVUPS 384(DX), Y6
+	VMOVUPS 448(DX), Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	VMOVUPS Y8, (BX)
+	CMPQ R8, $1
+	JEQ  storedD
+	VMOVUPS Y9, (BX)(R11*1)
+	CMPQ R8, $2
+	JEQ  storedD
+	VMOVUPS Y10, (BX)(R11*2)
+	CMPQ R8, $3
+	JEQ  storedD
+	VMOVUPS Y11, (BX)(R12*1)
+	CMPQ R8, $4
+	JEQ  storedD
+	VMOVUPS Y12, (R13)
+	CMPQ R8, $5
+	JEQ  storedD
+	VMOVUPS Y13, (R13)(R11*1)
+	CMPQ R8, $6
+	JEQ  storedD
+	VMOVUPS Y14, (R13)(R11*2)
+	CMPQ R8, $7
+	JEQ  storedD
+	VMOVUPS Y15, (R13)(R12*1)
+
+storedD:
+	ADDQ $512, DX
+	ADDQ $32, BX
+	ADDQ $32, R13
+	SUBQ $8, CX
+	JMP  grpD
+
+tailD:
+	TESTQ CX, CX
+	JEQ  nextD
+	VMOVUPS 0(DX), Y0
+	CMPQ CX, $1
+	JEQ  loadedD
+	VMOVUPS 64(DX), Y1
+	CMPQ CX, $2
+	JEQ  loadedD
+	VMOVUPS 128(DX), Y2
+	CMPQ CX, $3
+	JEQ  loadedD
+	VMOVUPS 192(DX), Y3
+	CMPQ CX, $4
+	JEQ  loadedD
+	VMOVUPS 256(DX), Y4
+	CMPQ CX, $5
+	JEQ  loadedD
+	VMOVUPS 320(DX), Y5
+	CMPQ CX, $6
+	JEQ  loadedD
+	VMOVUPS 384(DX), Y6
+	CMPQ CX, $7
+	JEQ  loadedD
+	VMOVUPS 448(DX), Y7
+
+loadedD:
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	MOVQ mask+40(FP), AX
+	VMOVDQU (AX), Y7
+	VMASKMOVPS Y8, Y7, (BX)
+	CMPQ R8, $1
+	JEQ  nextD
+	VMASKMOVPS Y9, Y7, (BX)(R11*1)
+	CMPQ R8, $2
+	JEQ  nextD
+	VMASKMOVPS Y10, Y7, (BX)(R11*2)
+	CMPQ R8, $3
+	JEQ  nextD
+	VMASKMOVPS Y11, Y7, (BX)(R12*1)
+	CMPQ R8, $4
+	JEQ  nextD
+	VMASKMOVPS Y12, Y7, (R13)
+	CMPQ R8, $5
+	JEQ  nextD
+	VMASKMOVPS Y13, Y7, (R13)(R11*1)
+	CMPQ R8, $6
+	JEQ  nextD
+	VMASKMOVPS Y14, Y7, (R13)(R11*2)
+	CMPQ R8, $7
+	JEQ  nextD
+	VMASKMOVPS Y15, Y7, (R13)(R12*1)
+
+nextD:
+	SUBQ $8, R8
+	JLE  doneD
+	ADDQ $32, SI
+	LEAQ (DI)(R11*8), DI
+	JMP  halfD
+
+doneD:
+	VZEROUPPER
+	RET
