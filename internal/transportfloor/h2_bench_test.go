@@ -132,10 +132,10 @@ var _ = tls.Config{}
 // HTTP/2 frame types and flags the raw transport uses (RFC 9113).
 const (
 	fData, fHeaders, fRST, fSettings, fPing, fGoAway, fWindow, fCont = 0, 1, 3, 4, 6, 7, 8, 9
-	flEndStream, flAck, flEndHeaders, flPadded, flPriority          = 1, 1, 4, 8, 0x20
-	rawMaxFrame                                                     = 1<<24 - 1
-	rawWindow                                                       = 1<<31 - 1
-	h2Preface                                                       = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	flEndStream, flAck, flEndHeaders, flPadded, flPriority           = 1, 1, 4, 8, 0x20
+	rawMaxFrame                                                      = 1<<24 - 1
+	rawWindow                                                        = 1<<31 - 1
+	h2Preface                                                        = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 )
 
 func frameHead(dst []byte, n int, typ, flags byte, stream uint32) []byte {
@@ -157,18 +157,18 @@ func settingsFrame(dst []byte) []byte {
 // read from a small buffer, DATA payloads straight into the caller's
 // memory, and each message leaves in one write.
 type rawConn struct {
-	c        net.Conn
-	r        *bufio.Reader
-	w        []byte
-	hd       [9]byte
-	peerMax  int   // peer's SETTINGS_MAX_FRAME_SIZE
-	peerWin  int64 // peer's initial stream window
-	connWin  int64 // what we may still send on the connection
-	recvd    int64 // received, not yet returned by WINDOW_UPDATE
-	dec      *hpack.Decoder
-	enc      *hpack.Encoder
-	encBuf   bytes.Buffer
-	fields   map[string]string
+	c       net.Conn
+	r       *bufio.Reader
+	w       []byte
+	hd      [9]byte
+	peerMax int   // peer's SETTINGS_MAX_FRAME_SIZE
+	peerWin int64 // peer's initial stream window
+	connWin int64 // what we may still send on the connection
+	recvd   int64 // received, not yet returned by WINDOW_UPDATE
+	dec     *hpack.Decoder
+	enc     *hpack.Encoder
+	encBuf  bytes.Buffer
+	fields  map[string]string
 }
 
 func newRawConn(c net.Conn) *rawConn {
