@@ -2,6 +2,7 @@ package h2grpc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -103,12 +104,6 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.conns[sc] = struct{}{}
 	s.conWG.Add(1)
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, sc)
-		s.mu.Unlock()
-		s.conWG.Done()
-	}()
 	sc.serve()
 }
 
@@ -160,6 +155,8 @@ type serverConn struct {
 	streams map[uint32]*serverStream
 	last    uint32 // highest stream taken
 	away    bool   // GOAWAY sent: no stream above last is taken
+
+	ready *serverStream // a complete request for the reading goroutine to run
 }
 
 type serverStream struct {
@@ -192,33 +189,56 @@ func (sc *serverConn) goAway(code uint32) {
 
 func (sc *serverConn) serve() {
 	c := sc.c
-	defer func() {
-		c.fail(net.ErrClosed)
-		c.nc.Close()
-		sc.mu.Lock()
-		for _, st := range sc.streams {
-			st.cancel()
-		}
-		sc.mu.Unlock()
-	}()
 	pre := make([]byte, len(clientPreface))
 	if _, err := io.ReadFull(c.r, pre); err != nil || string(pre) != clientPreface {
+		sc.readEnd()
 		return
 	}
 	if err := c.write(appendSettings(nil, maxFrameSize, c.window, sc.maxStreams)); err != nil {
+		sc.readEnd()
 		return
 	}
+	sc.loop()
+}
+
+// loop reads frames until the connection ends. When a request is complete,
+// the goroutine that read it runs its handler, and a new one takes over the
+// reading: the request is served without waking another goroutine first.
+func (sc *serverConn) loop() {
 	for {
 		err := sc.frame()
 		var ce connError
 		if errors.As(err, &ce) {
 			sc.goAway(ce.code)
-			return
 		}
 		if err != nil {
+			sc.readEnd()
+			return
+		}
+		if st := sc.ready; st != nil {
+			sc.ready = nil
+			go sc.loop()
+			sc.run(st)
 			return
 		}
 	}
+}
+
+// readEnd closes the connection once its reading ended, and cancels the
+// calls still running on it.
+func (sc *serverConn) readEnd() {
+	sc.c.fail(net.ErrClosed)
+	sc.c.nc.Close()
+	sc.mu.Lock()
+	for _, st := range sc.streams {
+		st.cancel()
+	}
+	sc.mu.Unlock()
+	s := sc.s
+	s.mu.Lock()
+	delete(s.conns, sc)
+	s.mu.Unlock()
+	s.conWG.Done()
 }
 
 func (sc *serverConn) frame() error {
@@ -322,10 +342,21 @@ func (sc *serverConn) data(h frameHeader) error {
 	var err error
 	if st.tooBig || len(st.buf)+h.length > limit+grpcPrefixLen {
 		st.tooBig = true
-		st.buf = st.buf[:0]
+		messageBuffers.put(st.buf)
+		st.buf = nil
 		_, err = c.readData(h, nil)
 	} else {
+		st.buf = messageBuffers.reserve(st.buf, h.length)
 		st.buf, err = c.readData(h, st.buf)
+		if n := len(st.buf); err == nil && n >= grpcPrefixLen {
+			// Once the prefix is in, the buffer is made as large as the
+			// declared message (within the limit), so that the rest
+			// arrives without another copy.
+			want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
+			if want <= limit+grpcPrefixLen && want > n {
+				st.buf = messageBuffers.reserve(st.buf, want-n)
+			}
+		}
 	}
 	if err != nil {
 		return err
@@ -351,7 +382,10 @@ func (sc *serverConn) data(h frameHeader) error {
 func (sc *serverConn) start(st *serverStream) {
 	st.started = true
 	sc.s.streams.Add(1)
-	go sc.run(st)
+	if sc.ready != nil {
+		go sc.run(sc.ready)
+	}
+	sc.ready = st
 }
 
 func (sc *serverConn) run(st *serverStream) {
@@ -414,6 +448,8 @@ func (sc *serverConn) finish(st *serverStream, err error) {
 
 func (sc *serverConn) end(st *serverStream) {
 	st.cancel()
+	messageBuffers.put(st.buf)
+	st.buf = nil
 	sc.mu.Lock()
 	delete(sc.streams, st.id)
 	closeNow := sc.away && len(sc.streams) == 0

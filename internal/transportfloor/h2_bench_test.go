@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"goinfer/internal/h2grpc"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -485,6 +486,7 @@ func BenchmarkTransportFloorH2(b *testing.B) {
 		{"grpcgo", func(b *testing.B) string { return startFloorGRPC(b, false) }},
 		{"nethttp", startFloorH2NetHTTP},
 		{"raw", startFloorRawH2},
+		{"h2grpc", startFloorH2GRPC},
 	}
 	clients := []struct {
 		name string
@@ -493,10 +495,50 @@ func BenchmarkTransportFloorH2(b *testing.B) {
 		{"grpcgo", floorGRPCClient},
 		{"nethttp", floorH2NetHTTPClient},
 		{"raw", floorRawH2Client},
+		{"h2grpc", floorH2GRPCClient},
 	}
 	for _, s := range servers {
 		for _, c := range clients {
 			b.Run(s.name+"-server/"+c.name+"-client", func(b *testing.B) { c.run(b, s.start(b)) })
 		}
 	}
+}
+
+// startFloorH2GRPC serves the call with internal/h2grpc, the transport
+// built from the raw case.
+func startFloorH2GRPC(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer := [][]byte{make([]byte, floorAnswer)}
+	s := &h2grpc.Server{Handler: func(_ context.Context, _ string, msg []byte) ([][]byte, func(), error) {
+		if len(msg) != floorRequest {
+			return nil, nil, fmt.Errorf("request of %d bytes", len(msg))
+		}
+		return answer, nil, nil
+	}}
+	go s.Serve(l)
+	b.Cleanup(s.Close)
+	return l.Addr().String()
+}
+
+// floorH2GRPCClient times internal/h2grpc's client against addr.
+func floorH2GRPCClient(b *testing.B, addr string) {
+	cc, err := h2grpc.Dial(context.Background(), addr, h2grpc.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cc.Close() })
+	req, resp := [][]byte{make([]byte, floorRequest)}, make([]byte, 0, 5+floorAnswer)
+	floorLatency(b, func() error {
+		got, err := cc.Invoke(context.Background(), floorMethod, req, resp)
+		if err != nil {
+			return err
+		}
+		if len(got) != floorAnswer {
+			return fmt.Errorf("answer of %d bytes", len(got))
+		}
+		return nil
+	})
 }
