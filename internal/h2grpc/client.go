@@ -31,6 +31,7 @@ type ClientConn struct {
 	authority string
 	opts      ClientOptions
 	next      uint32
+	deadline  bool  // a deadline may be set on the connection
 	err       error // set once the connection cannot carry another call
 }
 
@@ -92,12 +93,18 @@ func (cc *ClientConn) Invoke(ctx context.Context, method string, parts [][]byte,
 	}
 	stream := cc.next
 	cc.next += 2
-	if dl, ok := ctx.Deadline(); ok {
+	// Deadlines cost a timer each: set only when the call has one or the
+	// last call left one.
+	dl, hasDL := ctx.Deadline()
+	if hasDL || cc.deadline {
 		cc.c.nc.SetDeadline(dl)
-	} else {
-		cc.c.nc.SetDeadline(time.Time{})
+		cc.deadline = hasDL
 	}
-	stop := context.AfterFunc(ctx, func() { cc.c.nc.SetDeadline(time.Unix(1, 0)) })
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { cc.c.nc.SetDeadline(time.Unix(1, 0)) })
+		cc.deadline = true
+	}
 	reply, err := cc.call(ctx, stream, method, parts, reply)
 	if !stop() || ctx.Err() != nil {
 		// The deadline cut a read or write short somewhere: the stream
