@@ -26,6 +26,11 @@ type Handler func(ctx context.Context, method string, msg []byte) (reply [][]byt
 type Server struct {
 	// Handler answers every call.
 	Handler Handler
+	// Admit, if set, runs when a call's headers arrive, before its message
+	// is read (like gRPC-Go's tap handle): an error refuses the call with
+	// that status and its message is discarded as it arrives; the context
+	// it returns is the handler's.
+	Admit func(ctx context.Context, method string) (context.Context, error)
 	// MaxRecvMsgSize bounds a request message (default 64 MiB); a larger
 	// one is answered RESOURCE_EXHAUSTED.
 	MaxRecvMsgSize int
@@ -312,10 +317,21 @@ func (sc *serverConn) headers(h frameHeader) error {
 	}
 	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel}
 	sc.streams[h.stream] = st
+	var refuse error
 	if c.field(":method") != "POST" || !strings.HasPrefix(c.field("content-type"), "application/grpc") {
+		refuse = status.Error(codes.Unimplemented, "h2grpc: not a gRPC request")
+	} else if sc.s.Admit != nil {
+		actx, err := sc.s.Admit(ctx, st.method)
+		if err != nil {
+			refuse = err
+		} else {
+			st.ctx = actx
+		}
+	}
+	if refuse != nil {
 		st.started = true
 		sc.s.streams.Add(1)
-		go sc.finish(st, status.Error(codes.Unimplemented, "h2grpc: not a gRPC request"))
+		go sc.finish(st, refuse)
 		return nil
 	}
 	if h.flags&flagEndStream != 0 {
@@ -390,7 +406,7 @@ func (sc *serverConn) start(st *serverStream) {
 
 func (sc *serverConn) run(st *serverStream) {
 	if st.tooBig {
-		sc.finish(st, status.Errorf(codes.ResourceExhausted, "h2grpc: request message over %d bytes", sc.s.MaxRecvMsgSize))
+		sc.finish(st, status.Errorf(codes.ResourceExhausted, "h2grpc: received message larger than max (%d bytes)", sc.s.MaxRecvMsgSize))
 		return
 	}
 	msg, err := unframe(st.buf)
