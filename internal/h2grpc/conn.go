@@ -39,6 +39,41 @@ type conn struct {
 	connSend    int64
 	streamSend  map[uint32]int64
 	werr        error
+	vectored    bool   // nc writes net.Buffers with one writev
+	wbuf        []byte // where coalesce gathers small buffers
+}
+
+// coalesce copies runs of small buffers (frame headers, HEADERS, short
+// messages) into one, for connections that write each buffer of a
+// net.Buffers with its own system call (a wrapped net.Conn): a 4 KB answer
+// then leaves in one segment, not six.
+func (c *conn) coalesce(b [][]byte) [][]byte {
+	const small = 64 << 10
+	total := 0
+	for _, p := range b {
+		total += min(len(p), small+1)
+	}
+	c.wbuf = c.wbuf[:0]
+	if cap(c.wbuf) < total {
+		c.wbuf = make([]byte, 0, total)
+	}
+	out := b[:0:0]
+	start := 0
+	for _, p := range b {
+		if len(p) <= small {
+			c.wbuf = append(c.wbuf, p...)
+			continue
+		}
+		if len(c.wbuf) > start {
+			out = append(out, c.wbuf[start:])
+			start = len(c.wbuf)
+		}
+		out = append(out, p)
+	}
+	if len(c.wbuf) > start {
+		out = append(out, c.wbuf[start:])
+	}
+	return out
 }
 
 func newConn(nc net.Conn, readLimit, window int) *conn {
@@ -46,6 +81,10 @@ func newConn(nc net.Conn, readLimit, window int) *conn {
 		peerFrame: minFrameSize, peerInitWin: initialWindow, connSend: initialWindow,
 		streamSend: map[uint32]int64{}}
 	c.wcond = sync.NewCond(&c.wmu)
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		c.vectored = true
+	}
 	c.dec = hpack.NewDecoder(4096, func(f hpack.HeaderField) { c.fields = append(c.fields, f) })
 	c.dec.SetMaxStringLength(maxHeaderBytes)
 	c.enc = hpack.NewEncoder(&c.encBuf)
@@ -73,6 +112,9 @@ func (c *conn) write(b ...[]byte) error {
 func (c *conn) writeLocked(b ...[]byte) error {
 	if c.werr != nil {
 		return c.werr
+	}
+	if !c.vectored && len(b) > 1 {
+		b = c.coalesce(b)
 	}
 	bufs := net.Buffers(b)
 	if _, err := bufs.WriteTo(c.nc); err != nil {
