@@ -270,7 +270,15 @@ func (sc *serverConn) frame() error {
 			st.cancel()
 			if !st.started {
 				delete(sc.streams, h.stream)
+				messageBuffers.put(st.buf)
+				st.buf = nil
 			}
+			// No answer goes out on a reset stream: a writer waiting
+			// for its window, or about to write, finds it gone.
+			c.wmu.Lock()
+			delete(c.streamSend, h.stream)
+			c.wcond.Broadcast()
+			c.wmu.Unlock()
 		}
 		sc.mu.Unlock()
 		return nil
@@ -317,6 +325,11 @@ func (sc *serverConn) headers(h frameHeader) error {
 	}
 	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel}
 	sc.streams[h.stream] = st
+	// The send window exists from the stream's start, so that a
+	// WINDOW_UPDATE the client sends before the answer is counted.
+	c.wmu.Lock()
+	c.streamSend[h.stream] = c.peerInitWin
+	c.wmu.Unlock()
 	var refuse error
 	if c.field(":method") != "POST" || !strings.HasPrefix(c.field("content-type"), "application/grpc") {
 		refuse = status.Error(codes.Unimplemented, "h2grpc: not a gRPC request")
@@ -432,12 +445,10 @@ func (sc *serverConn) run(st *serverStream) {
 func (sc *serverConn) reply(st *serverStream, reply [][]byte) {
 	c := sc.c
 	c.wmu.Lock()
-	c.streamSend[st.id] = c.peerInitWin
 	head := c.encodeHeaders(nil, st.id, false, ":status", "200", "content-type", "application/grpc")
 	err := c.writeMessage(st.id, head, reply, false, func() []byte {
 		return c.encodeHeaders(nil, st.id, true, "grpc-status", "0")
 	}, nil)
-	delete(c.streamSend, st.id)
 	c.wmu.Unlock()
 	if errors.Is(err, errStreamClosed) {
 		c.write(appendRSTStream(nil, st.id, errCodeCancel))
@@ -464,6 +475,9 @@ func (sc *serverConn) finish(st *serverStream, err error) {
 
 func (sc *serverConn) end(st *serverStream) {
 	st.cancel()
+	sc.c.wmu.Lock()
+	delete(sc.c.streamSend, st.id)
+	sc.c.wmu.Unlock()
 	messageBuffers.put(st.buf)
 	st.buf = nil
 	sc.mu.Lock()
