@@ -22,6 +22,15 @@ ROUNDS=${ROUNDS:-3}
 SERVER_POLL=${SERVER_POLL:-200us}
 CLIENT_POLL=${CLIENT_POLL:-2ms}
 CKPT=${CKPT:-/tmp/models/resnet18-tv.pth}
+# Extra flags for NEW's servers (e.g. "--grpc_transport h2grpc") and for
+# NEW's gRPC benches; NEW_GRPC_ALT, if set, adds a second NEW gRPC bench per
+# round with those flags (e.g. "--grpc_transport h2grpc").
+NEW_SERVE_FLAGS=${NEW_SERVE_FLAGS:-}
+NEW_GRPC_FLAGS=${NEW_GRPC_FLAGS:-}
+NEW_GRPC_ALT=${NEW_GRPC_ALT:-}
+# The floor cases: gRPC-Go and HTTP/1.1, and the HTTP/2 transports that
+# can beat gRPC-Go (net/http's h2c is slower and left out).
+FLOOR_BENCH=${FLOOR_BENCH:-'TransportFloor$|TransportFloorH2/(grpcgo|h2grpc|raw)-server/(grpcgo|h2grpc|raw)-client'}
 mkdir -p "$OUT" "$(dirname "$CKPT")"
 log() { printf '\n### %s\n' "$*"; }
 PY=${PY:-python3}
@@ -37,7 +46,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 
 if [ -n "$TEST" ]; then
   log "transport floor (the transportfloor test binary, -test.cpu $(nproc))"
-  $TEST -test.run XXX -test.bench TransportFloor -test.cpu "$(nproc)" -test.count 3 -test.benchtime ${BENCHTIME:-2000x} 2>&1 | grep -E 'p50|FAIL|panic'
+  $TEST -test.run XXX -test.bench "$FLOOR_BENCH" -test.cpu "$(nproc)" -test.count 3 -test.benchtime ${BENCHTIME:-2000x} 2>&1 | grep -E 'p50|FAIL|panic'
 fi
 wait $CKPT_JOB
 
@@ -67,7 +76,7 @@ TC=$OUT/tuning-cache
 log "defaults: BASE on 8000/8001, NEW on 8010/8011 (and BASE --copy_streams=false on 8020), $ROUNDS rounds"
 start base "$BASE" 8000 8001 --tuning_cache $TC
 ready 8000
-start new "$NEW" 8010 8011 --tuning_cache $TC
+start new "$NEW" 8010 8011 --tuning_cache $TC $NEW_SERVE_FLAGS
 start base_onestream "$BASE" 8020 8021 --copy_streams=false --tuning_cache $TC
 ready 8010 && ready 8020
 log "same answers: NEW's and BASE --copy_streams=false's logits vs BASE's"
@@ -77,19 +86,21 @@ for r in $(seq $ROUNDS); do
   bench new_http_r$r "$NEW" http://127.0.0.1:8010
   bench base_onestream_http_r$r "$BASE" http://127.0.0.1:8020
   bench base_grpc_r$r "$BASE" grpc://127.0.0.1:8001
-  bench new_grpc_r$r "$NEW" grpc://127.0.0.1:8011
+  bench new_grpc_r$r "$NEW" grpc://127.0.0.1:8011 $NEW_GRPC_FLAGS
+  [ -n "$NEW_GRPC_ALT" ] && bench new_grpc_alt_r$r "$NEW" grpc://127.0.0.1:8011 $NEW_GRPC_ALT
 done
 stop_all
 
 log "busy polling at both ends: serve --busy_poll $SERVER_POLL, bench --busy_poll $CLIENT_POLL, $ROUNDS rounds"
 start base "$BASE" 8000 8001 --busy_poll $SERVER_POLL --tuning_cache $TC
-start new "$NEW" 8010 8011 --busy_poll $SERVER_POLL --tuning_cache $TC
+start new "$NEW" 8010 8011 --busy_poll $SERVER_POLL --tuning_cache $TC $NEW_SERVE_FLAGS
 ready 8000 && ready 8010
 for r in $(seq $ROUNDS); do
   bench base_poll_http_r$r "$BASE" http://127.0.0.1:8000 --busy_poll $CLIENT_POLL
   bench new_poll_http_r$r "$NEW" http://127.0.0.1:8010 --busy_poll $CLIENT_POLL
   bench base_poll_grpc_r$r "$BASE" grpc://127.0.0.1:8001 --busy_poll $CLIENT_POLL
-  bench new_poll_grpc_r$r "$NEW" grpc://127.0.0.1:8011 --busy_poll $CLIENT_POLL
+  bench new_poll_grpc_r$r "$NEW" grpc://127.0.0.1:8011 --busy_poll $CLIENT_POLL $NEW_GRPC_FLAGS
+  [ -n "$NEW_GRPC_ALT" ] && bench new_poll_grpc_alt_r$r "$NEW" grpc://127.0.0.1:8011 --busy_poll $CLIENT_POLL $NEW_GRPC_ALT
 done
 stop_all
 

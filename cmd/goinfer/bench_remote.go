@@ -79,7 +79,8 @@ func runRemoteBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writ
 	c, err := client.DialOptions(dctx, o.url, client.Options{
 		MaxInflight: max(256, o.concurrency), Conns: conns, SharedMemory: useSHM,
 		GRPCWindow: o.grpc.windowOption(), GRPCReadBuffer: o.grpc.readBufferOption(), GRPCWriteBuffer: o.grpc.writeBufferOption(),
-		HTTPClient: o.httpClient, BusyPoll: o.net.busyPoll, SocketBuffer: o.net.socketBuffer,
+		GRPCTransport: o.grpc.transport,
+		HTTPClient:    o.httpClient, BusyPoll: o.net.busyPoll, SocketBuffer: o.net.socketBuffer,
 	})
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ func TestGRPCFlagsRejectBadValues(t *testing.T) {
 		{[]string{"--grpc_window_bytes", "-1"}, "--grpc_window_bytes -1"},
 		{[]string{"--grpc_read_buffer_bytes", "-1"}, "--grpc_read_buffer_bytes -1: must not be negative"},
 		{[]string{"--grpc_write_buffer_bytes", "-5"}, "--grpc_write_buffer_bytes -5: must not be negative"},
+		{[]string{"--grpc_transport", "quic"}, `--grpc_transport "quic": want grpcgo or h2grpc`},
 		{[]string{"--http_client", "curl"}, `--http_client "curl": want lean or nethttp`},
 	} {
 		r := runBenchArgs(context.Background(), tt.args...)
@@ -68,6 +69,12 @@ func TestBenchRemoteGRPCTransportFlags(t *testing.T) {
 			[]string{"--grpc_window_bytes", "0", "--grpc_read_buffer_bytes", "0", "--grpc_write_buffer_bytes", "0"}},
 		{"small-window", func(c *server.Config) { c.GRPCWindow = 64 << 10 },
 			[]string{"--grpc_window_bytes", "65536", "--grpc_write_buffer_bytes", "32768"}},
+		{"h2grpc-both", func(c *server.Config) { c.GRPCTransport = server.GRPCTransportH2 },
+			[]string{"--grpc_transport", "h2grpc"}},
+		{"h2grpc-server-grpcgo-client", func(c *server.Config) { c.GRPCTransport = server.GRPCTransportH2 }, nil},
+		{"grpcgo-server-h2grpc-client", nil, []string{"--grpc_transport", "h2grpc"}},
+		{"h2grpc-small-window", func(c *server.Config) { c.GRPCTransport, c.GRPCWindow = server.GRPCTransportH2, 64<<10 },
+			[]string{"--grpc_transport", "h2grpc", "--grpc_window_bytes", "65536"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := servertest.Start(t, servertest.Options{Size: 224, Server: tc.cfg})

@@ -397,6 +397,7 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		GRPCWindow:        o.grpc.windowOption(),
 		GRPCReadBuffer:    o.grpc.readBufferOption(),
 		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
+		GRPCTransport:     o.grpc.transport,
 		MaxImages:         o.maxImages,
 	}
 	if eng.Name() == "cuda" {

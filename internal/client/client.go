@@ -58,6 +58,10 @@ type Options struct {
 	// grants each stream and each connection (default 16 MiB); negative:
 	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
 	GRPCWindow int32
+	// GRPCTransport picks what carries gRPC inference calls: GRPCGo
+	// (default) or GRPCH2 (internal/h2grpc, for latency; other calls stay
+	// on gRPC-Go).
+	GRPCTransport string
 	// BusyPoll makes the reads of inference connections (the lean HTTP
 	// client's and gRPC's) poll the socket for up to this long before
 	// sleeping in the network poller (see package busypoll): an answer

@@ -24,10 +24,18 @@ type grpcTransport struct {
 	conns   []*grpc.ClientConn
 	clients []kservepb.GRPCInferenceServiceClient
 	next    atomic.Uint64
+	fast    *h2Conns // inference calls over h2grpc when set (Options.GRPCTransport)
 }
 
 func newGRPCTransport(host string, opts Options) (*grpcTransport, error) {
 	t := &grpcTransport{}
+	switch opts.GRPCTransport {
+	case "", GRPCGo:
+	case GRPCH2:
+		t.fast = &h2Conns{host: host, opts: opts, max: max(opts.MaxInflight, 1)}
+	default:
+		return nil, fmt.Errorf("gRPC transport %q: want %s or %s", opts.GRPCTransport, GRPCGo, GRPCH2)
+	}
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.MaxCallSendMsgSize(1<<30),
@@ -81,6 +89,9 @@ func (t *grpcTransport) close() error {
 	var errs []error
 	for _, c := range t.conns {
 		errs = append(errs, c.Close())
+	}
+	if t.fast != nil {
+		t.fast.close()
 	}
 	return errors.Join(errs...)
 }
@@ -164,7 +175,12 @@ func (t *grpcTransport) infer(ctx context.Context, c *Client, in *tensor.Tensor,
 		return r, err
 	}
 	req.RawInputContents = [][]byte{in.Data}
-	resp, err := t.client().ModelInfer(ctx, req)
+	var resp *kservepb.ModelInferResponse
+	if t.fast != nil {
+		resp, err = t.modelInferH2(ctx, req)
+	} else {
+		resp, err = t.client().ModelInfer(ctx, req)
+	}
 	if err != nil {
 		return r, grpcErr(err)
 	}

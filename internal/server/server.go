@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"goinfer/internal/h2grpc"
 	"log/slog"
 	"net"
 	"net/http"
@@ -129,6 +130,11 @@ type Config struct {
 	// grants each stream and each connection (default 16 MiB); negative:
 	// gRPC-Go's own 64 KiB, grown by its bandwidth estimator.
 	GRPCWindow int32
+	// GRPCTransport picks what serves gRPC: GRPCTransportGRPCGo (default,
+	// every service) or GRPCTransportH2 (the unary methods of the inference
+	// and health services with large HTTP/2 frames, for latency; streaming
+	// RPCs and reflection are not served).
+	GRPCTransport string
 	// PinnedPoolBytes bounds the page-locked memory request tensors are
 	// received into when the model has a host allocator (Model.AllocHost);
 	// requests beyond it use ordinary memory and are copied once more.
@@ -226,6 +232,7 @@ type Server struct {
 
 	http   *http.Server
 	grpc   *grpc.Server
+	fast   *h2grpc.Server // serves gRPC instead of grpc when set (Config.GRPCTransport)
 	health *health.Server
 	codec  kservepb.Codec
 	shm    shmRegistry
@@ -241,6 +248,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ModelVersion == "" {
 		cfg.ModelVersion = "1"
+	}
+	if err := checkGRPCTransport(cfg.GRPCTransport); err != nil {
+		return nil, err
 	}
 	if cfg.ServerName == "" {
 		cfg.ServerName = "goinfer"
@@ -347,6 +357,9 @@ func New(cfg Config) (*Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
+	if cfg.GRPCTransport == GRPCTransportH2 {
+		s.fast = s.newFastGRPC(cfg)
+	}
 	return s, nil
 }
 
@@ -553,6 +566,12 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		s.log.Info("serving gRPC", "addr", grpcLn.Addr().String(), "model", s.cfg.ModelName)
 		grpcLn = newLimitListener(s.tuned(grpcLn), s.cfg.MaxConnections)
 		go func() {
+			if s.fast != nil {
+				if err := s.fast.Serve(grpcLn); err != nil && !errors.Is(err, h2grpc.ErrServerClosed) {
+					errc <- fmt.Errorf("gRPC server (h2grpc): %w", err)
+				}
+				return
+			}
 			if err := s.grpc.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				errc <- fmt.Errorf("gRPC server: %w", err)
 			}
@@ -597,7 +616,11 @@ func (s *Server) drain(ctx context.Context) error {
 	// send no more on these connections.
 	grpcDone := make(chan struct{})
 	go func() {
-		s.grpc.GracefulStop()
+		if s.fast != nil {
+			s.fast.Shutdown(ctx)
+		} else {
+			s.grpc.GracefulStop()
+		}
 		close(grpcDone)
 	}()
 	// HTTP/1 has no GOAWAY: for the grace period, requests on open
@@ -637,6 +660,9 @@ func (s *Server) drain(ctx context.Context) error {
 			time.Sleep(5 * time.Millisecond)
 		}
 		s.grpc.Stop()
+		if s.fast != nil {
+			s.fast.Close()
+		}
 		s.http.Close()
 		errs = append(errs, fmt.Errorf("drain cut short after %v: requests still in flight were refused or dropped", time.Since(start).Round(time.Millisecond)))
 	}

@@ -51,3 +51,26 @@ func BenchmarkProtocolDType(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGRPCTransport compares gRPC-Go and h2grpc on each end for
+// 250x250 FP32 requests (serve/bench --grpc_transport), with the lean
+// HTTP/1.1 client for reference.
+func BenchmarkGRPCTransport(b *testing.B) {
+	httpAddr, grpcgoAddr := startInstant(b, 250, server.Config{})
+	_, h2Addr := startInstant(b, 250, server.Config{GRPCTransport: server.GRPCTransportH2})
+	for _, v := range []struct{ name, addr, client string }{
+		{"grpcgo-server/grpcgo-client", grpcgoAddr, client.GRPCGo},
+		{"grpcgo-server/h2grpc-client", grpcgoAddr, client.GRPCH2},
+		{"h2grpc-server/grpcgo-client", h2Addr, client.GRPCGo},
+		{"h2grpc-server/h2grpc-client", h2Addr, client.GRPCH2},
+	} {
+		for _, conc := range []int{1, 64} {
+			b.Run(v.name+"/c"+itoa(conc), func(b *testing.B) {
+				benchInfer(b, "grpc://"+v.addr, client.Options{MaxInflight: conc, GRPCTransport: v.client}, conc)
+			})
+		}
+	}
+	b.Run("http-lean/c1", func(b *testing.B) {
+		benchInfer(b, "http://"+httpAddr, client.Options{MaxInflight: 1}, 1)
+	})
+}

@@ -257,7 +257,7 @@ func floorGRPC(b *testing.B, zeroing bool) {
 	b.Cleanup(func() { conn.Close() })
 	req, resp := make([]byte, floorRequest), make([]byte, 0, floorAnswer)
 	floorLatency(b, func() error {
-		if err := conn.Invoke(context.Background(), "/floor.Floor/Call", &req, &resp); err != nil {
+		if err := conn.Invoke(context.Background(), floorMethod, &req, &resp); err != nil {
 			return err
 		}
 		if len(resp) != floorAnswer {

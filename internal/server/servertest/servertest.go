@@ -25,6 +25,12 @@ import (
 )
 
 // Options shape the test server. Zero values take the defaults noted.
+// GRPCTransport is the Config.GRPCTransport of the servers Start makes
+// (empty: the default). A test that runs other tests against another
+// transport sets it for their duration; tests that change it must not run
+// in parallel.
+var GRPCTransport string
+
 type Options struct {
 	Size       int           // image height and width (16)
 	Classes    int           // 10
@@ -174,6 +180,7 @@ func Start(t testing.TB, opts Options) *Server {
 			return be.AllocHost(n)
 		}
 	}
+	cfg.GRPCTransport = GRPCTransport
 	if opts.Server != nil {
 		opts.Server(&cfg)
 	}

@@ -1,0 +1,508 @@
+package h2grpc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Handler answers one unary call: msg is the request message (valid until
+// the handler returns), reply the marshalled answer, sent without copying;
+// done, if not nil, runs once reply has been written. A non-nil error is
+// sent as the call's status (status.FromError).
+type Handler func(ctx context.Context, method string, msg []byte) (reply [][]byte, done func(), err error)
+
+// Server serves unary gRPC calls over prior-knowledge HTTP/2.
+type Server struct {
+	// Handler answers every call.
+	Handler Handler
+	// Admit, if set, runs when a call's headers arrive, before its message
+	// is read (like gRPC-Go's tap handle): an error refuses the call with
+	// that status and its message is discarded as it arrives; the context
+	// it returns is the handler's.
+	Admit func(ctx context.Context, method string) (context.Context, error)
+	// MaxRecvMsgSize bounds a request message (default 64 MiB); a larger
+	// one is answered RESOURCE_EXHAUSTED.
+	MaxRecvMsgSize int
+	// MaxConcurrentStreams bounds the calls in flight on one connection
+	// (default 100); a stream over it is refused.
+	MaxConcurrentStreams uint32
+	// Window is the stream and connection window announced to clients
+	// (default 16 MiB).
+	Window int
+
+	mu       sync.Mutex
+	conns    map[*serverConn]struct{}
+	lns      map[net.Listener]struct{}
+	draining bool
+	streams  sync.WaitGroup
+	conWG    sync.WaitGroup
+}
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("h2grpc: server closed")
+
+// Serve accepts connections on l until Shutdown or Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	if s.lns == nil {
+		s.lns = map[net.Listener]struct{}{}
+	}
+	s.lns[l] = struct{}{}
+	s.mu.Unlock()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			d := s.draining
+			s.mu.Unlock()
+			if d {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("h2grpc: accept: %w", err)
+		}
+		go s.ServeConn(nc)
+	}
+}
+
+// ServeConn serves HTTP/2 on one accepted connection until it ends.
+func (s *Server) ServeConn(nc net.Conn) {
+	window := s.Window
+	if window <= 0 || window > maxWindow {
+		window = 16 << 20
+	}
+	window = max(window, initialWindow)
+	maxStreams := s.MaxConcurrentStreams
+	if maxStreams == 0 {
+		maxStreams = 100
+	}
+	sc := &serverConn{s: s, c: newConn(nc, maxFrameSize, window), maxStreams: maxStreams,
+		streams: map[uint32]*serverStream{}}
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if s.conns == nil {
+		s.conns = map[*serverConn]struct{}{}
+	}
+	s.conns[sc] = struct{}{}
+	s.conWG.Add(1)
+	s.mu.Unlock()
+	sc.serve()
+}
+
+// Shutdown stops accepting, sends GOAWAY on every connection (calls
+// already taken are answered; later ones fail UNAVAILABLE on the client),
+// waits for the calls in flight or ctx, then closes the connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	for l := range s.lns {
+		l.Close()
+	}
+	for sc := range s.conns {
+		sc.goAway(errCodeNo)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.streams.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.Close()
+	return err
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.draining = true
+	for l := range s.lns {
+		l.Close()
+	}
+	for sc := range s.conns {
+		sc.c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.conWG.Wait()
+}
+
+type serverConn struct {
+	s          *Server
+	c          *conn
+	maxStreams uint32
+
+	mu      sync.Mutex // guards streams, last, away
+	streams map[uint32]*serverStream
+	last    uint32 // highest stream taken
+	away    bool   // GOAWAY sent: no stream above last is taken
+
+	ready *serverStream // a complete request for the reading goroutine to run
+}
+
+type serverStream struct {
+	id      uint32
+	method  string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	buf     []byte
+	recv    int // received on the stream, not credited back
+	tooBig  bool
+	started bool
+}
+
+func (sc *serverConn) goAway(code uint32) {
+	sc.mu.Lock()
+	if sc.away {
+		sc.mu.Unlock()
+		return
+	}
+	sc.away = true
+	last := sc.last
+	n := len(sc.streams)
+	sc.mu.Unlock()
+	sc.c.write(appendGoAway(nil, last, code))
+	if n == 0 {
+		// Nothing to finish: closing ends the read loop.
+		sc.c.nc.Close()
+	}
+}
+
+func (sc *serverConn) serve() {
+	c := sc.c
+	pre := make([]byte, len(clientPreface))
+	if _, err := io.ReadFull(c.r, pre); err != nil || string(pre) != clientPreface {
+		sc.readEnd()
+		return
+	}
+	if err := c.write(appendSettings(nil, maxFrameSize, c.window, sc.maxStreams)); err != nil {
+		sc.readEnd()
+		return
+	}
+	sc.loop()
+}
+
+// loop reads frames until the connection ends. When a request is complete,
+// the goroutine that read it runs its handler, and a new one takes over the
+// reading: the request is served without waking another goroutine first.
+func (sc *serverConn) loop() {
+	for {
+		err := sc.frame()
+		var ce connError
+		if errors.As(err, &ce) {
+			sc.goAway(ce.code)
+		}
+		if err != nil {
+			sc.readEnd()
+			return
+		}
+		if st := sc.ready; st != nil {
+			sc.ready = nil
+			go sc.loop()
+			sc.run(st)
+			return
+		}
+	}
+}
+
+// readEnd closes the connection once its reading ended, and cancels the
+// calls still running on it.
+func (sc *serverConn) readEnd() {
+	sc.c.fail(net.ErrClosed)
+	sc.c.nc.Close()
+	sc.mu.Lock()
+	for _, st := range sc.streams {
+		st.cancel()
+	}
+	sc.mu.Unlock()
+	s := sc.s
+	s.mu.Lock()
+	delete(s.conns, sc)
+	s.mu.Unlock()
+	s.conWG.Done()
+}
+
+func (sc *serverConn) frame() error {
+	c := sc.c
+	h, err := c.readFrame()
+	if err != nil {
+		return err
+	}
+	switch h.typ {
+	case frameHeaders:
+		return sc.headers(h)
+	case frameData:
+		return sc.data(h)
+	case frameRSTStream:
+		p, err := c.payload(h.length)
+		if err != nil {
+			return err
+		}
+		if len(p) != 4 || h.stream == 0 {
+			return connError{errCodeProtocol, "malformed RST_STREAM"}
+		}
+		sc.mu.Lock()
+		if st := sc.streams[h.stream]; st != nil {
+			st.cancel()
+			if !st.started {
+				delete(sc.streams, h.stream)
+				messageBuffers.put(st.buf)
+				st.buf = nil
+			}
+			// No answer goes out on a reset stream: a writer waiting
+			// for its window, or about to write, finds it gone.
+			c.wmu.Lock()
+			delete(c.streamSend, h.stream)
+			c.wcond.Broadcast()
+			c.wmu.Unlock()
+		}
+		sc.mu.Unlock()
+		return nil
+	case frameGoAway:
+		_, err := c.r.Discard(h.length)
+		sc.goAway(errCodeNo)
+		return err
+	case framePushPromise, frameContinuation:
+		return connError{errCodeProtocol, "unexpected frame"}
+	}
+	_, err = c.r.Discard(h.length)
+	return err
+}
+
+func (sc *serverConn) headers(h frameHeader) error {
+	c := sc.c
+	if err := c.readHeaders(h); err != nil {
+		return err
+	}
+	if h.stream%2 == 0 {
+		return connError{errCodeProtocol, "even stream identifier from a client"}
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if st := sc.streams[h.stream]; st != nil {
+		// Trailers of a request: gRPC clients send none for unary calls.
+		return nil
+	}
+	if h.stream <= sc.last {
+		return connError{errCodeProtocol, "stream identifier reused"}
+	}
+	if sc.away {
+		return c.write(appendRSTStream(nil, h.stream, errCodeRefusedStream))
+	}
+	sc.last = h.stream
+	if uint32(len(sc.streams)) >= sc.maxStreams {
+		return c.write(appendRSTStream(nil, h.stream, errCodeRefusedStream))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if t := c.field("grpc-timeout"); t != "" {
+		if d, ok := parseTimeout(t); ok {
+			ctx, cancel = context.WithTimeout(ctx, d)
+		}
+	}
+	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel}
+	sc.streams[h.stream] = st
+	// The send window exists from the stream's start, so that a
+	// WINDOW_UPDATE the client sends before the answer is counted.
+	c.wmu.Lock()
+	c.streamSend[h.stream] = c.peerInitWin
+	c.wmu.Unlock()
+	var refuse error
+	if c.field(":method") != "POST" || !strings.HasPrefix(c.field("content-type"), "application/grpc") {
+		refuse = status.Error(codes.Unimplemented, "h2grpc: not a gRPC request")
+	} else if sc.s.Admit != nil {
+		actx, err := sc.s.Admit(ctx, st.method)
+		if err != nil {
+			refuse = err
+		} else {
+			st.ctx = actx
+		}
+	}
+	if refuse != nil {
+		st.started = true
+		sc.s.streams.Add(1)
+		go sc.finish(st, refuse)
+		return nil
+	}
+	if h.flags&flagEndStream != 0 {
+		sc.start(st)
+	}
+	return nil
+}
+
+func (sc *serverConn) data(h frameHeader) error {
+	c := sc.c
+	sc.mu.Lock()
+	st := sc.streams[h.stream]
+	sc.mu.Unlock()
+	if st == nil || st.started {
+		// A reset or finished stream: its bytes still count against the
+		// connection window.
+		_, err := c.readData(h, nil)
+		return err
+	}
+	limit := sc.s.MaxRecvMsgSize
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	var err error
+	if st.tooBig || len(st.buf)+h.length > limit+grpcPrefixLen {
+		st.tooBig = true
+		messageBuffers.put(st.buf)
+		st.buf = nil
+		_, err = c.readData(h, nil)
+	} else {
+		st.buf = messageBuffers.reserve(st.buf, h.length)
+		st.buf, err = c.readData(h, st.buf)
+		if n := len(st.buf); err == nil && n >= grpcPrefixLen {
+			// Once the prefix is in, the buffer is made as large as the
+			// declared message (within the limit), so that the rest
+			// arrives without another copy.
+			want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
+			if want <= limit+grpcPrefixLen && want > n {
+				st.buf = messageBuffers.reserve(st.buf, want-n)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if st.recv += h.length; st.recv > c.window {
+		return connError{errCodeFlowControl, "peer sent past the stream window"}
+	}
+	if st.recv >= c.window/2 {
+		if err := c.write(appendWindowUpdate(nil, st.id, uint32(st.recv))); err != nil {
+			return err
+		}
+		st.recv = 0
+	}
+	if h.flags&flagEndStream != 0 {
+		sc.mu.Lock()
+		sc.start(st)
+		sc.mu.Unlock()
+	}
+	return nil
+}
+
+// start hands a complete request to the handler. Call with sc.mu held.
+func (sc *serverConn) start(st *serverStream) {
+	st.started = true
+	sc.s.streams.Add(1)
+	if sc.ready != nil {
+		go sc.run(sc.ready)
+	}
+	sc.ready = st
+}
+
+func (sc *serverConn) run(st *serverStream) {
+	if st.tooBig {
+		sc.finish(st, status.Errorf(codes.ResourceExhausted, "h2grpc: received message larger than max (%d bytes)", sc.s.MaxRecvMsgSize))
+		return
+	}
+	msg, err := unframe(st.buf)
+	if err != nil {
+		if s, ok := status.FromError(err); ok && s.Code() == codes.Internal {
+			err = status.Error(codes.InvalidArgument, s.Message())
+		}
+		sc.finish(st, err)
+		return
+	}
+	reply, done, err := sc.s.Handler(st.ctx, st.method, msg)
+	if err != nil {
+		sc.finish(st, err)
+		return
+	}
+	sc.reply(st, reply)
+	if done != nil {
+		done()
+	}
+}
+
+// reply sends headers, the reply message and OK trailers.
+func (sc *serverConn) reply(st *serverStream, reply [][]byte) {
+	c := sc.c
+	c.wmu.Lock()
+	head := c.encodeHeaders(nil, st.id, false, ":status", "200", "content-type", "application/grpc")
+	err := c.writeMessage(st.id, head, reply, false, func() []byte {
+		return c.encodeHeaders(nil, st.id, true, "grpc-status", "0")
+	}, nil)
+	c.wmu.Unlock()
+	if errors.Is(err, errStreamClosed) {
+		c.write(appendRSTStream(nil, st.id, errCodeCancel))
+	}
+	sc.end(st)
+}
+
+// finish ends a call with a trailers-only answer carrying err's status.
+func (sc *serverConn) finish(st *serverStream, err error) {
+	var s *status.Status
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		s = status.FromContextError(err)
+	} else {
+		s = status.Convert(err)
+	}
+	c := sc.c
+	c.wmu.Lock()
+	head := c.encodeHeaders(nil, st.id, true, ":status", "200", "content-type", "application/grpc",
+		"grpc-status", strconv.Itoa(int(s.Code())), "grpc-message", encodeGRPCMessage(s.Message()))
+	c.writeLocked(head)
+	c.wmu.Unlock()
+	sc.end(st)
+}
+
+func (sc *serverConn) end(st *serverStream) {
+	st.cancel()
+	sc.c.wmu.Lock()
+	delete(sc.c.streamSend, st.id)
+	sc.c.wmu.Unlock()
+	messageBuffers.put(st.buf)
+	st.buf = nil
+	sc.mu.Lock()
+	delete(sc.streams, st.id)
+	closeNow := sc.away && len(sc.streams) == 0
+	sc.mu.Unlock()
+	sc.s.streams.Done()
+	if closeNow {
+		sc.c.nc.Close()
+	}
+}
+
+// parseTimeout reads a grpc-timeout value.
+func parseTimeout(v string) (time.Duration, bool) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second,
+		'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
+	if unit == 0 {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"goinfer/internal/h2grpc"
+	"goinfer/internal/kservepb"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// GRPC transports (Config.GRPCTransport).
+const (
+	// GRPCTransportGRPCGo serves gRPC with gRPC-Go: every service,
+	// streaming RPCs and reflection included.
+	GRPCTransportGRPCGo = "grpcgo"
+	// GRPCTransportH2 serves the unary methods of the inference and health
+	// services with internal/h2grpc (large HTTP/2 frames, no copies in the
+	// transport); streaming RPCs and reflection are not served.
+	GRPCTransportH2 = "h2grpc"
+)
+
+// fastMethod is one unary method as the h2grpc transport calls it.
+type fastMethod struct {
+	impl any
+	desc grpc.MethodDesc
+	info *grpc.UnaryServerInfo
+}
+
+// newFastGRPC builds the h2grpc server for the same services, codec,
+// interceptors, admission (tapInfer) and limits as the gRPC-Go one.
+func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
+	methods := map[string]fastMethod{}
+	add := func(sd *grpc.ServiceDesc, impl any) {
+		for _, md := range sd.Methods {
+			name := "/" + sd.ServiceName + "/" + md.MethodName
+			methods[name] = fastMethod{impl: impl, desc: md, info: &grpc.UnaryServerInfo{Server: impl, FullMethod: name}}
+		}
+	}
+	add(&kservepb.GRPCInferenceService_ServiceDesc, &grpcService{s: s})
+	add(&healthpb.Health_ServiceDesc, s.health)
+	window := windowSize(cfg.GRPCWindow)
+	return &h2grpc.Server{
+		MaxRecvMsgSize:       int(min(cfg.MaxRequestBytes, 1<<31-1)),
+		MaxConcurrentStreams: cfg.GRPCMaxConcurrentStreams,
+		Window:               int(window),
+		Admit: func(ctx context.Context, method string) (context.Context, error) {
+			if _, ok := methods[method]; !ok {
+				// Refused before any message is read: a streaming call
+				// would otherwise wait for a request that never ends.
+				return ctx, status.Errorf(codes.Unimplemented, "unknown method %s (the h2grpc transport serves unary methods only)", method)
+			}
+			return s.tapInfer(ctx, &tap.Info{FullMethodName: method})
+		},
+		Handler: func(ctx context.Context, method string, msg []byte) ([][]byte, func(), error) {
+			m, ok := methods[method]
+			if !ok {
+				return nil, nil, status.Errorf(codes.Unimplemented, "unknown method %s (the h2grpc transport serves unary methods only)", method)
+			}
+			dec := func(v any) error {
+				return s.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v)
+			}
+			resp, err := m.desc.Handler(m.impl, ctx, dec, s.fastInterceptor)
+			if err != nil {
+				return nil, nil, err
+			}
+			bs, err := s.codec.Marshal(resp)
+			if err != nil {
+				return nil, nil, status.Errorf(codes.Internal, "marshal %s reply: %v", method, err)
+			}
+			parts := make([][]byte, len(bs))
+			for i, b := range bs {
+				parts[i] = b.ReadOnlyData()
+			}
+			return parts, bs.Free, nil
+		},
+	}
+}
+
+// fastInterceptor chains the gRPC-Go server's unary interceptors.
+func (s *Server) fastInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return s.codec.UnaryServerInterceptor(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+		return s.recoverUnary(ctx, req, info, handler)
+	})
+}
+
+func checkGRPCTransport(t string) error {
+	switch t {
+	case "", GRPCTransportGRPCGo, GRPCTransportH2:
+		return nil
+	}
+	return fmt.Errorf("server: gRPC transport %q: want %s or %s", t, GRPCTransportGRPCGo, GRPCTransportH2)
+}
