@@ -61,7 +61,12 @@ func (s *mmStep) block(threads int) {
 	s.kc = gemm.BlockDepth(s.k) // as packR packs constants
 	lim := max(gemm.NR, (1<<20)/max(s.k, 1)/gemm.NR*gemm.NR)
 	s.cw = min(roundUp(s.cols, gemm.NR), 256, lim)
-	s.rw = min(roundUp(s.rows, gemm.MR), 192, max(gemm.MR, lim/gemm.NR*gemm.MR))
+	// Rows in blocks of about equal size, at most 264 (44 panels): a
+	// sequence of ViT's 197 tokens is one block rather than 192 rows and a
+	// thin remainder that streams all of R again for 5 rows.
+	maxRows := min(264, max(gemm.MR, (2<<20)/max(s.k, 1)/gemm.MR*gemm.MR))
+	nrb := (s.rows + maxRows - 1) / maxRows
+	s.rw = roundUp((s.rows+nrb-1)/nrb, gemm.MR)
 	// More tasks when the batch alone does not occupy the workers.
 split:
 	for s.batch*((s.rows+s.rw-1)/s.rw)*((s.cols+s.cw-1)/s.cw) < tasksPerThread*threads {
@@ -109,6 +114,11 @@ func (s *mmStep) task(x *Exec, w, t int) {
 		kc := min(s.kc, s.k-k0)
 		for ip := 0; ip < panels; ip++ {
 			d := pa.Panel(k0/s.kc, ip)
+			if s.lcs == 1 && (ip+1)*mr <= rows {
+				base := (i0+ip*mr)*s.lrs + k0
+				packRows(d, lv[base:], s.lrs, kc)
+				continue
+			}
 			for i := 0; i < mr; i++ {
 				r := ip*mr + i
 				if r >= rows {
@@ -159,24 +169,34 @@ func (s *mmStep) task(x *Exec, w, t int) {
 		}
 	}
 	// K-blocks outermost, so that one block of L's panels stays in cache
-	// while every column panel passes under it; the block of the product
-	// accumulates in scratch and is stored once, with the epilogue.
+	// while the block's R panels pass under it; within a block, one
+	// KernelRun keeps each group of L's panels in L1 while R's panels
+	// stream by (packed contiguously, NR*kc floats apart). The block of
+	// the product accumulates in scratch and is stored once, with the
+	// epilogue.
 	ld := roundUp(s.cw, nr)
 	acc := sc[len(sc)-roundUp(s.rw, mr)*ld:]
 	nkb := (s.k + s.kc - 1) / s.kc
+	nb := (j1 - j0 + nr - 1) / nr
 	for kb := 0; kb < nkb; kb++ {
 		k0, kc := kb*s.kc, min(s.kc, s.k-kb*s.kc)
-		for jp := 0; jp*nr < j1-j0; jp++ {
-			bp := rp[k0*nw+(p0+jp)*nr*kc : k0*nw+(p0+jp+1)*nr*kc]
-			for ip := 0; ip < panels; {
-				np := min(gemm.WidePanels(), panels-ip)
-				t := gemm.Tile{C: acc[ip*mr*ld+jp*nr:], Ld: ld, Rows: np * mr, Cols: nr, Split: nr, Load: kb > 0}
-				gemm.KernelPanels(np, kc, pa.PanelRun(kb, ip), mr*kc, bp, &t)
-				ip += np
-			}
-		}
+		t := gemm.Tile{C: acc, Ld: ld, Rows: rows, Cols: nb * nr, Load: kb > 0}
+		gemm.KernelRun(panels, kc, pa.PanelRun(kb, 0), mr*kc, rp[k0*nw+p0*nr*kc:], nr, nr*kc, nb, &t)
 	}
 	s.store(x, x.f32(s.dst), acc, ld, b, i0, j0, rows, j1-j0)
+}
+
+// packRows packs MR rows of kc values (row i at src[i*ld:]) into the
+// panel d, MR values per k: the six rows are read side by side so that
+// every store is to the next float of d.
+func packRows(d, src []float32, ld, kc int) {
+	r0, r1, r2 := src[:kc], src[ld:ld+kc], src[2*ld:2*ld+kc]
+	r3, r4, r5 := src[3*ld:3*ld+kc], src[4*ld:4*ld+kc], src[5*ld:5*ld+kc]
+	d = d[:kc*gemm.MR]
+	for kk := range r0 {
+		e := d[kk*gemm.MR : kk*gemm.MR+gemm.MR : kk*gemm.MR+gemm.MR]
+		e[0], e[1], e[2], e[3], e[4], e[5] = r0[kk], r1[kk], r2[kk], r3[kk], r4[kk], r5[kk]
+	}
 }
 
 // store writes a finished block (row stride ld) with the epilogue.
