@@ -35,7 +35,20 @@ type mmStep struct {
 	// Task blocking: rw rows and cw columns per task, kc-deep blocks.
 	rw, cw, kc int
 	rt, ct     int // tasks along rows and columns per batch
+	// rowTasks: a task computes all ct column blocks of its row block
+	// (enough row blocks to occupy the workers), so each row block of L
+	// is packed once. sharedL: too few row blocks for that, and several
+	// workers; L is then packed once, panel by panel in parallel, into
+	// the Exec's shared buffer (rows of a block roundUp(rw, MR)*k floats
+	// apart) before the column tasks run, instead of by every worker
+	// that gets a task of the block.
+	rowTasks, sharedL bool
+	packer            mmPacker
 }
+
+// mmPacker is the packing phase of a sharedL step: task t packs one
+// MR-row panel of L over every K-block.
+type mmPacker struct{ s *mmStep }
 
 type mmAdd struct {
 	v      int
@@ -80,12 +93,87 @@ split:
 		}
 	}
 	s.rt, s.ct = (s.rows+s.rw-1)/s.rw, (s.cols+s.cw-1)/s.cw
+	s.packer.s = s
+	s.rowTasks = s.ct > 1 && s.batch*s.rt >= tasksPerThread*threads
+	s.sharedL = !s.rowTasks && threads > 1 && s.ct > 1 && s.batch*s.rt < threads && s.sharedElems() <= maxSharedL
 }
+
+// maxSharedL bounds the shared packed L (floats): ViT-B/16's MLP input at
+// batch 1 is 198 x 3072.
+const maxSharedL = 4 << 20
+
+// sharedElems is the size of L packed whole: every row block of every
+// product in the batch.
+func (s *mmStep) sharedElems() int { return s.batch * s.rt * roundUp(s.rw, gemm.MR) * s.k }
 
 func (s *mmStep) run(x *Exec) error {
 	x.mmRun++
-	x.par(s, s.batch*s.rt*s.ct)
+	if s.sharedL {
+		x.par(&s.packer, s.batch*s.rt*((s.rw+gemm.MR-1)/gemm.MR))
+	}
+	n := s.batch * s.rt * s.ct
+	if s.rowTasks {
+		n = s.batch * s.rt
+	}
+	x.par(s, n)
 	return nil
+}
+
+// lBlock is row block (b, rb) of L as the tasks pack it, in dst: its first
+// row, number of rows, and the PackedA over dst.
+func (s *mmStep) lBlock(dst []float32, b, rb int) (i0, rows int, pa gemm.PackedA) {
+	i0 = rb * s.rw
+	rows = min(s.rows, i0+s.rw) - i0
+	panels := (rows + gemm.MR - 1) / gemm.MR
+	return i0, rows, gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: dst[:panels*gemm.MR*s.k]}
+}
+
+// task packs panel ip of row block (b, rb) into the shared buffer.
+func (p *mmPacker) task(x *Exec, _, t int) {
+	s := p.s
+	per := (s.rw + gemm.MR - 1) / gemm.MR
+	br, ip := t/per, t%per
+	b, rb := br/s.rt, br%s.rt
+	blk := roundUp(s.rw, gemm.MR) * s.k
+	i0, rows, pa := s.lBlock(x.shared[br*blk:], b, rb)
+	if ip < pa.Panels {
+		s.packPanel(x, &pa, b, i0, rows, ip)
+	}
+}
+
+// packPanel packs panel ip (rows i0+ip*MR...) of L for product b into pa,
+// every K-block.
+func (s *mmStep) packPanel(x *Exec, pa *gemm.PackedA, b, i0, rows, ip int) {
+	const mr = gemm.MR
+	lv := x.f32(s.l)[s.lOff[b]:]
+	for k0 := 0; k0 < s.k; k0 += s.kc {
+		kc := min(s.kc, s.k-k0)
+		d := pa.Panel(k0/s.kc, ip)
+		if s.lcs == 1 && (ip+1)*mr <= rows {
+			base := (i0+ip*mr)*s.lrs + k0
+			packRows(d, lv[base:], s.lrs, kc)
+			continue
+		}
+		for i := 0; i < mr; i++ {
+			r := ip*mr + i
+			if r >= rows {
+				for kk := 0; kk < kc; kk++ {
+					d[kk*mr+i] = 0
+				}
+				continue
+			}
+			base := (i0+r)*s.lrs + k0*s.lcs
+			if s.lcs == 1 {
+				for kk, v := range lv[base : base+kc] {
+					d[kk*mr+i] = v
+				}
+				continue
+			}
+			for kk := 0; kk < kc; kk++ {
+				d[kk*mr+i] = lv[base+kk*s.lcs]
+			}
+		}
+	}
 }
 
 // mmPackedL identifies the rows of L a worker's scratch holds packed:
@@ -97,49 +185,40 @@ type mmPackedL struct {
 }
 
 func (s *mmStep) task(x *Exec, w, t int) {
+	if !s.rowTasks {
+		b, rest := t/(s.rt*s.ct), t%(s.rt*s.ct)
+		s.block1(x, w, b, rest/s.ct, rest%s.ct)
+		return
+	}
+	for jb := 0; jb < s.ct; jb++ {
+		s.block1(x, w, t/s.rt, t%s.rt, jb)
+	}
+}
+
+// block1 computes the product's block of row block rb and column block jb
+// for batch index b.
+func (s *mmStep) block1(x *Exec, w, b, rb, jb int) {
 	const mr, nr = gemm.MR, gemm.NR
-	b, rest := t/(s.rt*s.ct), t%(s.rt*s.ct)
-	i0, j0 := (rest/s.ct)*s.rw, (rest%s.ct)*s.cw
-	i1, j1 := min(s.rows, i0+s.rw), min(s.cols, j0+s.cw)
 	sc := x.scratch[w]
-	// Pack L's rows [i0, i1) as gemm.PackA lays them out.
-	rows := i1 - i0
-	panels := (rows + mr - 1) / mr
-	pa := gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: sc[:panels*mr*s.k]}
-	lv := x.f32(s.l)[s.lOff[b]:]
-	key := mmPackedL{run: x.mmRun, b: b, i0: i0}
-	packed := x.mmPacked[w] == key
-	x.mmPacked[w] = key
-	for k0 := 0; k0 < s.k && !packed; k0 += s.kc {
-		kc := min(s.kc, s.k-k0)
-		for ip := 0; ip < panels; ip++ {
-			d := pa.Panel(k0/s.kc, ip)
-			if s.lcs == 1 && (ip+1)*mr <= rows {
-				base := (i0+ip*mr)*s.lrs + k0
-				packRows(d, lv[base:], s.lrs, kc)
-				continue
-			}
-			for i := 0; i < mr; i++ {
-				r := ip*mr + i
-				if r >= rows {
-					for kk := 0; kk < kc; kk++ {
-						d[kk*mr+i] = 0
-					}
-					continue
-				}
-				base := (i0+r)*s.lrs + k0*s.lcs
-				if s.lcs == 1 {
-					for kk, v := range lv[base : base+kc] {
-						d[kk*mr+i] = v
-					}
-					continue
-				}
-				for kk := 0; kk < kc; kk++ {
-					d[kk*mr+i] = lv[base+kk*s.lcs]
-				}
+	var i0, rows int
+	var pa gemm.PackedA
+	if s.sharedL {
+		blk := roundUp(s.rw, mr) * s.k
+		i0, rows, pa = s.lBlock(x.shared[(b*s.rt+rb)*blk:], b, rb)
+	} else {
+		// L's rows [i0, i1), packed unless this worker's scratch holds them.
+		i0, rows, pa = s.lBlock(sc, b, rb)
+		key := mmPackedL{run: x.mmRun, b: b, i0: i0}
+		if x.mmPacked[w] != key {
+			x.mmPacked[w] = key
+			for ip := 0; ip < pa.Panels; ip++ {
+				s.packPanel(x, &pa, b, i0, rows, ip)
 			}
 		}
 	}
+	panels := pa.Panels
+	j0 := jb * s.cw
+	j1 := min(s.cols, j0+s.cw)
 	// R's columns [j0, j1): the constant's packing, or packed here, per
 	// K-block NR-wide panels of kc rows.
 	rp, nw, p0 := s.pr, s.prCols, j0/nr
@@ -342,6 +421,9 @@ func buildGemm(nc *nodeCtx) (step, error) {
 	}
 	s.block(nc.c.p.threads)
 	nc.needScratch(s.scratchElems())
+	if s.sharedL {
+		nc.needShared(s.sharedElems())
+	}
 	return s, nil
 }
 
@@ -453,5 +535,8 @@ func buildMatMul(nc *nodeCtx) (step, error) {
 	}
 	s.block(nc.c.p.threads)
 	nc.needScratch(s.scratchElems())
+	if s.sharedL {
+		nc.needShared(s.sharedElems())
+	}
 	return s, nil
 }

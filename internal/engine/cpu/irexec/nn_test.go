@@ -192,6 +192,13 @@ func TestGemmMatMul(t *testing.T) {
 		// Several column tasks per row block: workers reuse packed rows.
 		{"wide const weights bias residual", f32in(2, 400, 40), randConst(r, 40, 700), ir.Epilogue{Residual: true, Act: ir.ActGELU}, []in{randConst(r, 700), f32in(2, 400, 700)}},
 		{"wide batched runtime", f32in(2, 400, 40), f32in(2, 40, 700), ir.Epilogue{}, nil},
+		// One row block of 197 rows (a partial last panel) and several
+		// column tasks: L packed once into the shared buffer.
+		{"shared L const weights bias residual", f32in(1, 197, 40), randConst(r, 40, 700), ir.Epilogue{Residual: true, Act: ir.ActGELU}, []in{randConst(r, 700), f32in(1, 197, 700)}},
+		{"shared L runtime", f32in(197, 33), f32in(33, 300), ir.Epilogue{}, nil},
+		// Many row blocks: a task computes every column block of its rows.
+		{"row tasks const weights bias", f32in(2200, 24), randConst(r, 24, 300), ir.Epilogue{Act: ir.ActRelu}, []in{randConst(r, 300)}},
+		{"row tasks batched runtime", f32in(3, 1100, 20), f32in(3, 20, 290), ir.Epilogue{}, nil},
 	}
 	for _, c := range mm {
 		t.Run("matmul "+c.name, func(t *testing.T) {
@@ -292,5 +299,25 @@ func TestConvTranspose(t *testing.T) {
 			}
 			check(t, oneNode(c.op, 1, ins...), 1e-5)
 		})
+	}
+}
+
+// TestMatMulTaskModes checks that the cases above reach the shared packing
+// and the whole-row-block tasks at two threads.
+func TestMatMulTaskModes(t *testing.T) {
+	for _, c := range []struct {
+		rows, k, cols, batch int
+		shared, rowTasks     bool
+	}{
+		{197, 40, 700, 1, true, false},
+		{2200, 24, 300, 1, false, true},
+		{1100, 20, 290, 3, false, true},
+		{197, 64, 197, 12, false, false},
+	} {
+		s := &mmStep{rows: c.rows, k: c.k, cols: c.cols, batch: c.batch}
+		s.block(2)
+		if s.sharedL != c.shared || s.rowTasks != c.rowTasks {
+			t.Errorf("%+v: sharedL %v rowTasks %v", c, s.sharedL, s.rowTasks)
+		}
 	}
 }
