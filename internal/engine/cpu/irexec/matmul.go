@@ -259,10 +259,40 @@ func (s *mmStep) block1(x *Exec, w, b, rb, jb int) {
 	nb := (j1 - j0 + nr - 1) / nr
 	for kb := 0; kb < nkb; kb++ {
 		k0, kc := kb*s.kc, min(s.kc, s.k-kb*s.kc)
-		t := gemm.Tile{C: acc, Ld: ld, Rows: rows, Cols: nb * nr, Load: kb > 0}
-		gemm.KernelRun(panels, kc, pa.PanelRun(kb, 0), mr*kc, rp[k0*nw+p0*nr*kc:], nr, nr*kc, nb, &t)
+		kernelBlock(kc, pa.PanelRun(kb, 0), panels, rows, rp[k0*nw+p0*nr*kc:], nb, acc, ld, kb > 0)
 	}
 	s.store(x, x.f32(s.dst), acc, ld, b, i0, j0, rows, j1-j0)
+}
+
+// kernelBlock computes one K-block of a task: panels MR-row panels of L
+// (a, rows real rows) against nb packed R panels (b, NR*kc floats apart)
+// into acc (row stride ld; it holds every panel's rows), adding to it when
+// load. Pairs of L panels run the 12 x 32 kernel against pairs of R
+// panels where the CPU has it; an odd count of L panels leaves the last
+// three, and an odd count of R panels the last one, to KernelRun.
+func kernelBlock(kc int, a []float32, panels, rows int, b []float32, nb int, acc []float32, ld int, load bool) {
+	const mr, nr = gemm.MR, gemm.NR
+	pp := panels
+	if pp%2 == 1 {
+		pp -= 3
+	}
+	if !gemm.PairsWide() || nb < 2 || pp < 2 {
+		t := gemm.Tile{C: acc, Ld: ld, Rows: rows, Cols: nb * nr, Load: load}
+		gemm.KernelRun(panels, kc, a, mr*kc, b, nr, nr*kc, nb, &t)
+		return
+	}
+	for ip := 0; ip < pp; ip += 2 {
+		gemm.KernelPairs(kc, a[ip*mr*kc:], mr*kc, b, nr*kc, acc[ip*mr*ld:], ld, nb/2, load)
+	}
+	if nb%2 == 1 {
+		t := gemm.Tile{C: acc[(nb-1)*nr:], Ld: ld, Rows: pp * mr, Cols: nr, Load: load}
+		gemm.KernelRun(pp, kc, a, mr*kc, b[(nb-1)*nr*kc:], nr, nr*kc, 1, &t)
+	}
+	if pp < panels {
+		r0 := pp * mr
+		t := gemm.Tile{C: acc[r0*ld:], Ld: ld, Rows: rows - r0, Cols: nb * nr, Load: load}
+		gemm.KernelRun(panels-pp, kc, a[pp*mr*kc:], mr*kc, b, nr, nr*kc, nb, &t)
+	}
 }
 
 // packRows packs MR rows of kc values (row i at src[i*ld:]) into the
