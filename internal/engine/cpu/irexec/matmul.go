@@ -95,7 +95,42 @@ split:
 	s.rt, s.ct = (s.rows+s.rw-1)/s.rw, (s.cols+s.cw-1)/s.cw
 	s.packer.s = s
 	s.rowTasks = s.ct > 1 && s.batch*s.rt >= tasksPerThread*threads
+	if !s.rowTasks {
+		s.evenColumns(threads)
+	}
 	s.sharedL = !s.rowTasks && threads > 1 && s.ct > 1 && s.batch*s.rt < threads && s.sharedElems() <= maxSharedL
+}
+
+// evenColumns re-splits the columns when the tasks are few and do not
+// divide among the workers: ViT's QKV product at batch 1 had 9 tasks of
+// 256 columns, so one of two workers idled for a ninth of the step; 12 of
+// 192 columns share out evenly. It looks for a column task count between
+// ct and 2*ct that the workers divide, preferring one that also divides
+// the NR-wide panels.
+func (s *mmStep) evenColumns(threads int) {
+	n := s.batch * s.rt
+	if threads < 2 || n*s.ct%threads == 0 || n*s.ct >= 4*tasksPerThread*threads {
+		return
+	}
+	panels := (s.cols + gemm.NR - 1) / gemm.NR
+	best := 0
+	for c := s.ct + 1; c <= 2*s.ct && c <= panels; c++ {
+		if n*c%threads != 0 {
+			continue
+		}
+		if panels%c == 0 {
+			best = c
+			break
+		}
+		if best == 0 {
+			best = c
+		}
+	}
+	if best == 0 {
+		return
+	}
+	s.cw = (panels + best - 1) / best * gemm.NR
+	s.ct = (s.cols + s.cw - 1) / s.cw
 }
 
 // maxSharedL bounds the shared packed L (floats): ViT-B/16's MLP input at

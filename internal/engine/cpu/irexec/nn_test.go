@@ -320,4 +320,19 @@ func TestMatMulTaskModes(t *testing.T) {
 			t.Errorf("%+v: sharedL %v rowTasks %v", c, s.sharedL, s.rowTasks)
 		}
 	}
+	// Few column tasks come in a multiple of the workers, of equal width
+	// where the panels allow (ViT's QKV: 2304 columns, 144 panels).
+	for _, c := range []struct{ cols, threads, ct, cw int }{
+		{2304, 2, 12, 192},
+		{3072, 2, 12, 256},
+		{768, 2, 12, 64},
+		{2304, 1, 9, 256},
+		{300, 2, 10, 32},
+	} {
+		s := &mmStep{rows: 197, k: 768, cols: c.cols, batch: 1}
+		s.block(c.threads)
+		if s.ct != c.ct || s.cw != c.cw {
+			t.Errorf("%d columns, %d threads: %d tasks of %d columns, want %d of %d", c.cols, c.threads, s.ct, s.cw, c.ct, c.cw)
+		}
+	}
 }
