@@ -18,3 +18,7 @@ func kernelPanels(np, kc int, a *float32, pstride int, b *float32, t *zTile) boo
 func kernelStrided(kc int, a, b, c *float32, ldc int, flags int, bias, res *float32, ldb int) bool {
 	return false
 }
+
+func kernelPairs(kc int, a *float32, pstride int, b *float32, bstep int, c *float32, ld int, npair int, load int) {
+	panic("gemm: no 12 x 32 kernel on this CPU")
+}

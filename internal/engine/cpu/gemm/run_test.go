@@ -14,6 +14,8 @@ func TestKernelRun(t *testing.T) {
 		{1, 6, 1, 1, NR}, {1, 1, 3, 5, NR}, {2, 7, 2, 17, NR}, {4, 24, 5, 16, NR}, {5, 29, 3, 33, NR},
 		{1, 6, 1, 1, 16}, {1, 3, 4, 3, 19}, {3, 13, 2, 13, 100}, {4, 24, 6, 64, 49}, {4, 23, 7, 80, 196},
 		{9, 50, 3, 40, 37}, {2, 12, 1, 256, 20},
+		// Panel groups of unequal sizes (33 -> 4x6 + 3x3), rows ending early.
+		{33, 197, 2, 24, NR}, {11, 57, 2, 9, NR}, {6, 31, 1, 7, 40},
 	}
 	for _, path := range kernelPaths() {
 		restore := path.set()

@@ -207,6 +207,20 @@ func buildTranspose(nc *nodeCtx) (step, error) {
 			perm[i] = (op.Perm[i] + r) % r
 		}
 	}
+	// A permutation that keeps the dimensions of more than one element in
+	// order moves only size-1 dimensions: the bytes are the same, and the
+	// output is a view (ViT's tokens-first transposes at batch 1).
+	last, moves := -1, false
+	for _, a := range perm {
+		if in.shape[a] == 1 {
+			continue
+		}
+		moves = moves || a < last
+		last = a
+	}
+	if !moves {
+		return buildView(nc)
+	}
 	inStr := stridesOf(in.shape)
 	str := make([]int, r)
 	for i, a := range perm {

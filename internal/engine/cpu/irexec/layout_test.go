@@ -21,6 +21,8 @@ func TestLayoutOps(t *testing.T) {
 		{"transpose default", &ir.Transpose{}, 1, []in{f32in(3, 4, 5)}},
 		{"transpose int64", &ir.Transpose{Perm: []int{1, 0}}, 1, []in{i64in(5, 3)}},
 		{"transpose inner kept", &ir.Transpose{Perm: []int{0, 2, 1, 3}}, 1, []in{f32in(2, 3, 4, 8)}},
+		{"transpose of size-1 dimensions", &ir.Transpose{Perm: []int{1, 0, 2}}, 1, []in{f32in(3, 1, 4)}},
+		{"transpose of size-1 dimensions 4-d", &ir.Transpose{Perm: []int{2, 1, 3, 0}}, 1, []in{f32in(1, 5, 1, 7)}},
 		{"expand", &ir.Expand{}, 1, []in{f32in(3, 1), i64c(2, 3, 4)}},
 		{"expand bool", &ir.Expand{}, 1, []in{{dt: tensor.Bool, shape: []int{1, 4}}, i64c(3, 1)}},
 		{"concat", &ir.Concat{Axis: 1}, 1, []in{f32in(2, 3, 4), f32in(2, 1, 4), f32in(2, 5, 4)}},
@@ -67,4 +69,23 @@ func i64shaped(shape []int, v ...int64) in {
 	c := i64c(v...)
 	c.c.Shape = tensor.Shape(shape)
 	return c
+}
+
+// TestTransposeView checks that a transpose moving only size-1 dimensions
+// is a view (no step), and one that reorders longer dimensions is not.
+func TestTransposeView(t *testing.T) {
+	for _, c := range []struct {
+		perm  []int
+		shape []int
+		steps int
+	}{
+		{[]int{1, 0, 2}, []int{3, 1, 4}, 0},
+		{[]int{2, 1, 3, 0}, []int{1, 5, 1, 7}, 0},
+		{[]int{2, 1, 0}, []int{3, 1, 4}, 1},
+	} {
+		p := check(t, oneNode(&ir.Transpose{Perm: c.perm}, 1, f32in(c.shape...)), 0)
+		if len(p.steps) != c.steps {
+			t.Errorf("transpose %v of %v: %d steps, want %d", c.perm, c.shape, len(p.steps), c.steps)
+		}
+	}
 }

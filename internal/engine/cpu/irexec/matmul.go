@@ -35,7 +35,20 @@ type mmStep struct {
 	// Task blocking: rw rows and cw columns per task, kc-deep blocks.
 	rw, cw, kc int
 	rt, ct     int // tasks along rows and columns per batch
+	// rowTasks: a task computes all ct column blocks of its row block
+	// (enough row blocks to occupy the workers), so each row block of L
+	// is packed once. sharedL: too few row blocks for that, and several
+	// workers; L is then packed once, panel by panel in parallel, into
+	// the Exec's shared buffer (rows of a block roundUp(rw, MR)*k floats
+	// apart) before the column tasks run, instead of by every worker
+	// that gets a task of the block.
+	rowTasks, sharedL bool
+	packer            mmPacker
 }
+
+// mmPacker is the packing phase of a sharedL step: task t packs one
+// MR-row panel of L over every K-block.
+type mmPacker struct{ s *mmStep }
 
 type mmAdd struct {
 	v      int
@@ -61,7 +74,12 @@ func (s *mmStep) block(threads int) {
 	s.kc = gemm.BlockDepth(s.k) // as packR packs constants
 	lim := max(gemm.NR, (1<<20)/max(s.k, 1)/gemm.NR*gemm.NR)
 	s.cw = min(roundUp(s.cols, gemm.NR), 256, lim)
-	s.rw = min(roundUp(s.rows, gemm.MR), 192, max(gemm.MR, lim/gemm.NR*gemm.MR))
+	// Rows in blocks of about equal size, at most 264 (44 panels): a
+	// sequence of ViT's 197 tokens is one block rather than 192 rows and a
+	// thin remainder that streams all of R again for 5 rows.
+	maxRows := min(264, max(gemm.MR, (2<<20)/max(s.k, 1)/gemm.MR*gemm.MR))
+	nrb := (s.rows + maxRows - 1) / maxRows
+	s.rw = roundUp((s.rows+nrb-1)/nrb, gemm.MR)
 	// More tasks when the batch alone does not occupy the workers.
 split:
 	for s.batch*((s.rows+s.rw-1)/s.rw)*((s.cols+s.cw-1)/s.cw) < tasksPerThread*threads {
@@ -75,12 +93,122 @@ split:
 		}
 	}
 	s.rt, s.ct = (s.rows+s.rw-1)/s.rw, (s.cols+s.cw-1)/s.cw
+	s.packer.s = s
+	s.rowTasks = s.ct > 1 && s.batch*s.rt >= tasksPerThread*threads
+	if !s.rowTasks {
+		s.evenColumns(threads)
+	}
+	s.sharedL = !s.rowTasks && threads > 1 && s.ct > 1 && s.batch*s.rt < threads && s.sharedElems() <= maxSharedL
 }
+
+// evenColumns re-splits the columns when the tasks are few and do not
+// divide among the workers: ViT's QKV product at batch 1 had 9 tasks of
+// 256 columns, so one of two workers idled for a ninth of the step; 12 of
+// 192 columns share out evenly. It looks for a column task count between
+// ct and 2*ct that the workers divide, preferring one that also divides
+// the NR-wide panels.
+func (s *mmStep) evenColumns(threads int) {
+	n := s.batch * s.rt
+	if threads < 2 || n*s.ct%threads == 0 || n*s.ct >= 4*tasksPerThread*threads {
+		return
+	}
+	panels := (s.cols + gemm.NR - 1) / gemm.NR
+	best := 0
+	for c := s.ct + 1; c <= 2*s.ct && c <= panels; c++ {
+		if n*c%threads != 0 {
+			continue
+		}
+		if panels%c == 0 {
+			best = c
+			break
+		}
+		if best == 0 {
+			best = c
+		}
+	}
+	if best == 0 {
+		return
+	}
+	s.cw = (panels + best - 1) / best * gemm.NR
+	s.ct = (s.cols + s.cw - 1) / s.cw
+}
+
+// maxSharedL bounds the shared packed L (floats): ViT-B/16's MLP input at
+// batch 1 is 198 x 3072.
+const maxSharedL = 4 << 20
+
+// sharedElems is the size of L packed whole: every row block of every
+// product in the batch.
+func (s *mmStep) sharedElems() int { return s.batch * s.rt * roundUp(s.rw, gemm.MR) * s.k }
 
 func (s *mmStep) run(x *Exec) error {
 	x.mmRun++
-	x.par(s, s.batch*s.rt*s.ct)
+	if s.sharedL {
+		x.par(&s.packer, s.batch*s.rt*((s.rw+gemm.MR-1)/gemm.MR))
+	}
+	n := s.batch * s.rt * s.ct
+	if s.rowTasks {
+		n = s.batch * s.rt
+	}
+	x.par(s, n)
 	return nil
+}
+
+// lBlock is row block (b, rb) of L as the tasks pack it, in dst: its first
+// row, number of rows, and the PackedA over dst.
+func (s *mmStep) lBlock(dst []float32, b, rb int) (i0, rows int, pa gemm.PackedA) {
+	i0 = rb * s.rw
+	rows = min(s.rows, i0+s.rw) - i0
+	panels := (rows + gemm.MR - 1) / gemm.MR
+	return i0, rows, gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: dst[:panels*gemm.MR*s.k]}
+}
+
+// task packs panel ip of row block (b, rb) into the shared buffer.
+func (p *mmPacker) task(x *Exec, _, t int) {
+	s := p.s
+	per := (s.rw + gemm.MR - 1) / gemm.MR
+	br, ip := t/per, t%per
+	b, rb := br/s.rt, br%s.rt
+	blk := roundUp(s.rw, gemm.MR) * s.k
+	i0, rows, pa := s.lBlock(x.shared[br*blk:], b, rb)
+	if ip < pa.Panels {
+		s.packPanel(x, &pa, b, i0, rows, ip)
+	}
+}
+
+// packPanel packs panel ip (rows i0+ip*MR...) of L for product b into pa,
+// every K-block.
+func (s *mmStep) packPanel(x *Exec, pa *gemm.PackedA, b, i0, rows, ip int) {
+	const mr = gemm.MR
+	lv := x.f32(s.l)[s.lOff[b]:]
+	for k0 := 0; k0 < s.k; k0 += s.kc {
+		kc := min(s.kc, s.k-k0)
+		d := pa.Panel(k0/s.kc, ip)
+		if s.lcs == 1 && (ip+1)*mr <= rows {
+			base := (i0+ip*mr)*s.lrs + k0
+			packRows(d, lv[base:], s.lrs, kc)
+			continue
+		}
+		for i := 0; i < mr; i++ {
+			r := ip*mr + i
+			if r >= rows {
+				for kk := 0; kk < kc; kk++ {
+					d[kk*mr+i] = 0
+				}
+				continue
+			}
+			base := (i0+r)*s.lrs + k0*s.lcs
+			if s.lcs == 1 {
+				for kk, v := range lv[base : base+kc] {
+					d[kk*mr+i] = v
+				}
+				continue
+			}
+			for kk := 0; kk < kc; kk++ {
+				d[kk*mr+i] = lv[base+kk*s.lcs]
+			}
+		}
+	}
 }
 
 // mmPackedL identifies the rows of L a worker's scratch holds packed:
@@ -92,44 +220,40 @@ type mmPackedL struct {
 }
 
 func (s *mmStep) task(x *Exec, w, t int) {
+	if !s.rowTasks {
+		b, rest := t/(s.rt*s.ct), t%(s.rt*s.ct)
+		s.block1(x, w, b, rest/s.ct, rest%s.ct)
+		return
+	}
+	for jb := 0; jb < s.ct; jb++ {
+		s.block1(x, w, t/s.rt, t%s.rt, jb)
+	}
+}
+
+// block1 computes the product's block of row block rb and column block jb
+// for batch index b.
+func (s *mmStep) block1(x *Exec, w, b, rb, jb int) {
 	const mr, nr = gemm.MR, gemm.NR
-	b, rest := t/(s.rt*s.ct), t%(s.rt*s.ct)
-	i0, j0 := (rest/s.ct)*s.rw, (rest%s.ct)*s.cw
-	i1, j1 := min(s.rows, i0+s.rw), min(s.cols, j0+s.cw)
 	sc := x.scratch[w]
-	// Pack L's rows [i0, i1) as gemm.PackA lays them out.
-	rows := i1 - i0
-	panels := (rows + mr - 1) / mr
-	pa := gemm.PackedA{M: rows, K: s.k, KC: s.kc, Panels: panels, Data: sc[:panels*mr*s.k]}
-	lv := x.f32(s.l)[s.lOff[b]:]
-	key := mmPackedL{run: x.mmRun, b: b, i0: i0}
-	packed := x.mmPacked[w] == key
-	x.mmPacked[w] = key
-	for k0 := 0; k0 < s.k && !packed; k0 += s.kc {
-		kc := min(s.kc, s.k-k0)
-		for ip := 0; ip < panels; ip++ {
-			d := pa.Panel(k0/s.kc, ip)
-			for i := 0; i < mr; i++ {
-				r := ip*mr + i
-				if r >= rows {
-					for kk := 0; kk < kc; kk++ {
-						d[kk*mr+i] = 0
-					}
-					continue
-				}
-				base := (i0+r)*s.lrs + k0*s.lcs
-				if s.lcs == 1 {
-					for kk, v := range lv[base : base+kc] {
-						d[kk*mr+i] = v
-					}
-					continue
-				}
-				for kk := 0; kk < kc; kk++ {
-					d[kk*mr+i] = lv[base+kk*s.lcs]
-				}
+	var i0, rows int
+	var pa gemm.PackedA
+	if s.sharedL {
+		blk := roundUp(s.rw, mr) * s.k
+		i0, rows, pa = s.lBlock(x.shared[(b*s.rt+rb)*blk:], b, rb)
+	} else {
+		// L's rows [i0, i1), packed unless this worker's scratch holds them.
+		i0, rows, pa = s.lBlock(sc, b, rb)
+		key := mmPackedL{run: x.mmRun, b: b, i0: i0}
+		if x.mmPacked[w] != key {
+			x.mmPacked[w] = key
+			for ip := 0; ip < pa.Panels; ip++ {
+				s.packPanel(x, &pa, b, i0, rows, ip)
 			}
 		}
 	}
+	panels := pa.Panels
+	j0 := jb * s.cw
+	j1 := min(s.cols, j0+s.cw)
 	// R's columns [j0, j1): the constant's packing, or packed here, per
 	// K-block NR-wide panels of kc rows.
 	rp, nw, p0 := s.pr, s.prCols, j0/nr
@@ -159,24 +283,64 @@ func (s *mmStep) task(x *Exec, w, t int) {
 		}
 	}
 	// K-blocks outermost, so that one block of L's panels stays in cache
-	// while every column panel passes under it; the block of the product
-	// accumulates in scratch and is stored once, with the epilogue.
+	// while the block's R panels pass under it; within a block, one
+	// KernelRun keeps each group of L's panels in L1 while R's panels
+	// stream by (packed contiguously, NR*kc floats apart). The block of
+	// the product accumulates in scratch and is stored once, with the
+	// epilogue.
 	ld := roundUp(s.cw, nr)
 	acc := sc[len(sc)-roundUp(s.rw, mr)*ld:]
 	nkb := (s.k + s.kc - 1) / s.kc
+	nb := (j1 - j0 + nr - 1) / nr
 	for kb := 0; kb < nkb; kb++ {
 		k0, kc := kb*s.kc, min(s.kc, s.k-kb*s.kc)
-		for jp := 0; jp*nr < j1-j0; jp++ {
-			bp := rp[k0*nw+(p0+jp)*nr*kc : k0*nw+(p0+jp+1)*nr*kc]
-			for ip := 0; ip < panels; {
-				np := min(gemm.WidePanels(), panels-ip)
-				t := gemm.Tile{C: acc[ip*mr*ld+jp*nr:], Ld: ld, Rows: np * mr, Cols: nr, Split: nr, Load: kb > 0}
-				gemm.KernelPanels(np, kc, pa.PanelRun(kb, ip), mr*kc, bp, &t)
-				ip += np
-			}
-		}
+		kernelBlock(kc, pa.PanelRun(kb, 0), panels, rows, rp[k0*nw+p0*nr*kc:], nb, acc, ld, kb > 0)
 	}
 	s.store(x, x.f32(s.dst), acc, ld, b, i0, j0, rows, j1-j0)
+}
+
+// kernelBlock computes one K-block of a task: panels MR-row panels of L
+// (a, rows real rows) against nb packed R panels (b, NR*kc floats apart)
+// into acc (row stride ld; it holds every panel's rows), adding to it when
+// load. Pairs of L panels run the 12 x 32 kernel against pairs of R
+// panels where the CPU has it; an odd count of L panels leaves the last
+// three, and an odd count of R panels the last one, to KernelRun.
+func kernelBlock(kc int, a []float32, panels, rows int, b []float32, nb int, acc []float32, ld int, load bool) {
+	const mr, nr = gemm.MR, gemm.NR
+	pp := panels
+	if pp%2 == 1 {
+		pp -= 3
+	}
+	if !gemm.PairsWide() || nb < 2 || pp < 2 {
+		t := gemm.Tile{C: acc, Ld: ld, Rows: rows, Cols: nb * nr, Load: load}
+		gemm.KernelRun(panels, kc, a, mr*kc, b, nr, nr*kc, nb, &t)
+		return
+	}
+	for ip := 0; ip < pp; ip += 2 {
+		gemm.KernelPairs(kc, a[ip*mr*kc:], mr*kc, b, nr*kc, acc[ip*mr*ld:], ld, nb/2, load)
+	}
+	if nb%2 == 1 {
+		t := gemm.Tile{C: acc[(nb-1)*nr:], Ld: ld, Rows: pp * mr, Cols: nr, Load: load}
+		gemm.KernelRun(pp, kc, a, mr*kc, b[(nb-1)*nr*kc:], nr, nr*kc, 1, &t)
+	}
+	if pp < panels {
+		r0 := pp * mr
+		t := gemm.Tile{C: acc[r0*ld:], Ld: ld, Rows: rows - r0, Cols: nb * nr, Load: load}
+		gemm.KernelRun(panels-pp, kc, a[pp*mr*kc:], mr*kc, b, nr, nr*kc, nb, &t)
+	}
+}
+
+// packRows packs MR rows of kc values (row i at src[i*ld:]) into the
+// panel d, MR values per k: the six rows are read side by side so that
+// every store is to the next float of d.
+func packRows(d, src []float32, ld, kc int) {
+	r0, r1, r2 := src[:kc], src[ld:ld+kc], src[2*ld:2*ld+kc]
+	r3, r4, r5 := src[3*ld:3*ld+kc], src[4*ld:4*ld+kc], src[5*ld:5*ld+kc]
+	d = d[:kc*gemm.MR]
+	for kk := range r0 {
+		e := d[kk*gemm.MR : kk*gemm.MR+gemm.MR : kk*gemm.MR+gemm.MR]
+		e[0], e[1], e[2], e[3], e[4], e[5] = r0[kk], r1[kk], r2[kk], r3[kk], r4[kk], r5[kk]
+	}
 }
 
 // store writes a finished block (row stride ld) with the epilogue.
@@ -322,6 +486,9 @@ func buildGemm(nc *nodeCtx) (step, error) {
 	}
 	s.block(nc.c.p.threads)
 	nc.needScratch(s.scratchElems())
+	if s.sharedL {
+		nc.needShared(s.sharedElems())
+	}
 	return s, nil
 }
 
@@ -433,5 +600,8 @@ func buildMatMul(nc *nodeCtx) (step, error) {
 	}
 	s.block(nc.c.p.threads)
 	nc.needScratch(s.scratchElems())
+	if s.sharedL {
+		nc.needShared(s.sharedElems())
+	}
 	return s, nil
 }

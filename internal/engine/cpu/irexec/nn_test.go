@@ -192,6 +192,13 @@ func TestGemmMatMul(t *testing.T) {
 		// Several column tasks per row block: workers reuse packed rows.
 		{"wide const weights bias residual", f32in(2, 400, 40), randConst(r, 40, 700), ir.Epilogue{Residual: true, Act: ir.ActGELU}, []in{randConst(r, 700), f32in(2, 400, 700)}},
 		{"wide batched runtime", f32in(2, 400, 40), f32in(2, 40, 700), ir.Epilogue{}, nil},
+		// One row block of 197 rows (a partial last panel) and several
+		// column tasks: L packed once into the shared buffer.
+		{"shared L const weights bias residual", f32in(1, 197, 40), randConst(r, 40, 700), ir.Epilogue{Residual: true, Act: ir.ActGELU}, []in{randConst(r, 700), f32in(1, 197, 700)}},
+		{"shared L runtime", f32in(197, 33), f32in(33, 300), ir.Epilogue{}, nil},
+		// Many row blocks: a task computes every column block of its rows.
+		{"row tasks const weights bias", f32in(2200, 24), randConst(r, 24, 300), ir.Epilogue{Act: ir.ActRelu}, []in{randConst(r, 300)}},
+		{"row tasks batched runtime", f32in(3, 1100, 20), f32in(3, 20, 290), ir.Epilogue{}, nil},
 	}
 	for _, c := range mm {
 		t.Run("matmul "+c.name, func(t *testing.T) {
@@ -292,5 +299,40 @@ func TestConvTranspose(t *testing.T) {
 			}
 			check(t, oneNode(c.op, 1, ins...), 1e-5)
 		})
+	}
+}
+
+// TestMatMulTaskModes checks that the cases above reach the shared packing
+// and the whole-row-block tasks at two threads.
+func TestMatMulTaskModes(t *testing.T) {
+	for _, c := range []struct {
+		rows, k, cols, batch int
+		shared, rowTasks     bool
+	}{
+		{197, 40, 700, 1, true, false},
+		{2200, 24, 300, 1, false, true},
+		{1100, 20, 290, 3, false, true},
+		{197, 64, 197, 12, false, false},
+	} {
+		s := &mmStep{rows: c.rows, k: c.k, cols: c.cols, batch: c.batch}
+		s.block(2)
+		if s.sharedL != c.shared || s.rowTasks != c.rowTasks {
+			t.Errorf("%+v: sharedL %v rowTasks %v", c, s.sharedL, s.rowTasks)
+		}
+	}
+	// Few column tasks come in a multiple of the workers, of equal width
+	// where the panels allow (ViT's QKV: 2304 columns, 144 panels).
+	for _, c := range []struct{ cols, threads, ct, cw int }{
+		{2304, 2, 12, 192},
+		{3072, 2, 12, 256},
+		{768, 2, 12, 64},
+		{2304, 1, 9, 256},
+		{300, 2, 10, 32},
+	} {
+		s := &mmStep{rows: 197, k: 768, cols: c.cols, batch: 1}
+		s.block(c.threads)
+		if s.ct != c.ct || s.cw != c.cw {
+			t.Errorf("%d columns, %d threads: %d tasks of %d columns, want %d of %d", c.cols, c.threads, s.ct, s.cw, c.ct, c.cw)
+		}
 	}
 }

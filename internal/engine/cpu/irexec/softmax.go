@@ -55,6 +55,12 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 	for l := lo; l < hi; l++ {
 		o, i := l/s.inner, l%s.inner
 		base := o*s.d*s.inner + i
+		if s.inner == 1 && !s.log && !s.hard {
+			// A contiguous row: max, exponentials and scale in one
+			// vectorized call while the row is in L1.
+			vec.SoftmaxRow(dst[base:base+s.d], src[base:base+s.d])
+			continue
+		}
 		m := math.Inf(-1)
 		if s.inner == 1 {
 			m = float64(rowMax(src[base : base+s.d]))
@@ -75,12 +81,6 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 			}
 			continue
 		}
-		if s.inner == 1 && !s.log {
-			// A contiguous row: the exponentials vectorized into dst,
-			// then scaled.
-			s.contiguous(src[base:base+s.d], dst[base:base+s.d], float32(m))
-			continue
-		}
 		var sum float64
 		for k := 0; k < s.d; k++ {
 			sum += float64(expf(src[base+k*s.inner] - float32(m)))
@@ -97,13 +97,6 @@ func (s *softmaxStep) rng(x *Exec, _, lo, hi int) {
 			dst[base+k*s.inner] = float32(float64(expf(src[base+k*s.inner]-float32(m))) * inv)
 		}
 	}
-}
-
-// contiguous is softmax of one contiguous row with maximum m: the
-// shifted exponentials vectorized into dst, summed, scaled.
-func (s *softmaxStep) contiguous(src, dst []float32, m float32) {
-	vec.ExpShift(dst, src, m)
-	vec.ScaleShift(dst, dst, 1/vec.Sum(dst), 0)
 }
 
 // rowMax is the largest of v (NaN if any is: Go's max propagates it,

@@ -1,0 +1,141 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The macros EXPZ and CLAMPEXPZ are act_avx512_amd64.s's (the assembler
+// includes no other .s file, so they are repeated here): e^x per lane
+// with the same operations as EXP in vec_amd64.s, constants in Z6-Z15.
+#define EXPZ \
+	VMULPS Z8, Z0, Z1; \
+	VRNDSCALEPS $0, Z1, Z1; \
+	VMOVAPS Z0, Z2; \
+	VFNMADD231PS Z9, Z1, Z2; \
+	VFNMADD231PS Z10, Z1, Z2; \
+	VMOVAPS Z11, Z3; \
+	VFMADD213PS Z12, Z2, Z3; \
+	VFMADD213PS Z13, Z2, Z3; \
+	VFMADD213PS Z14, Z2, Z3; \
+	VFMADD213PS Z15, Z2, Z3; \
+	VFMADD213PS Z6, Z2, Z3; \
+	VMULPS Z2, Z2, Z4; \
+	VADDPS Z7, Z2, Z5; \
+	VFMADD213PS Z5, Z4, Z3; \
+	VCVTPS2DQ Z1, Z1; \
+	VPBROADCASTD ·expConst+40(SB), Z5; \
+	VPADDD Z5, Z1, Z1; \
+	VPSLLD $23, Z1, Z1; \
+	VMULPS Z1, Z3, Z3
+
+#define CLAMPEXPZ \
+	VBROADCASTSS ·actVec+64(SB), Z1; \
+	VMAXPS Z0, Z1, Z0; \
+	VBROADCASTSS ·actVec+96(SB), Z1; \
+	VMINPS Z0, Z1, Z0
+
+// HREDUCE sets every lane of Z16 to OP over its lanes; clobbers Z1.
+#define HREDUCE(OP) \
+	VSHUFF32X4 $0x4E, Z16, Z16, Z1; \
+	OP Z1, Z16, Z16; \
+	VSHUFF32X4 $0xB1, Z16, Z16, Z1; \
+	OP Z1, Z16, Z16; \
+	VPERMILPS $0x4E, Z16, Z1; \
+	OP Z1, Z16, Z16; \
+	VPERMILPS $0xB1, Z16, Z1; \
+	OP Z1, Z16, Z16
+
+// func softmaxRowAVX512(dst, src *float32, n int)
+// n >= 1.
+TEXT ·softmaxRowAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	// K1: the lanes of the last, partial vector; BX: whole vectors.
+	MOVQ CX, AX
+	ANDQ $15, AX
+	MOVL $1, DX
+	SHLXL AX, DX, DX
+	DECL DX
+	KMOVW DX, K1
+	MOVQ CX, BX
+	SHRQ $4, BX
+
+	// Pass 1: the maximum, into every lane of Z16.
+	VBROADCASTSS ·softmaxNegInf(SB), Z16
+	MOVQ SI, R8
+	MOVQ BX, R9
+	TESTQ R9, R9
+	JZ   maxtail
+maxloop:
+	VMAXPS (R8), Z16, Z16
+	ADDQ $64, R8
+	DECQ R9
+	JNZ  maxloop
+maxtail:
+	VBROADCASTSS ·softmaxNegInf(SB), Z0
+	VMOVUPS (R8), K1, Z0
+	VMAXPS Z0, Z16, Z16
+	HREDUCE(VMAXPS)
+	VMOVAPS Z16, Z18
+
+	// Pass 2: dst = e^(src - max), summed in Z17.
+	VBROADCASTSS ·expConst+0(SB), Z8
+	VBROADCASTSS ·expConst+4(SB), Z9
+	VBROADCASTSS ·expConst+8(SB), Z10
+	VBROADCASTSS ·expConst+12(SB), Z11
+	VBROADCASTSS ·expConst+16(SB), Z12
+	VBROADCASTSS ·expConst+20(SB), Z13
+	VBROADCASTSS ·expConst+24(SB), Z14
+	VBROADCASTSS ·expConst+28(SB), Z15
+	VBROADCASTSS ·expConst+32(SB), Z6
+	VBROADCASTSS ·expConst+36(SB), Z7
+	VPXORD Z17, Z17, Z17
+	MOVQ SI, R8
+	MOVQ DI, R10
+	MOVQ BX, R9
+	TESTQ R9, R9
+	JZ   exptail
+exploop:
+	VMOVUPS (R8), Z0
+	VSUBPS Z18, Z0, Z0
+	CLAMPEXPZ
+	EXPZ
+	VMOVUPS Z3, (R10)
+	VADDPS Z3, Z17, Z17
+	ADDQ $64, R8
+	ADDQ $64, R10
+	DECQ R9
+	JNZ  exploop
+exptail:
+	KORTESTW K1, K1
+	JZ   sum
+	VMOVUPS.Z (R8), K1, Z0
+	VSUBPS Z18, Z0, Z0
+	CLAMPEXPZ
+	EXPZ
+	VMOVUPS Z3, K1, (R10)
+	VADDPS Z3, Z17, K1, Z17
+
+sum:
+	// Pass 3: dst *= 1/sum.
+	VMOVAPS Z17, Z16
+	HREDUCE(VADDPS)
+	VDIVPS Z16, Z7, Z2
+	MOVQ DI, R10
+	MOVQ BX, R9
+	TESTQ R9, R9
+	JZ   scaletail
+scaleloop:
+	VMULPS (R10), Z2, Z3
+	VMOVUPS Z3, (R10)
+	ADDQ $64, R10
+	DECQ R9
+	JNZ  scaleloop
+scaletail:
+	KORTESTW K1, K1
+	JZ   done
+	VMOVUPS.Z (R10), K1, Z3
+	VMULPS Z3, Z2, Z3
+	VMOVUPS Z3, K1, (R10)
+done:
+	VZEROUPPER
+	RET
