@@ -84,9 +84,13 @@ type countingWriter struct {
 	n *atomic.Int64
 }
 
+// Write counts b before writing it, so that a client that has read the
+// bytes always finds them counted; what a failed write did not send is
+// taken back.
 func (c countingWriter) Write(b []byte) (int, error) {
+	c.n.Add(int64(len(b)))
 	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
+	c.n.Add(int64(n - len(b)))
 	return n, err
 }
 

@@ -401,8 +401,15 @@ func TestPadsToPreferredSize(t *testing.T) {
 	if got, _ := m.seen(); fmt.Sprint(got) != "[1 4]" {
 		t.Errorf("backend saw batches %v, want [1 4] (3 padded to 4)", got)
 	}
+	// Observe runs after a batch's requests are answered: wait for it.
+	deadline := time.Now().Add(5 * time.Second)
 	mu.Lock()
 	defer mu.Unlock()
+	for len(stats) < 2 && time.Now().Before(deadline) {
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+	}
 	if len(stats) != 2 || stats[1].Images != 3 || stats[1].Padded != 4 || stats[1].Requests != 3 {
 		t.Errorf("observed %+v", stats)
 	}
