@@ -5,6 +5,7 @@
 package parallel
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +54,12 @@ type Pool struct {
 	wake   []chan struct{}
 	parked []atomic.Bool // helper i-1 sleeps on wake[i-1] (or is about to)
 	done   chan struct{} // the last helper out of a closed job, to a sleeping caller
-	quit   chan struct{}
-	exits  sync.WaitGroup
+	// poll and callerPoll are helperSpin and callerSpin, or 0 where the
+	// workers outnumber the Go processors (a polling goroutine would then
+	// hold the processor the one it waits for needs).
+	poll, callerPoll time.Duration
+	quit             chan struct{}
+	exits            sync.WaitGroup
 
 	job   Job
 	tasks int64
@@ -66,6 +71,9 @@ type Pool struct {
 func New(size int) *Pool {
 	size = max(size, 1)
 	p := &Pool{size: size, quit: make(chan struct{}), done: make(chan struct{}, 1)}
+	if runtime.GOMAXPROCS(0) >= size {
+		p.poll, p.callerPoll = helperSpin, callerSpin
+	}
 	p.wake = make([]chan struct{}, size-1)
 	p.parked = make([]atomic.Bool, size-1)
 	for i := range p.wake {
@@ -102,10 +110,10 @@ func (p *Pool) helper(worker int) {
 }
 
 // await returns when a job newer than generation seen may be open, or
-// false when the pool closes: it polls for helperSpin, then parks on the
+// false when the pool closes: it polls for p.poll, then parks on the
 // helper's wake channel.
 func (p *Pool) await(worker int, seen uint64) bool {
-	if p.poll(seen, helperSpin) {
+	if p.polled(seen) {
 		return true
 	}
 	park := &p.parked[worker-1]
@@ -129,8 +137,12 @@ func (p *Pool) opened(seen uint64) bool {
 	return s&closedBit == 0 && s>>genShift != seen
 }
 
-// poll spins for up to d until a job newer than generation seen opens.
-func (p *Pool) poll(seen uint64, d time.Duration) bool {
+// polled spins for up to p.poll until a job newer than generation seen
+// opens.
+func (p *Pool) polled(seen uint64) bool {
+	if p.poll <= 0 {
+		return false
+	}
 	start := time.Now()
 	for {
 		for i := 0; i < spinChecks; i++ {
@@ -138,7 +150,7 @@ func (p *Pool) poll(seen uint64, d time.Duration) bool {
 				return true
 			}
 		}
-		if time.Since(start) > d {
+		if time.Since(start) > p.poll {
 			return false
 		}
 	}
@@ -190,7 +202,7 @@ func (p *Pool) finish() {
 		return
 	}
 	start := time.Now()
-	for time.Since(start) <= callerSpin {
+	for p.callerPoll > 0 && time.Since(start) <= p.callerPoll {
 		for i := 0; i < spinChecks; i++ {
 			if p.state.Load()&countMask == 0 {
 				return

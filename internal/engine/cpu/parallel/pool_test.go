@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,4 +127,23 @@ func TestCloseIdle(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Errorf("%d goroutines after closing every pool, %d before", runtime.NumGoroutine(), before)
+}
+
+// nopJob does nothing: BenchmarkRun measures the pool's hand-off alone.
+type nopJob struct{}
+
+func (nopJob) Run(int, int) {}
+
+// BenchmarkRun times back-to-back jobs of a few empty tasks on two
+// workers, the pool's fixed cost per parallel step.
+func BenchmarkRun(b *testing.B) {
+	for _, tasks := range []int{2, 8} {
+		b.Run(strconv.Itoa(tasks), func(b *testing.B) {
+			p := New(2)
+			defer p.Close()
+			for b.Loop() {
+				p.Run(nopJob{}, tasks)
+			}
+		})
+	}
 }
