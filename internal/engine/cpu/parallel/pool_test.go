@@ -147,3 +147,35 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
+
+// spinJob is a task of about n multiply-adds of work.
+type spinJob struct {
+	n   int
+	out [64]float64 // per worker, padded apart enough for two workers
+}
+
+func (j *spinJob) Run(w, _ int) {
+	x := j.out[w*16]
+	for i := 0; i < j.n; i++ {
+		x = x*0.999999 + 1
+	}
+	j.out[w*16] = x
+}
+
+// BenchmarkSteps runs 100 back-to-back jobs of 8 tasks of a few
+// microseconds each on two workers, the shape of a batch-1 forward: on an
+// idle 2-core machine two workers should take about half one's time.
+func BenchmarkSteps(b *testing.B) {
+	for _, size := range []int{1, 2} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			p := New(size)
+			defer p.Close()
+			j := &spinJob{n: 4000}
+			for b.Loop() {
+				for range 100 {
+					p.Run(j, 8)
+				}
+			}
+		})
+	}
+}
