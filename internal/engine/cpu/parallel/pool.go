@@ -5,8 +5,10 @@
 package parallel
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Job is a parallel loop body: Run(worker, task) does task number task on
@@ -17,27 +19,63 @@ type Job interface {
 	Run(worker, task int)
 }
 
+// The pool's state word: the job's generation in the high 32 bits, then
+// whether the job is closed (its caller has run out of tasks and admits no
+// more helpers), whether the caller sleeps until the last helper leaves,
+// and the number of helpers inside the job.
+const (
+	closedBit  = 1 << 31
+	waiterBit  = 1 << 30
+	countMask  = waiterBit - 1
+	genShift   = 32
+	spinChecks = 64 // spin iterations between clock reads
+)
+
+// Spin times: a helper that finished a job polls for the next one this long
+// before it parks, because at batch 1 jobs follow each other every few tens
+// of microseconds and a parked helper takes about as long to be woken (the
+// scheduler wakes a thread, which then steals the helper from the caller's
+// processor); the caller polls for its last helpers this long before it
+// sleeps, for the same reason. Both are short enough that an idle pool
+// costs nothing measurable.
+const (
+	helperSpin = 50 * time.Microsecond
+	callerSpin = 20 * time.Microsecond
+)
+
 // Pool is a fixed set of goroutines that, with the calling goroutine,
 // share the tasks of one job at a time, taking them in order from an atomic
-// counter (dynamic scheduling balances uneven tasks). One owner drives a
-// pool; it is not safe for concurrent Run calls.
+// counter (dynamic scheduling balances uneven tasks). The caller never
+// waits for a helper that has not started: once it has taken the last task
+// it closes the job, and a helper that arrives later goes back to waiting.
+// One owner drives a pool; it is not safe for concurrent Run calls.
 type Pool struct {
-	size  int // workers, including the caller
-	wake  []chan struct{}
-	quit  chan struct{}
-	exits sync.WaitGroup
+	size   int // workers, including the caller
+	wake   []chan struct{}
+	parked []atomic.Bool // helper i-1 sleeps on wake[i-1] (or is about to)
+	done   chan struct{} // the last helper out of a closed job, to a sleeping caller
+	// poll and callerPoll are helperSpin and callerSpin, or 0 where the
+	// workers outnumber the Go processors (a polling goroutine would then
+	// hold the processor the one it waits for needs).
+	poll, callerPoll time.Duration
+	quit             chan struct{}
+	exits            sync.WaitGroup
 
 	job   Job
 	tasks int64
 	next  atomic.Int64
-	busy  sync.WaitGroup
+	state atomic.Uint64
 }
 
 // New starts size-1 helper goroutines (size < 1 counts as 1).
 func New(size int) *Pool {
 	size = max(size, 1)
-	p := &Pool{size: size, quit: make(chan struct{})}
+	p := &Pool{size: size, quit: make(chan struct{}), done: make(chan struct{}, 1)}
+	if runtime.GOMAXPROCS(0) >= size {
+		p.poll, p.callerPoll = helperSpin, callerSpin
+	}
 	p.wake = make([]chan struct{}, size-1)
+	p.parked = make([]atomic.Bool, size-1)
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
 		p.exits.Add(1)
@@ -51,13 +89,69 @@ func (p *Pool) Size() int { return p.size }
 
 func (p *Pool) helper(worker int) {
 	defer p.exits.Done()
+	var seen uint64 // generation of the last job this helper entered
 	for {
-		select {
-		case <-p.wake[worker-1]:
-			p.work(worker)
-			p.busy.Done()
-		case <-p.quit:
+		if !p.await(worker, seen) {
 			return
+		}
+		s := p.state.Load()
+		for s&closedBit == 0 && !p.state.CompareAndSwap(s, s+1) {
+			s = p.state.Load()
+		}
+		if s&closedBit != 0 {
+			continue // the caller finished this job alone
+		}
+		seen = s >> genShift
+		p.work(worker)
+		if s = p.state.Add(^uint64(0)); s&countMask == 0 && s&waiterBit != 0 {
+			p.done <- struct{}{}
+		}
+	}
+}
+
+// await returns when a job newer than generation seen may be open, or
+// false when the pool closes: it polls for p.poll, then parks on the
+// helper's wake channel.
+func (p *Pool) await(worker int, seen uint64) bool {
+	if p.polled(seen) {
+		return true
+	}
+	park := &p.parked[worker-1]
+	park.Store(true)
+	// A job opened between the poll and the Store saw parked == false and
+	// sent no token: look once more before sleeping.
+	if p.opened(seen) && park.CompareAndSwap(true, false) {
+		return true
+	}
+	select {
+	case <-p.wake[worker-1]:
+		return true
+	case <-p.quit:
+		return false
+	}
+}
+
+// opened reports whether a job newer than generation seen is open.
+func (p *Pool) opened(seen uint64) bool {
+	s := p.state.Load()
+	return s&closedBit == 0 && s>>genShift != seen
+}
+
+// polled spins for up to p.poll until a job newer than generation seen
+// opens.
+func (p *Pool) polled(seen uint64) bool {
+	if p.poll <= 0 {
+		return false
+	}
+	start := time.Now()
+	for {
+		for i := 0; i < spinChecks; i++ {
+			if p.opened(seen) {
+				return true
+			}
+		}
+		if time.Since(start) > p.poll {
+			return false
 		}
 	}
 }
@@ -85,14 +179,46 @@ func (p *Pool) Run(j Job, tasks int) {
 	}
 	p.job, p.tasks = j, int64(tasks)
 	p.next.Store(0)
-	helpers := min(p.size-1, tasks-1)
-	p.busy.Add(helpers)
-	for i := 0; i < helpers; i++ {
-		p.wake[i] <- struct{}{}
+	// Open the next generation with no helper inside: the previous Run
+	// returned only after its last helper left.
+	p.state.Store((p.state.Load()>>genShift + 1) << genShift)
+	for i := range min(p.size-1, tasks-1) {
+		if p.parked[i].CompareAndSwap(true, false) {
+			p.wake[i] <- struct{}{}
+		}
 	}
 	p.work(0)
-	p.busy.Wait()
+	p.finish()
 	p.job = nil
+}
+
+// finish closes the current job and returns once no helper is inside it.
+func (p *Pool) finish() {
+	s := p.state.Load()
+	for !p.state.CompareAndSwap(s, s|closedBit) {
+		s = p.state.Load()
+	}
+	if s&countMask == 0 {
+		return
+	}
+	start := time.Now()
+	for p.callerPoll > 0 && time.Since(start) <= p.callerPoll {
+		for i := 0; i < spinChecks; i++ {
+			if p.state.Load()&countMask == 0 {
+				return
+			}
+		}
+	}
+	for {
+		s = p.state.Load()
+		if s&countMask == 0 {
+			return
+		}
+		if p.state.CompareAndSwap(s, s|waiterBit) {
+			<-p.done
+			return
+		}
+	}
 }
 
 // Close stops the helpers and waits for them to exit.

@@ -1,8 +1,11 @@
 package parallel
 
 import (
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // countJob counts how often each task runs and checks worker indices.
@@ -52,5 +55,127 @@ func TestRunAllocatesNothing(t *testing.T) {
 	j := &countJob{t: t, size: 3, runs: make([]atomic.Int32, 64), workers: make([]atomic.Int32, 3)}
 	if n := testing.AllocsPerRun(50, func() { p.Run(j, 64) }); n != 0 {
 		t.Errorf("Run allocates %v times", n)
+	}
+}
+
+// sleepJob holds each task for a while so that helpers get to take some.
+type sleepJob struct {
+	d       time.Duration
+	workers []atomic.Int32
+}
+
+func (j *sleepJob) Run(w, _ int) {
+	j.workers[w].Add(1)
+	time.Sleep(j.d)
+}
+
+// TestHelpersTakeTasks checks that a job long enough for helpers to wake is
+// shared: the pool is not the caller alone.
+func TestHelpersTakeTasks(t *testing.T) {
+	p := New(3)
+	defer p.Close()
+	j := &sleepJob{d: time.Millisecond, workers: make([]atomic.Int32, 3)}
+	p.Run(j, 60)
+	if n := j.workers[1].Load() + j.workers[2].Load(); n == 0 {
+		t.Errorf("helpers took none of 60 tasks of 1 ms (caller %d)", j.workers[0].Load())
+	}
+}
+
+// TestRunSequences runs jobs back to back with task counts that leave
+// helpers idle, late (the caller finishes alone and closes the job before
+// they arrive) or parked, with pauses that let helpers finish spinning and
+// park in between; every task must run exactly once per job.
+func TestRunSequences(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	for i := range 300 {
+		tasks := []int{2, 3, 1, 7, 64, 2, 4}[i%7]
+		j := &countJob{t: t, size: 4, runs: make([]atomic.Int32, tasks), workers: make([]atomic.Int32, 4)}
+		p.Run(j, tasks)
+		for k := range j.runs {
+			if n := j.runs[k].Load(); n != 1 {
+				t.Fatalf("job %d (%d tasks): task %d ran %d times", i, tasks, k, n)
+			}
+		}
+		if i%50 == 49 {
+			time.Sleep(2 * (helperSpin + callerSpin)) // helpers park
+		}
+	}
+}
+
+// TestCloseIdle closes pools whose helpers are spinning, parked, or never
+// ran a job; Close must return (the test times out otherwise) and the
+// helpers must exit.
+func TestCloseIdle(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for _, wait := range []time.Duration{0, time.Microsecond, 4 * helperSpin} {
+		for _, jobs := range []int{0, 1, 5} {
+			p := New(4)
+			for range jobs {
+				p.Run(&countJob{t: t, size: 4, runs: make([]atomic.Int32, 16), workers: make([]atomic.Int32, 4)}, 16)
+			}
+			time.Sleep(wait)
+			p.Close()
+		}
+	}
+	// Helpers have exited once Close returns; allow the runtime a moment to
+	// reap other goroutines of the test framework.
+	for range 100 {
+		if runtime.NumGoroutine() <= before {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Errorf("%d goroutines after closing every pool, %d before", runtime.NumGoroutine(), before)
+}
+
+// nopJob does nothing: BenchmarkRun measures the pool's hand-off alone.
+type nopJob struct{}
+
+func (nopJob) Run(int, int) {}
+
+// BenchmarkRun times back-to-back jobs of a few empty tasks on two
+// workers, the pool's fixed cost per parallel step.
+func BenchmarkRun(b *testing.B) {
+	for _, tasks := range []int{2, 8} {
+		b.Run(strconv.Itoa(tasks), func(b *testing.B) {
+			p := New(2)
+			defer p.Close()
+			for b.Loop() {
+				p.Run(nopJob{}, tasks)
+			}
+		})
+	}
+}
+
+// spinJob is a task of about n multiply-adds of work.
+type spinJob struct {
+	n   int
+	out [64]float64 // per worker, padded apart enough for two workers
+}
+
+func (j *spinJob) Run(w, _ int) {
+	x := j.out[w*16]
+	for i := 0; i < j.n; i++ {
+		x = x*0.999999 + 1
+	}
+	j.out[w*16] = x
+}
+
+// BenchmarkSteps runs 100 back-to-back jobs of 8 tasks of a few
+// microseconds each on two workers, the shape of a batch-1 forward: on an
+// idle 2-core machine two workers should take about half one's time.
+func BenchmarkSteps(b *testing.B) {
+	for _, size := range []int{1, 2} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			p := New(size)
+			defer p.Close()
+			j := &spinJob{n: 4000}
+			for b.Loop() {
+				for range 100 {
+					p.Run(j, 8)
+				}
+			}
+		})
 	}
 }

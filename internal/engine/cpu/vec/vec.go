@@ -134,8 +134,9 @@ func expGo(dst, src []float32) {
 	}
 }
 
-// expGo1 is e^x: x = n*ln2 + r with |r| <= ln2/2, e^r from a degree-6
-// polynomial, 2^n put in the exponent bits; results outside float32's
+// expGo1 is e^x: x = n*ln2 + r with |r| <= ln2/2, e^r = 1 + r + r^2 q(r)
+// with q a cubic fitted for relative error (about 1e-7), 2^n put in the
+// exponent bits; results outside float32's
 // normal range come from math.Exp.
 func expGo1(x float32) float32 {
 	if !(x > -87 && x < 88) { // NaN included
@@ -148,7 +149,7 @@ func expGo1(x float32) float32 {
 	)
 	fn := float32(math.RoundToEven(float64(x * log2e)))
 	r := x - fn*ln2hi - fn*ln2lo
-	p := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
-	e := p*r*r + r + 1
+	q := ((8.3125038e-3*r+4.1890334e-2)*r+1.6667116e-1)*r + 4.9999231e-1
+	e := q*r*r + r + 1
 	return e * math.Float32frombits(uint32(int32(fn)+127)<<23)
 }

@@ -85,21 +85,22 @@ func axpy(dst, src []float32, a float32) {
 	axpyGo(dst[n:], src[n:], a)
 }
 
-// expConst are expAVX2's constants: log2e, ln2 in two parts, the
-// polynomial's coefficients from the highest, 1, and the exponent bias
-// (as int32 bits).
+// expConst are the exponential's constants (EXP in vec_amd64.s): log2e,
+// ln2 in two parts, the polynomial's coefficients from the highest,
+// expMagic, an unused slot, and 1. Slot order matches the registers the
+// assembly loads them into.
 var expConst = [11]uint32{
 	0x3fb8aa3b, // log2e
 	0x3f318000, // 0.693359375
 	0xb95e8083, // -2.12194440e-4
-	0x39506967, // 1.9875691500e-4
-	0x3ab743ce, // 1.3981999507e-3
-	0x3c088908, // 8.3334519073e-3
-	0x3d2aa9c1, // 4.1665795894e-2
-	0x3e2aaaaa, // 1.6666665459e-1
-	0x3f000000, // 5.0000001201e-1
+	0x3c08312b, // 8.3125038e-3
+	0x3d2b9533, // 4.1890334e-2
+	0x3e2aabd8, // 1.6667116e-1
+	0x3efffefe, // 4.9999231e-1
+	0x4b40007f, // expMagic: 1.5*2^23 + 127
+	0,
 	0x3f800000, // 1
-	127,
+	0,
 }
 
 //go:noescape

@@ -120,10 +120,12 @@ loop:
 	RET
 
 // func expAVX2(dst, src *float32, n int)
-// e^x as expf in package irexec computes it, eight lanes at a time: n =
-// round(x*log2e), r = x - n*ln2 (in two parts), e^r from a degree-6
-// polynomial, 2^n added to the exponent bits. Only inputs in [-87, 88]
-// are meant to reach it; Exp redoes the others.
+// e^x eight lanes at a time: x*log2e + expMagic rounds n = round(x*log2e)
+// into the low mantissa bits as n+127 (so shifting them to the exponent
+// field gives 2^n with no conversion), r = x - n*ln2 (in two parts), e^r
+// = 1 + r + r^2 q(r) with q cubic (a relative error of about 1e-7 on
+// |r| <= ln2/2). Only inputs in [-87, 88] are meant to reach it; Exp
+// redoes the others.
 TEXT ·expAVX2(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -141,23 +143,19 @@ TEXT ·expAVX2(SB), NOSPLIT, $0-24
 	SHRQ $3, CX
 loop:
 	VMOVUPS (SI), Y0
-	VMULPS Y8, Y0, Y1
-	VROUNDPS $0, Y1, Y1
+	VMOVAPS Y15, Y1
+	VFMADD231PS Y8, Y0, Y1
+	VSUBPS Y15, Y1, Y4
 	VMOVAPS Y0, Y2
-	VFNMADD231PS Y9, Y1, Y2
-	VFNMADD231PS Y10, Y1, Y2
+	VFNMADD231PS Y9, Y4, Y2
+	VFNMADD231PS Y10, Y4, Y2
 	VMOVAPS Y11, Y3
 	VFMADD213PS Y12, Y2, Y3
 	VFMADD213PS Y13, Y2, Y3
 	VFMADD213PS Y14, Y2, Y3
-	VFMADD213PS Y15, Y2, Y3
-	VFMADD213PS Y6, Y2, Y3
 	VMULPS Y2, Y2, Y4
 	VADDPS Y7, Y2, Y5
 	VFMADD213PS Y5, Y4, Y3
-	VCVTPS2DQ Y1, Y1
-	VPBROADCASTD ·expConst+40(SB), Y5
-	VPADDD Y5, Y1, Y1
 	VPSLLD $23, Y1, Y1
 	VMULPS Y1, Y3, Y3
 	VMOVUPS Y3, (DI)
@@ -237,23 +235,19 @@ tapsdone:
 // EXP sets Y3 = e^Y0 as expAVX2 does, with its constants in Y6-Y15;
 // clobbers Y1, Y2, Y4, Y5 and keeps Y0.
 #define EXP \
-	VMULPS Y8, Y0, Y1; \
-	VROUNDPS $0, Y1, Y1; \
+	VMOVAPS Y15, Y1; \
+	VFMADD231PS Y8, Y0, Y1; \
+	VSUBPS Y15, Y1, Y4; \
 	VMOVAPS Y0, Y2; \
-	VFNMADD231PS Y9, Y1, Y2; \
-	VFNMADD231PS Y10, Y1, Y2; \
+	VFNMADD231PS Y9, Y4, Y2; \
+	VFNMADD231PS Y10, Y4, Y2; \
 	VMOVAPS Y11, Y3; \
 	VFMADD213PS Y12, Y2, Y3; \
 	VFMADD213PS Y13, Y2, Y3; \
 	VFMADD213PS Y14, Y2, Y3; \
-	VFMADD213PS Y15, Y2, Y3; \
-	VFMADD213PS Y6, Y2, Y3; \
 	VMULPS Y2, Y2, Y4; \
 	VADDPS Y7, Y2, Y5; \
 	VFMADD213PS Y5, Y4, Y3; \
-	VCVTPS2DQ Y1, Y1; \
-	VPBROADCASTD ·expConst+40(SB), Y5; \
-	VPADDD Y5, Y1, Y1; \
 	VPSLLD $23, Y1, Y1; \
 	VMULPS Y1, Y3, Y3
 
