@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/engine/cpu/parallel"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
 )
@@ -135,6 +136,9 @@ type cpuModel struct {
 	mu        sync.Mutex
 	instances int
 	closed    bool
+	// cores counts the workers of the instances' pools: they poll for work
+	// only while all fit the processors (parallel.Cores).
+	cores parallel.Cores
 }
 
 // Info implements engine.Model.

@@ -105,6 +105,8 @@ type graphModel struct {
 	plans     map[int]*irexec.Plan
 	instances int
 	closed    bool
+	// cores counts the workers of the instances' pools (parallel.Cores).
+	cores parallel.Cores
 }
 
 // plan returns the plan for batch n, compiling it on first use.
@@ -158,7 +160,7 @@ func (m *graphModel) NewInstance(ctx context.Context) (engine.Instance, error) {
 		arena = max(arena, p.ArenaBytes())
 	}
 	m.instances++
-	return &graphInstance{m: m, pool: parallel.New(m.opts.Threads), arena: irexec.NewArena(arena),
+	return &graphInstance{m: m, pool: parallel.NewIn(&m.cores, m.opts.Threads), arena: irexec.NewArena(arena),
 		execs: map[int]*irexec.Exec{}, out: map[int][][]byte{}}, nil
 }
 

@@ -40,7 +40,7 @@ type instance struct {
 }
 
 func newInstance(m *cpuModel, p *plan, threads int) *instance {
-	in := &instance{m: m, plan: p, pool: parallel.New(threads)}
+	in := &instance{m: m, plan: p, pool: parallel.NewIn(&m.cores, threads)}
 	in.slots = make([][]float32, len(p.slotElems))
 	for i, e := range p.slotElems {
 		in.slots[i] = hugepage.Float32s(e * p.chunk)

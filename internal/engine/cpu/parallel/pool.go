@@ -58,6 +58,7 @@ type Pool struct {
 	// workers outnumber the Go processors (a polling goroutine would then
 	// hold the processor the one it waits for needs).
 	poll, callerPoll time.Duration
+	cores            *Cores // the pools this one shares processors with, or nil
 	quit             chan struct{}
 	exits            sync.WaitGroup
 
@@ -67,10 +68,29 @@ type Pool struct {
 	state atomic.Uint64
 }
 
+// Cores counts the workers of pools that run side by side (the instances
+// of one model serving several requests at once). Their workers poll only
+// while all of them together fit the Go processors: polling goroutines of
+// one pool would otherwise hold the processors another pool's tasks need.
+// The zero value is ready to use; it is safe for concurrent use.
+type Cores struct{ workers atomic.Int64 }
+
+// fit reports whether the counted workers fit the Go processors.
+func (c *Cores) fit() bool {
+	return c == nil || c.workers.Load() <= int64(runtime.GOMAXPROCS(0))
+}
+
 // New starts size-1 helper goroutines (size < 1 counts as 1).
-func New(size int) *Pool {
+func New(size int) *Pool { return NewIn(nil, size) }
+
+// NewIn is New for a pool whose workers count against c until Close (nil:
+// a pool that runs alone).
+func NewIn(c *Cores, size int) *Pool {
 	size = max(size, 1)
-	p := &Pool{size: size, quit: make(chan struct{}), done: make(chan struct{}, 1)}
+	p := &Pool{size: size, cores: c, quit: make(chan struct{}), done: make(chan struct{}, 1)}
+	if c != nil {
+		c.workers.Add(int64(size))
+	}
 	if runtime.GOMAXPROCS(0) >= size {
 		p.poll, p.callerPoll = helperSpin, callerSpin
 	}
@@ -140,7 +160,7 @@ func (p *Pool) opened(seen uint64) bool {
 // polled spins for up to p.poll until a job newer than generation seen
 // opens.
 func (p *Pool) polled(seen uint64) bool {
-	if p.poll <= 0 {
+	if p.poll <= 0 || !p.cores.fit() {
 		return false
 	}
 	start := time.Now()
@@ -202,7 +222,7 @@ func (p *Pool) finish() {
 		return
 	}
 	start := time.Now()
-	for p.callerPoll > 0 && time.Since(start) <= p.callerPoll {
+	for p.callerPoll > 0 && p.cores.fit() && time.Since(start) <= p.callerPoll {
 		for i := 0; i < spinChecks; i++ {
 			if p.state.Load()&countMask == 0 {
 				return
@@ -225,4 +245,7 @@ func (p *Pool) finish() {
 func (p *Pool) Close() {
 	close(p.quit)
 	p.exits.Wait()
+	if p.cores != nil {
+		p.cores.workers.Add(-int64(p.size))
+	}
 }

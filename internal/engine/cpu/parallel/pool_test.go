@@ -179,3 +179,36 @@ func BenchmarkSteps(b *testing.B) {
 		})
 	}
 }
+
+// TestCoresCountWorkers: pools that share a Cores poll only while all
+// their workers fit the processors, and a closed pool stops counting.
+func TestCoresCountWorkers(t *testing.T) {
+	var c Cores
+	n := runtime.GOMAXPROCS(0)
+	a := NewIn(&c, n)
+	if !c.fit() {
+		t.Fatalf("%d workers on %d processors: fit false", c.workers.Load(), n)
+	}
+	b := NewIn(&c, 2)
+	if c.fit() {
+		t.Errorf("%d workers on %d processors: fit true", c.workers.Load(), n)
+	}
+	// Both still run every task with polling off.
+	for _, p := range []*Pool{a, b} {
+		j := &countJob{t: t, size: p.Size(), runs: make([]atomic.Int32, 50), workers: make([]atomic.Int32, p.Size())}
+		p.Run(j, 50)
+		for task := range j.runs {
+			if n := j.runs[task].Load(); n != 1 {
+				t.Errorf("task %d ran %d times", task, n)
+			}
+		}
+	}
+	b.Close()
+	if !c.fit() {
+		t.Errorf("after Close: %d workers counted", c.workers.Load())
+	}
+	a.Close()
+	if w := c.workers.Load(); w != 0 {
+		t.Errorf("all closed: %d workers counted", w)
+	}
+}
