@@ -483,6 +483,11 @@ func (j *convJob) Run(w, t int) {
 				// kernel stores a panel spanning at most two in place.
 				split := min(cols, npix-pn.Pix)
 				inPlace := cols-split <= npix
+				if cols <= gemm.ColsMax && gemm.ColsFast() {
+					// A few columns cost a third of a whole panel
+					// through KernelCols and a copy.
+					inPlace = false
+				}
 				for ip := ic / mr; ip*mr < ie; {
 					rows := min(mr, ie-ip*mr)
 					var ep gemm.Epilogue
@@ -513,7 +518,7 @@ func (j *convJob) Run(w, t int) {
 					}
 					// A partial tile, or one spanning images: compute it
 					// aside and store it image by image.
-					gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
+					gemm.KernelCols(kc, a.Panel(kb, ip), bpan, tile[:], cols)
 					img, pix := pn.Img, pn.Pix
 					for l := 0; l < cols; {
 						seg := min(cols-l, npix-pix)

@@ -1,0 +1,53 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func colsZ(kc int, a, b, out *float32)
+//
+// Rows 0-15 of column j accumulate in a zmm, rows 16-23 in a ymm: eight
+// independent accumulators, so that the FMAs' latency is hidden with two
+// FMA ports.
+TEXT ·colsZ(SB), NOSPLIT, $0-32
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ out+24(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+loop:
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Y9
+	VBROADCASTSS (DI), Z10
+	VBROADCASTSS 4(DI), Z11
+	VBROADCASTSS 8(DI), Z12
+	VBROADCASTSS 12(DI), Z13
+	VFMADD231PS Z8, Z10, Z0
+	VFMADD231PS Y9, Y10, Y1
+	VFMADD231PS Z8, Z11, Z2
+	VFMADD231PS Y9, Y11, Y3
+	VFMADD231PS Z8, Z12, Z4
+	VFMADD231PS Y9, Y12, Y5
+	VFMADD231PS Z8, Z13, Z6
+	VFMADD231PS Y9, Y13, Y7
+	ADDQ $96, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  loop
+
+	VMOVUPS Z0, (DX)
+	VMOVUPS Y1, 64(DX)
+	VMOVUPS Z2, 96(DX)
+	VMOVUPS Y3, 160(DX)
+	VMOVUPS Z4, 192(DX)
+	VMOVUPS Y5, 256(DX)
+	VMOVUPS Z6, 288(DX)
+	VMOVUPS Y7, 352(DX)
+	VZEROUPPER
+	RET
