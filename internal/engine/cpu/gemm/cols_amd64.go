@@ -2,14 +2,18 @@
 
 package gemm
 
-// colsZ computes ColsMax columns of an MR-row tile over depth kc with
-// AVX-512 (cols_amd64.s): a is an MR-row panel, b an NR-wide panel of
-// which the first ColsMax columns are read, out the MR x ColsMax result,
-// column by column.
+// colsDot1 (cols_amd64.s, AVX-512) accumulates n chunks of 48 products:
+// out[i] = sum over chunks c of a[48c+i] * b[48c+i].
 //
 //go:noescape
-func colsZ(kc int, a, b, out *float32)
+func colsDot1(n int, a, b, out *float32)
 
-func colsFast() bool { return useAVX512 && MR == 24 && NR == 16 }
+func colsFast() bool { return useAVX512 && MR*colsChunk == 48 && ColsMax == 1 }
 
-func kernelCols(kc int, a, b, out *float32) { colsZ(kc, a, b, out) }
+func colsDot(n int, a, b, out *float32) {
+	if colsFast() {
+		colsDot1(n, a, b, out)
+		return
+	}
+	colsDotGo(n, a, b, out)
+}

@@ -2,13 +2,13 @@
 
 #include "textflag.h"
 
-// func colsZ(kc int, a, b, out *float32)
+// func colsDot1(n int, a, b, out *float32)
 //
-// Rows 0-15 of column j accumulate in a zmm, rows 16-23 in a ymm: eight
-// independent accumulators, so that the FMAs' latency is hidden with two
-// FMA ports.
-TEXT ·colsZ(SB), NOSPLIT, $0-32
-	MOVQ kc+0(FP), CX
+// Six accumulators, two chunks (of MR x 8 A values, 48 lanes) a loop, so
+// that the FMAs' latency is hidden; the FMAs read the expanded B from
+// memory.
+TEXT ·colsDot1(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
 	MOVQ out+24(FP), DX
@@ -18,36 +18,44 @@ TEXT ·colsZ(SB), NOSPLIT, $0-32
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	SUBQ $2, CX
+	JLT  single
 
-loop:
-	VMOVUPS (SI), Z8
-	VMOVUPS 64(SI), Y9
-	VBROADCASTSS (DI), Z10
-	VBROADCASTSS 4(DI), Z11
-	VBROADCASTSS 8(DI), Z12
-	VBROADCASTSS 12(DI), Z13
-	VFMADD231PS Z8, Z10, Z0
-	VFMADD231PS Y9, Y10, Y1
-	VFMADD231PS Z8, Z11, Z2
-	VFMADD231PS Y9, Y11, Y3
-	VFMADD231PS Z8, Z12, Z4
-	VFMADD231PS Y9, Y12, Y5
-	VFMADD231PS Z8, Z13, Z6
-	VFMADD231PS Y9, Y13, Y7
-	ADDQ $96, SI
-	ADDQ $64, DI
-	DECQ CX
-	JNZ  loop
+pair:
+	VMOVUPS 0(SI), Z26
+	VMOVUPS 64(SI), Z27
+	VMOVUPS 128(SI), Z28
+	VMOVUPS 192(SI), Z29
+	VMOVUPS 256(SI), Z30
+	VMOVUPS 320(SI), Z31
+	VFMADD231PS 0(DI), Z26, Z0
+	VFMADD231PS 64(DI), Z27, Z1
+	VFMADD231PS 128(DI), Z28, Z2
+	VFMADD231PS 192(DI), Z29, Z3
+	VFMADD231PS 256(DI), Z30, Z4
+	VFMADD231PS 320(DI), Z31, Z5
+	ADDQ $384, SI
+	ADDQ $384, DI
+	SUBQ $2, CX
+	JGE  pair
 
-	VMOVUPS Z0, (DX)
-	VMOVUPS Y1, 64(DX)
-	VMOVUPS Z2, 96(DX)
-	VMOVUPS Y3, 160(DX)
-	VMOVUPS Z4, 192(DX)
-	VMOVUPS Y5, 256(DX)
-	VMOVUPS Z6, 288(DX)
-	VMOVUPS Y7, 352(DX)
+single:
+	// CX is -2 with no chunk left, -1 with one.
+	CMPQ CX, $-1
+	JNE  done
+	VMOVUPS 0(SI), Z26
+	VMOVUPS 64(SI), Z27
+	VMOVUPS 128(SI), Z28
+	VFMADD231PS 0(DI), Z26, Z0
+	VFMADD231PS 64(DI), Z27, Z1
+	VFMADD231PS 128(DI), Z28, Z2
+
+done:
+	VADDPS Z3, Z0, Z0
+	VADDPS Z4, Z1, Z1
+	VADDPS Z5, Z2, Z2
+	VMOVUPS Z0, 0(DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
 	VZEROUPPER
 	RET
