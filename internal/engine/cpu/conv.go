@@ -266,11 +266,18 @@ type scratch struct {
 	// contiguous says a panel's lanes are consecutive (see gemm.Gather).
 	contiguous [ncMax / gemm.NR]bool
 	gather     gemm.Gather
+	// cols is a task's last panel expanded for gemm.KernelCols when it
+	// has at most gemm.ColsMax columns, for K-block colsKB (-1: none
+	// yet); colsBuf backs it.
+	cols    gemm.ColsPanel
+	colsKB  int
+	colsBuf []float32
 }
 
 func newScratch(maxKK int) scratch {
 	s := scratch{
 		packB:   make([]float32, gemm.KCMax*ncMax),
+		colsBuf: make([]float32, gemm.ColsBufLen(gemm.KCMax)),
 		masks:   make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
 		allOnes: make([]int32, maxKK*gemm.NR),
 	}
@@ -282,7 +289,7 @@ func newScratch(maxKK int) scratch {
 
 // bytes is the memory a scratch holds.
 func (s *scratch) bytes() int64 {
-	return int64(4 * (len(s.packB) + len(s.tile) + len(s.lanes)*gemm.NR + len(s.masks) + len(s.allOnes)))
+	return int64(4 * (len(s.packB) + len(s.colsBuf) + len(s.tile) + len(s.lanes)*gemm.NR + len(s.masks) + len(s.allOnes)))
 }
 
 func (j *convJob) Run(w, t int) {
@@ -304,6 +311,7 @@ func (j *convJob) Run(w, t int) {
 	ws := &j.scratch[w]
 	tile := &ws.tile
 	s.prepare(ws, n0, n1-n0, j.shared == nil)
+	ws.colsKB = -1
 	nb := a.Blocks()
 	for kb := 0; kb < nb; kb++ {
 		k0, kc := a.BlockK(kb)
@@ -328,6 +336,18 @@ func (j *convJob) Run(w, t int) {
 				// kernel stores a panel spanning at most two in place.
 				split := min(cols, npix-pn.Pix)
 				inPlace := cols-split <= npix
+				narrow := cols <= gemm.ColsMax && gemm.ColsFast()
+				if narrow {
+					// A panel of a few real columns (a 7x7 map's 49th
+					// pixel) costs a whole one through the
+					// micro-kernel, a few FMAs per column through
+					// KernelCols.
+					inPlace = false
+					if ws.colsKB != kb {
+						ws.cols.Expand(kc, bpan, cols, ws.colsBuf)
+						ws.colsKB = kb
+					}
+				}
 				for ip := ic / mr; ip*mr < ie; {
 					rows := min(mr, ie-ip*mr)
 					var ep gemm.Epilogue
@@ -358,7 +378,11 @@ func (j *convJob) Run(w, t int) {
 					}
 					// A partial tile, or one spanning images: compute it
 					// aside and store it image by image.
-					gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
+					if narrow {
+						gemm.KernelCols(a.Panel(kb, ip), &ws.cols, tile[:])
+					} else {
+						gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
+					}
 					img, pix := pn.Img, pn.Pix
 					for l := 0; l < cols; {
 						seg := min(cols-l, npix-pix)

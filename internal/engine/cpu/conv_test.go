@@ -44,6 +44,9 @@ func TestConvLayouts(t *testing.T) {
 		{model.Conv{InC: 6, OutC: 9, K: 3, Stride: 2, Pad: 1, Groups: 3}, 15, 16, layoutPhases},
 		{model.Conv{InC: 8, OutC: 16, K: 1, Stride: 2, Pad: 0, Groups: 1}, 13, 13, layoutPhases},
 		{model.Conv{InC: 4, OutC: 5, K: 3, Stride: 3, Pad: 1, Groups: 1}, 20, 23, layoutPhases},
+		// 5 x 45 outputs end in a one-column panel (gemm.KernelCols), over
+		// several K-blocks.
+		{model.Conv{InC: 300, OutC: 50, K: 3, Stride: 2, Pad: 1, Groups: 1, ReLU: true}, 9, 17, layoutPhases},
 		{model.Conv{InC: 5, OutC: 7, K: 3, Stride: 1, Pad: 0, Groups: 1}, 9, 12, layoutGather},
 		{model.Conv{InC: 5, OutC: 8, K: 2, Stride: 2, Pad: 0, Groups: 1, ReLU: true}, 9, 11, layoutGather},
 		{model.Conv{InC: 3, OutC: 4, K: 5, Stride: 1, Pad: 3, Groups: 1}, 6, 8, layoutGather},

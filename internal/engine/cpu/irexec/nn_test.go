@@ -37,6 +37,10 @@ func TestConv(t *testing.T) {
 		{"valid", 2, 4, 9, 6, 5, 3, 3, []int{2, 1}, nil, nil, 1, "VALID", true},
 		{"kernel wider than input", 1, 2, 3, 3, 3, 5, 5, nil, nil, []int{2, 2, 2, 2}, 1, "", true},
 		{"odd sizes deep", 1, 300, 5, 5, 7, 3, 3, nil, nil, []int{1, 1, 1, 1}, 1, "", true},
+		// 7x7 and 14x14 outputs at batch 1 end in a panel of 1 or 4
+		// columns (gemm.KernelCols), over several K-blocks.
+		{"3x3 s2 deep 7x7 out", 1, 300, 13, 13, 50, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}, 1, "", true},
+		{"3x3 s2 14x14 out", 1, 40, 28, 28, 30, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}, 1, "", false},
 		// Squeeze-and-excitation layers: dot products (gemvStep).
 		{"1x1 on 1x1 maps", 3, 300, 1, 1, 70, 1, 1, nil, nil, nil, 1, "", true},
 		// Pointwise layers read B in place over runs of whole panels: maps
