@@ -2,32 +2,9 @@
 
 #include "textflag.h"
 
-// The macros EXPZ and CLAMPEXPZ are act_avx512_amd64.s's (the assembler
-// includes no other .s file, so they are repeated here; keep the copies
-// equal, TestSoftmaxRow fails otherwise): e^x per lane with the same
-// operations as EXP in vec_amd64.s, constants in Z6-Z15.
-#define EXPZ \
-	VMOVAPS Z15, Z1; \
-	VFMADD231PS Z8, Z0, Z1; \
-	VSUBPS Z15, Z1, Z4; \
-	VMOVAPS Z0, Z2; \
-	VFNMADD231PS Z9, Z4, Z2; \
-	VFNMADD231PS Z10, Z4, Z2; \
-	VMOVAPS Z11, Z3; \
-	VFMADD213PS Z12, Z2, Z3; \
-	VFMADD213PS Z13, Z2, Z3; \
-	VFMADD213PS Z14, Z2, Z3; \
-	VMULPS Z2, Z2, Z4; \
-	VADDPS Z7, Z2, Z5; \
-	VFMADD213PS Z5, Z4, Z3; \
-	VPSLLD $23, Z1, Z1; \
-	VMULPS Z1, Z3, Z3
-
-#define CLAMPEXPZ \
-	VBROADCASTSS ·actVec+64(SB), Z1; \
-	VMAXPS Z0, Z1, Z0; \
-	VBROADCASTSS ·actVec+96(SB), Z1; \
-	VMINPS Z0, Z1, Z0
+// EXPZ and CLAMPEXPZ: e^x per lane with the same operations as EXP in
+// vec_amd64.s, constants in Z6-Z15.
+#include "exp_avx512_amd64.h"
 
 // HREDUCE sets every lane of Z16 to OP over its lanes; clobbers Z1.
 #define HREDUCE(OP) \
