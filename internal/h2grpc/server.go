@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -169,11 +170,24 @@ type serverStream struct {
 	method  string
 	ctx     context.Context
 	cancel  context.CancelFunc
-	buf     []byte
-	recv    int // received on the stream, not credited back
+	stopCut func() bool // stops the watch that cuts the stream when ctx ends
+
+	// bufMu guards buf and recv: the reading goroutine holds it while it
+	// reads one DATA frame of the stream, cut while it frees the buffer.
+	bufMu sync.Mutex
+	buf   []byte
+	recv  int // received on the stream, not credited back
+
 	tooBig  bool
-	started bool
+	started bool        // guarded by the conn's mu; written by the reader only
+	isCut   atomic.Bool // set under the conn's mu by cut
 }
+
+// cutGrace is how long cut waits for a DATA frame of the cut stream that is
+// being read to end before it closes the connection: a peer that stops in
+// the middle of a frame holds the connection's reader and the stream's
+// buffer, which must not outlive the call.
+const cutGrace = time.Second
 
 func (sc *serverConn) goAway(code uint32) {
 	sc.mu.Lock()
@@ -323,7 +337,7 @@ func (sc *serverConn) headers(h frameHeader) error {
 			ctx, cancel = context.WithTimeout(ctx, d)
 		}
 	}
-	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel}
+	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel, stopCut: func() bool { return false }}
 	sc.streams[h.stream] = st
 	// The send window exists from the stream's start, so that a
 	// WINDOW_UPDATE the client sends before the answer is counted.
@@ -347,10 +361,48 @@ func (sc *serverConn) headers(h frameHeader) error {
 		go sc.finish(st, refuse)
 		return nil
 	}
+	// A call whose context ends (the Admit hook's read timeout, the
+	// client's deadline, a drain) before its message is complete is
+	// dropped at once, its buffer with it, whether or not more arrives.
+	st.stopCut = context.AfterFunc(st.ctx, func() { sc.cut(st) })
 	if h.flags&flagEndStream != 0 {
 		sc.start(st)
 	}
 	return nil
+}
+
+// cut drops a stream whose context ended before its message was complete:
+// the client is told RST_STREAM (CANCEL), later DATA for it is read and
+// dropped (still counted against the connection window), and its buffer
+// goes back to the pool now, or as soon as the frame being read into it
+// ends.
+func (sc *serverConn) cut(st *serverStream) {
+	sc.mu.Lock()
+	if st.started || sc.streams[st.id] != st {
+		sc.mu.Unlock()
+		return
+	}
+	st.isCut.Store(true)
+	delete(sc.streams, st.id)
+	closeNow := sc.away && len(sc.streams) == 0
+	sc.mu.Unlock()
+	st.cancel()
+	c := sc.c
+	c.wmu.Lock()
+	delete(c.streamSend, st.id)
+	c.writeLocked(appendRSTStream(nil, st.id, errCodeCancel))
+	c.wmu.Unlock()
+	if !st.bufMu.TryLock() {
+		t := time.AfterFunc(cutGrace, func() { c.nc.Close() })
+		st.bufMu.Lock()
+		t.Stop()
+	}
+	messageBuffers.put(st.buf)
+	st.buf = nil
+	st.bufMu.Unlock()
+	if closeNow {
+		c.nc.Close()
+	}
 }
 
 func (sc *serverConn) data(h frameHeader) error {
@@ -361,6 +413,14 @@ func (sc *serverConn) data(h frameHeader) error {
 	if st == nil || st.started {
 		// A reset or finished stream: its bytes still count against the
 		// connection window.
+		_, err := c.readData(h, nil)
+		return err
+	}
+	st.bufMu.Lock()
+	defer st.bufMu.Unlock()
+	if st.isCut.Load() {
+		messageBuffers.put(st.buf)
+		st.buf = nil
 		_, err := c.readData(h, nil)
 		return err
 	}
@@ -390,6 +450,12 @@ func (sc *serverConn) data(h frameHeader) error {
 	if err != nil {
 		return err
 	}
+	if st.isCut.Load() {
+		// Cut while the frame was read: cut waits for this to return.
+		messageBuffers.put(st.buf)
+		st.buf = nil
+		return nil
+	}
 	if st.recv += h.length; st.recv > c.window {
 		return connError{errCodeFlowControl, "peer sent past the stream window"}
 	}
@@ -401,7 +467,9 @@ func (sc *serverConn) data(h frameHeader) error {
 	}
 	if h.flags&flagEndStream != 0 {
 		sc.mu.Lock()
-		sc.start(st)
+		if !st.isCut.Load() {
+			sc.start(st)
+		}
 		sc.mu.Unlock()
 	}
 	return nil
@@ -410,6 +478,7 @@ func (sc *serverConn) data(h frameHeader) error {
 // start hands a complete request to the handler. Call with sc.mu held.
 func (sc *serverConn) start(st *serverStream) {
 	st.started = true
+	st.stopCut()
 	sc.s.streams.Add(1)
 	if sc.ready != nil {
 		go sc.run(sc.ready)
