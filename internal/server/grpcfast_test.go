@@ -2,7 +2,11 @@ package server_test
 
 import (
 	"testing"
+	"time"
 
+	"golang.org/x/net/http2"
+
+	"goinfer/internal/kservepb"
 	"goinfer/internal/server"
 	"goinfer/internal/server/servertest"
 )
@@ -26,5 +30,68 @@ func TestH2GRPCTransport(t *testing.T) {
 			t.Cleanup(func() { servertest.GRPCTransport = "" })
 			tc.test(t)
 		})
+	}
+}
+
+// reset waits up to within for RST_STREAM on stream 1 and returns its
+// code; ok is false when none came.
+func (h *grpcHolder) reset(within time.Duration) (code http2.ErrCode, ok bool) {
+	h.conn.SetReadDeadline(time.Now().Add(within))
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			return 0, false
+		}
+		if r, isRST := f.(*http2.RSTStreamFrame); isRST && r.StreamID == 1 {
+			return r.ErrCode, true
+		}
+	}
+}
+
+// TestH2GRPCReadTimeout: on the h2grpc transport, --read_timeout cuts off
+// a message that stalls after its prefix or trickles in: the stream is
+// reset (CANCEL), so that the server drops the message's buffer with its
+// budget reservation, and later calls are answered.
+func TestH2GRPCReadTimeout(t *testing.T) {
+	servertest.GRPCTransport = server.GRPCTransportH2
+	t.Cleanup(func() { servertest.GRPCTransport = "" })
+	const readTimeout = 300 * time.Millisecond
+	s := servertest.Start(t, servertest.Options{Server: func(c *server.Config) {
+		c.MaxRequestBytes = 4 << 20
+		c.MaxInflightBytes = 8 << 20
+		c.ReadTimeout = readTimeout
+	}})
+	for _, trickle := range []bool{false, true} {
+		start := time.Now()
+		h := startGRPCHolder(t, s.GRPCAddr, 4<<20, 1<<10)
+		stop := make(chan struct{})
+		if trickle {
+			go func() {
+				// One DATA frame of one byte on stream 1.
+				one := []byte{0, 0, 1, byte(http2.FrameData), 0, 0, 0, 0, 1, 7}
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+						h.conn.Write(one)
+					}
+				}
+			}()
+		}
+		code, ok := h.reset(5 * time.Second)
+		close(stop)
+		if !ok || code != http2.ErrCodeCancel {
+			t.Fatalf("trickle %v: RST_STREAM %v (received: %v), want CANCEL", trickle, code, ok)
+		}
+		if el := time.Since(start); el < readTimeout {
+			t.Errorf("trickle %v: reset after %v, before --read_timeout", trickle, el)
+		}
+		waitMetric(t, s, budgetMetric, 0)
+	}
+	x := randImages(2, 16, 31)
+	cl := kservepb.NewGRPCInferenceServiceClient(dialGRPC(t, s.GRPCAddr))
+	if _, err := cl.ModelInfer(ctxT(t), rawInfer(x, 2)); err != nil {
+		t.Fatalf("after the cut-off messages: %v", err)
 	}
 }
