@@ -98,7 +98,8 @@ func streamOf(s *Server, id uint32) *serverStream {
 
 // TestCutSlowMessage: a call whose context ends (here the Admit hook's
 // deadline, as the server's --read_timeout) before its message is complete
-// is reset with CANCEL and its buffer freed, whether the client stalls
+// is reset with CANCEL and its buffer (never more than presizeMax for the
+// declared 4 MiB) freed, whether the client stalls
 // after the prefix, trickles bytes, or stops inside a DATA frame; later
 // DATA for it is ignored and the connection serves the next call, except
 // in the last case, where the connection is closed after cutGrace.
@@ -151,6 +152,21 @@ func TestCutSlowMessage(t *testing.T) {
 			}
 			if st == nil {
 				t.Fatal("stream 1 never registered")
+			}
+			if !tc.closesOK {
+				// Only the presized part of the declared 4 MiB is held.
+				held := 0
+				for i := 0; held == 0 && i < 100; i++ {
+					st.bufMu.Lock()
+					if len(st.buf) >= grpcPrefixLen {
+						held = cap(st.buf)
+					}
+					st.bufMu.Unlock()
+					time.Sleep(time.Millisecond)
+				}
+				if held == 0 || held > presizeMax {
+					t.Fatalf("stream buffer of %d bytes before the cut, want 1..%d", held, presizeMax)
+				}
 			}
 			p, _, err := rc.waitFrame(1, frameRSTStream)
 			if err != nil {

@@ -38,3 +38,14 @@ func (p *bufPool) reserve(b []byte, n int) []byte {
 	p.put(b)
 	return nb
 }
+
+// growTo makes b's capacity at least n, moving it to a pooled buffer when
+// needed (the old one goes back to the pool).
+func (p *bufPool) growTo(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b
+	}
+	nb := append(p.get(n), b...)
+	p.put(b)
+	return nb
+}

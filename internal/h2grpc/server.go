@@ -189,6 +189,10 @@ type serverStream struct {
 // buffer, which must not outlive the call.
 const cutGrace = time.Second
 
+// presizeMax is how much of a declared message is allocated before its
+// bytes arrive (like the HTTP server's first read).
+const presizeMax = 1 << 20
+
 func (sc *serverConn) goAway(code uint32) {
 	sc.mu.Lock()
 	if sc.away {
@@ -435,15 +439,23 @@ func (sc *serverConn) data(h frameHeader) error {
 		st.buf = nil
 		_, err = c.readData(h, nil)
 	} else {
-		st.buf = messageBuffers.reserve(st.buf, h.length)
+		if n := len(st.buf); n >= grpcPrefixLen {
+			// Past presizeMax the buffer doubles as bytes arrive, but
+			// not beyond the declared message.
+			want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
+			st.buf = messageBuffers.growTo(st.buf, max(n+h.length, min(2*cap(st.buf), want)))
+		} else {
+			st.buf = messageBuffers.reserve(st.buf, h.length)
+		}
 		st.buf, err = c.readData(h, st.buf)
 		if n := len(st.buf); err == nil && n >= grpcPrefixLen {
 			// Once the prefix is in, the buffer is made as large as the
-			// declared message (within the limit), so that the rest
-			// arrives without another copy.
+			// declared message up to presizeMax, so that most messages
+			// arrive without another copy, while a client that declares
+			// a large one and stalls holds no more than that.
 			want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
-			if want <= limit+grpcPrefixLen && want > n {
-				st.buf = messageBuffers.reserve(st.buf, want-n)
+			if want <= limit+grpcPrefixLen {
+				st.buf = messageBuffers.growTo(st.buf, min(want, max(n, presizeMax)))
 			}
 		}
 	}
