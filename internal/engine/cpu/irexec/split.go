@@ -55,6 +55,15 @@ func NewSplit(p *Plan, chunk, workers int) (*Split, error) {
 	return s, nil
 }
 
+// MemoryBytes is the Execs' memory (arenas and scratch).
+func (s *Split) MemoryBytes() int64 {
+	var n int64
+	for _, x := range s.execs {
+		n += x.MemoryBytes()
+	}
+	return n
+}
+
 // Close releases the Execs.
 func (s *Split) Close() error {
 	var err error
