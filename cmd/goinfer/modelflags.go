@@ -31,6 +31,7 @@ type modelFlags struct {
 	precision  string
 	compile    bool
 	threads    int
+	splitBatch int
 	device     int
 	tuneCache  string
 	fs         *flag.FlagSet // to tell flags given from defaults
@@ -56,6 +57,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
 	fs.StringVar(&m.precision, "precision", "", "arithmetic: fp32, tf32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
 	fs.BoolVar(&m.compile, "compile", compileDefault, "fold batch norms, fuse epilogues, autotune and capture CUDA graphs (slower start, faster steady state); --no-compile runs eagerly")
 	fs.IntVar(&m.threads, "threads", 0, "cpu engine threads (0: all cores)")
+	fs.IntVar(&m.splitBatch, "cpu_split_batch", 0, "cpu engine, ONNX/general graphs: run a batch larger than `N` (a multiple of it) as N-image chunks, one per thread at a time, instead of every layer over the whole batch; only for models whose images are independent (0: off)")
 	fs.IntVar(&m.device, "device", 0, "GPU ordinal for the cuda engine")
 	fs.StringVar(&m.tuneCache, "tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (one file per GPU model, driver and cuDNN), so that --compile on the same machine skips the measurements and starts faster; empty: measure every time, as a cold start")
 }

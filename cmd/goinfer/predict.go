@@ -123,6 +123,7 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		InputDType:  tensor.Float32,
 		Device:      mf.device,
 		Threads:     mf.threads,
+		SplitBatch:  mf.splitBatch,
 		TuningCache: mf.tuneCache,
 	}
 	m, times, err := loadNetGraph(ctx, e, g, opts)

@@ -87,6 +87,13 @@ type Options struct {
 	// NoWinograd makes the cpu engine run every convolution as a direct
 	// GEMM, never as Winograd F(4x4, 3x3) (for A/B comparisons).
 	NoWinograd bool
+	// SplitBatch (cpu engine, general graphs; 0: off) runs a forward of
+	// more than SplitBatch images, a multiple of it, as chunks of
+	// SplitBatch images, each on one thread, the threads taking chunks
+	// in turn: a chunk's activations stay in its core's caches between
+	// layers. Only for graphs whose images are independent (every
+	// classifier; not a graph that mixes the batch dimension).
+	SplitBatch int
 	// Progress, when set, receives human-readable lines about long steps
 	// (autotuning, capture).
 	Progress func(format string, args ...any)

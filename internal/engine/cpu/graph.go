@@ -97,12 +97,14 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 
 // graphModel is a general graph loaded on the cpu engine.
 type graphModel struct {
-	g         *ir.Graph
-	opts      engine.Options
-	info      engine.Info
-	weights   *irexec.WeightCache
-	mu        sync.Mutex
-	plans     map[int]*irexec.Plan
+	g       *ir.Graph
+	opts    engine.Options
+	info    engine.Info
+	weights *irexec.WeightCache
+	mu      sync.Mutex
+	plans   map[int]*irexec.Plan
+	// chunkPlan is the single-threaded plan of opts.SplitBatch images.
+	chunkPlan *irexec.Plan
 	instances int
 	closed    bool
 	// cores counts the workers of the instances' pools (parallel.Cores).
@@ -116,6 +118,31 @@ func (m *graphModel) plan(ctx context.Context, n int) (*irexec.Plan, error) {
 	if p, ok := m.plans[n]; ok {
 		return p, nil
 	}
+	p, err := m.compile(ctx, n, m.opts.Threads)
+	if err != nil {
+		return nil, err
+	}
+	m.plans[n] = p
+	return p, nil
+}
+
+// splitPlan returns the single-threaded plan of opts.SplitBatch images
+// that a Split runs, compiling it on first use.
+func (m *graphModel) splitPlan(ctx context.Context) (*irexec.Plan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.chunkPlan == nil {
+		p, err := m.compile(ctx, m.opts.SplitBatch, 1)
+		if err != nil {
+			return nil, err
+		}
+		m.chunkPlan = p
+	}
+	return m.chunkPlan, nil
+}
+
+// compile binds the graph to batch n and compiles it for threads.
+func (m *graphModel) compile(ctx context.Context, n, threads int) (*irexec.Plan, error) {
 	var b *ir.Graph
 	var err error
 	if m.opts.Compile {
@@ -131,11 +158,10 @@ func (m *graphModel) plan(ctx context.Context, n int) (*irexec.Plan, error) {
 	if m.opts.NoWinograd {
 		wm = winograd.Off
 	}
-	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: m.opts.Threads, Weights: m.weights, Winograd: wm})
+	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: threads, Weights: m.weights, Winograd: wm})
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	m.plans[n] = p
 	return p, nil
 }
 
@@ -187,7 +213,9 @@ type graphInstance struct {
 	pool   *parallel.Pool
 	arena  []byte
 	execs  map[int]*irexec.Exec
-	in     [1][]byte
+	// split runs the batches that opts.SplitBatch divides.
+	split *irexec.Split
+	in    [1][]byte
 	// out holds the output buffers: Forward's, then, per batch size, the
 	// graph's other outputs, which are computed and dropped.
 	out    map[int][][]byte
@@ -203,6 +231,9 @@ func (in *graphInstance) MemoryBytes() int64 {
 	for _, x := range in.execs {
 		n += x.MemoryBytes() - x.Plan().ArenaBytes()
 	}
+	if in.split != nil {
+		n += in.split.MemoryBytes()
+	}
 	return n
 }
 
@@ -217,6 +248,9 @@ func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
 	info := in.m.info
 	if n < 1 || n > info.MaxBatch {
 		return fmt.Errorf("cpu: Forward of %d images: batch must be in [1, MaxBatch=%d]", n, info.MaxBatch)
+	}
+	if c := in.m.opts.SplitBatch; c > 0 && n > c && n%c == 0 {
+		return in.forwardSplit(src, dst, n)
 	}
 	x, ok := in.execs[n]
 	var err error
@@ -262,6 +296,45 @@ func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
 	return err
 }
 
+// forwardSplit runs n images, a multiple of opts.SplitBatch, on the
+// instance's Split.
+func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n int) error {
+	info := in.m.info
+	if in.split == nil {
+		p, err := in.m.splitPlan(context.Background())
+		if err != nil {
+			return err
+		}
+		workers := in.m.opts.Threads
+		if workers <= 0 {
+			workers = runtime.GOMAXPROCS(0)
+		}
+		if in.split, err = irexec.NewSplit(p, in.m.opts.SplitBatch, workers); err != nil {
+			return fmt.Errorf("cpu: %w", err)
+		}
+	}
+	outs, ok := in.out[n]
+	if !ok {
+		outs = make([][]byte, len(info.Outputs))
+		for i, o := range info.Outputs[1:] {
+			outs[i+1] = make([]byte, n*o.Bytes())
+		}
+		in.out[n] = outs
+	}
+	xb, err := bufferBytes(src, 0, n*info.InputBytes(), "input")
+	if err != nil {
+		return err
+	}
+	yb, err := bufferBytes(dst, 0, n*info.OutputBytes(), "output")
+	if err != nil {
+		return err
+	}
+	in.in[0], outs[0] = xb, yb
+	err = in.split.Run(context.Background(), in.in[:], outs, n)
+	in.in[0], outs[0] = nil, nil
+	return err
+}
+
 // Close implements engine.Instance.
 func (in *graphInstance) Close() error {
 	if in.closed {
@@ -270,6 +343,9 @@ func (in *graphInstance) Close() error {
 	in.closed = true
 	for _, x := range in.execs {
 		x.Close()
+	}
+	if in.split != nil {
+		in.split.Close()
 	}
 	in.pool.Close()
 	in.execs, in.arena = nil, nil

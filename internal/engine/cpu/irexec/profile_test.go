@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +23,8 @@ import (
 // tool, not a check: it runs only with IREXEC_PROFILE=arch[,arch] set, and
 // IREXEC_WINOGRAD=off for direct 3x3 convolutions, IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
 // forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile, IREXEC_PROFILE_CONV to
-// list GEMM convolutions by channels and map;
+// list GEMM convolutions by channels and map, IREXEC_SPLIT=chunk to time
+// Split (chunks of that many images, one single-threaded Exec per thread);
 // an entry ending in .onnx is that file.
 func TestProfileArchs(t *testing.T) {
 	archs := os.Getenv("IREXEC_PROFILE")
@@ -38,11 +40,15 @@ func TestProfileArchs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		threads, _ := strconv.Atoi(os.Getenv("IREXEC_THREADS"))
+		if chunk, _ := strconv.Atoi(os.Getenv("IREXEC_SPLIT")); chunk > 0 && batch > chunk && batch%chunk == 0 {
+			profileSplit(t, arch, g, batch, chunk, threads)
+			continue
+		}
 		b, _, err := ir.Optimize(g, batch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		threads, _ := strconv.Atoi(os.Getenv("IREXEC_THREADS"))
 		opts := Options{Threads: threads}
 		if os.Getenv("IREXEC_WINOGRAD") == "off" {
 			opts.Winograd = winograd.Off
@@ -174,4 +180,49 @@ func profileIters() int {
 		return n
 	}
 	return 15
+}
+
+// profileSplit times whole forwards of batch images run by a Split of
+// chunk-image plans on threads workers.
+func profileSplit(t *testing.T, arch string, g *ir.Graph, batch, chunk, threads int) {
+	b, _, err := ir.Optimize(g, chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(context.Background(), b, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	s, err := NewSplit(p, chunk, threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := make([]byte, batch/chunk*p.vals[p.inputs[0]].nbytes)
+	out := make([][]byte, len(p.outputs))
+	for i, v := range p.outputs {
+		out[i] = make([]byte, batch/chunk*p.vals[v].nbytes)
+	}
+	var bestRun, sum time.Duration
+	runs := 0
+	cpu0 := processCPU()
+	secs, _ := strconv.ParseFloat(os.Getenv("IREXEC_SECONDS"), 64)
+	for start := time.Now(); runs < 3 || time.Since(start).Seconds() < max(secs, 2); runs++ {
+		t0 := time.Now()
+		if err := s.Run(context.Background(), [][]byte{in}, out, batch); err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(t0)
+		sum += d
+		if runs == 0 || d < bestRun {
+			bestRun = d
+		}
+	}
+	cpu := processCPU() - cpu0
+	fmt.Printf("%s bs%d threads %d: best %.2f ms (%.1f img/s), mean %.2f ms over %d forwards, %.2f CPU-ms each (split in chunks of %d)\n", arch, batch, threads,
+		float64(bestRun.Microseconds())/1e3, float64(batch)/bestRun.Seconds(), float64(sum.Microseconds())/1e3/float64(runs), runs,
+		float64(cpu.Microseconds())/1e3/float64(runs), chunk)
 }

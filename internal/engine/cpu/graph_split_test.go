@@ -1,0 +1,45 @@
+package cpu
+
+import (
+	"context"
+	"testing"
+
+	"goinfer/internal/engine"
+)
+
+// TestLoadGraphSplitBatch checks that SplitBatch gives the whole-batch
+// results, for batches it divides (chunks per thread) and ones it does not
+// (the whole-batch plan), at thread counts below and above the chunks.
+func TestLoadGraphSplitBatch(t *testing.T) {
+	ctx := context.Background()
+	g := smallGraph(t)
+	ref, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 6, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	in := randInput(6, 6*ref.Info().Input().Elems())
+	for _, tc := range []struct {
+		name           string
+		split, threads int
+		batches        []int
+	}{
+		{"chunks of 1, 2 threads", 1, 2, []int{6, 1, 5}},
+		{"chunks of 2, 3 threads", 2, 3, []int{4, 3, 6}},
+		{"chunks of 3, 4 threads", 3, 4, []int{6, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 6, Threads: tc.threads, SplitBatch: tc.split})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			for _, n := range tc.batches {
+				x := in[:n*m.Info().Input().Elems()]
+				if d := relDiff(runModel(t, m, n, x), runModel(t, ref, n, x)); d > 1e-5 {
+					t.Errorf("batch %d: differs from the whole-batch plan by %g", n, d)
+				}
+			}
+		})
+	}
+}
