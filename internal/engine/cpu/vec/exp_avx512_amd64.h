@@ -1,6 +1,19 @@
 // The AVX-512 exponential shared by act_avx512_amd64.s and
 // softmax_avx512_amd64.s (one copy, so that both give the same bits).
 
+// EXPCONSTZ broadcasts EXPZ's constants (expConst) into Z6-Z15.
+#define EXPCONSTZ \
+	VBROADCASTSS ·expConst+0(SB), Z8; \
+	VBROADCASTSS ·expConst+4(SB), Z9; \
+	VBROADCASTSS ·expConst+8(SB), Z10; \
+	VBROADCASTSS ·expConst+12(SB), Z11; \
+	VBROADCASTSS ·expConst+16(SB), Z12; \
+	VBROADCASTSS ·expConst+20(SB), Z13; \
+	VBROADCASTSS ·expConst+24(SB), Z14; \
+	VBROADCASTSS ·expConst+28(SB), Z15; \
+	VBROADCASTSS ·expConst+32(SB), Z6; \
+	VBROADCASTSS ·expConst+36(SB), Z7
+
 // EXPZ sets Z3 = e^Z0 as EXP does, with its constants in Z6-Z15;
 // clobbers Z1, Z2, Z4, Z5 and keeps Z0.
 #define EXPZ \

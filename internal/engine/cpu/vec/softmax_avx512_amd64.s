@@ -52,16 +52,7 @@ maxtail:
 	VMOVAPS Z16, Z18
 
 	// Pass 2: dst = e^(src - max), summed in Z17.
-	VBROADCASTSS ·expConst+0(SB), Z8
-	VBROADCASTSS ·expConst+4(SB), Z9
-	VBROADCASTSS ·expConst+8(SB), Z10
-	VBROADCASTSS ·expConst+12(SB), Z11
-	VBROADCASTSS ·expConst+16(SB), Z12
-	VBROADCASTSS ·expConst+20(SB), Z13
-	VBROADCASTSS ·expConst+24(SB), Z14
-	VBROADCASTSS ·expConst+28(SB), Z15
-	VBROADCASTSS ·expConst+32(SB), Z6
-	VBROADCASTSS ·expConst+36(SB), Z7
+	EXPCONSTZ
 	VPXORD Z17, Z17, Z17
 	MOVQ SI, R8
 	MOVQ DI, R10
