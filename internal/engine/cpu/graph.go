@@ -66,6 +66,16 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 			return nil, fmt.Errorf("cpu: graph %q takes %dx%dx%d images, not the %dx%d asked for", g.Name, c, h, w, opts.Height, opts.Width)
 		}
 	}
+	if opts.SplitBatch < 0 {
+		return nil, fmt.Errorf("cpu: SplitBatch %d: must be 0 (off) or positive", opts.SplitBatch)
+	}
+	if opts.SplitBatch > 0 {
+		// Chunks give the whole batch's answer only when no op mixes
+		// images: refuse the option for a graph where one does.
+		if err := ir.BatchIndependent(g); err != nil {
+			return nil, fmt.Errorf("cpu: --cpu_split_batch needs a model whose images are independent: %w", err)
+		}
+	}
 	m := &graphModel{g: g, opts: opts, weights: irexec.NewWeightCache(), plans: map[int]*irexec.Plan{}}
 	sizes := opts.BatchSizes
 	if len(sizes) == 0 {

@@ -2,9 +2,11 @@ package cpu
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/ir"
 )
 
 // TestLoadGraphSplitBatch checks that SplitBatch gives the whole-batch
@@ -41,5 +43,25 @@ func TestLoadGraphSplitBatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadGraphSplitBatchRefusesMixing: a graph where an op works across
+// the images (a softmax over the batch) cannot run in chunks.
+func TestLoadGraphSplitBatchRefusesMixing(t *testing.T) {
+	g := smallGraph(t)
+	n := &ir.Node{Name: "over_batch", Op: &ir.Softmax{Axis: 0}, Inputs: []*ir.Value{g.Outputs[0]}}
+	out := &ir.Value{Name: "probs", Producer: n, Type: g.Outputs[0].Type}
+	n.Outputs = []*ir.Value{out}
+	g.Nodes = append(g.Nodes, n)
+	g.Outputs = []*ir.Value{out}
+	m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{MaxBatch: 4, Threads: 1})
+	if err != nil {
+		t.Fatalf("without SplitBatch: %v", err)
+	}
+	m.Close()
+	_, err = Engine{}.LoadGraph(context.Background(), g, engine.Options{MaxBatch: 4, Threads: 1, SplitBatch: 1})
+	if err == nil || !strings.Contains(err.Error(), `node "over_batch" (Softmax) works along the batch dimension`) {
+		t.Fatalf("SplitBatch on a graph mixing images: %v", err)
 	}
 }
