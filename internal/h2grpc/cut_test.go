@@ -109,11 +109,14 @@ func TestCutSlowMessage(t *testing.T) {
 		name     string
 		send     func(rc *rawClient, stop <-chan struct{})
 		closesOK bool
+		// settle is how long to let the client send before the buffer
+		// is measured (the cut comes at 150 ms).
+		settle time.Duration
 	}{
 		{name: "stall-after-prefix", send: func(rc *rawClient, _ <-chan struct{}) {
 			rc.data(1, false, append(grpcPrefix(declared), 1, 2, 3))
 		}},
-		{name: "trickle", send: func(rc *rawClient, stop <-chan struct{}) {
+		{name: "trickle", settle: 60 * time.Millisecond, send: func(rc *rawClient, stop <-chan struct{}) {
 			rc.data(1, false, grpcPrefix(declared))
 			go func() {
 				for {
@@ -154,7 +157,9 @@ func TestCutSlowMessage(t *testing.T) {
 				t.Fatal("stream 1 never registered")
 			}
 			if !tc.closesOK {
-				// Only the presized part of the declared 4 MiB is held.
+				// Only the presized part of the declared 4 MiB is held,
+				// however many small frames have arrived.
+				time.Sleep(tc.settle)
 				held := 0
 				for i := 0; held == 0 && i < 100; i++ {
 					st.bufMu.Lock()

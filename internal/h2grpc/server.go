@@ -440,10 +440,12 @@ func (sc *serverConn) data(h frameHeader) error {
 		_, err = c.readData(h, nil)
 	} else {
 		if n := len(st.buf); n >= grpcPrefixLen {
-			// Past presizeMax the buffer doubles as bytes arrive, but
-			// not beyond the declared message.
-			want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
-			st.buf = messageBuffers.growTo(st.buf, max(n+h.length, min(2*cap(st.buf), want)))
+			// Past presizeMax the buffer doubles when the arriving bytes
+			// need more room, but not beyond the declared message.
+			if cap(st.buf)-n < h.length {
+				want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
+				st.buf = messageBuffers.growTo(st.buf, max(n+h.length, min(2*cap(st.buf), want)))
+			}
 		} else {
 			st.buf = messageBuffers.reserve(st.buf, h.length)
 		}
