@@ -285,44 +285,16 @@ func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
 			return err
 		}
 		in.execs[n] = x
-		outs := make([][]byte, len(info.Outputs))
-		for i, o := range info.Outputs[1:] {
-			outs[i+1] = make([]byte, n*o.Bytes())
-		}
-		in.out[n] = outs
 	}
-	xb, err := bufferBytes(src, 0, n*info.InputBytes(), "input")
-	if err != nil {
-		return err
-	}
-	yb, err := bufferBytes(dst, 0, n*info.OutputBytes(), "output")
-	if err != nil {
-		return err
-	}
-	outs := in.out[n]
-	in.in[0], outs[0] = xb, yb
-	err = x.Run(context.Background(), in.in[:], outs)
-	in.in[0], outs[0] = nil, nil
-	return err
+	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
+		return x.Run(context.Background(), ins, outs)
+	})
 }
 
-// forwardSplit runs n images, a multiple of opts.SplitBatch, on the
-// instance's Split.
-func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n int) error {
+// bind runs run with src as input 0 and dst as output 0 of n images, the
+// other outputs in the instance's buffers for n.
+func (in *graphInstance) bind(src, dst engine.Buffer, n int, run func(ins, outs [][]byte) error) error {
 	info := in.m.info
-	if in.split == nil {
-		p, err := in.m.splitPlan(context.Background())
-		if err != nil {
-			return err
-		}
-		workers := in.m.opts.Threads
-		if workers <= 0 {
-			workers = runtime.GOMAXPROCS(0)
-		}
-		if in.split, err = irexec.NewSplit(p, in.m.opts.SplitBatch, workers); err != nil {
-			return fmt.Errorf("cpu: %w", err)
-		}
-	}
 	outs, ok := in.out[n]
 	if !ok {
 		outs = make([][]byte, len(info.Outputs))
@@ -340,9 +312,28 @@ func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n int) error {
 		return err
 	}
 	in.in[0], outs[0] = xb, yb
-	err = in.split.Run(context.Background(), in.in[:], outs, n)
+	err = run(in.in[:], outs)
 	in.in[0], outs[0] = nil, nil
 	return err
+}
+
+// forwardSplit runs n images, a multiple of opts.SplitBatch, on the
+// instance's Split.
+func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n int) error {
+	if in.split == nil {
+		p, err := in.m.splitPlan(context.Background())
+		if err != nil {
+			return err
+		}
+		// The instance's pool runs the chunks: its workers count
+		// against the model's cores like the whole-batch plans'.
+		if in.split, err = irexec.NewSplitShared(p, in.m.opts.SplitBatch, in.pool); err != nil {
+			return fmt.Errorf("cpu: %w", err)
+		}
+	}
+	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
+		return in.split.Run(context.Background(), ins, outs, n)
+	})
 }
 
 // Close implements engine.Instance.

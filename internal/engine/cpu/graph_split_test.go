@@ -65,3 +65,31 @@ func TestLoadGraphSplitBatchRefusesMixing(t *testing.T) {
 		t.Fatalf("SplitBatch on a graph mixing images: %v", err)
 	}
 }
+
+// TestSplitForwardDoesNotAllocate: a split forward runs its chunks on the
+// instance's pool with buffers made once.
+func TestSplitForwardDoesNotAllocate(t *testing.T) {
+	ctx := context.Background()
+	m, err := Engine{}.LoadGraph(ctx, smallGraph(t), engine.Options{MaxBatch: 4, Threads: 2, SplitBatch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	inst, err := m.NewInstance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	src, _ := m.Device().Alloc(4 * m.Info().InputBytes())
+	dst, _ := m.Device().Alloc(4 * m.Info().OutputBytes())
+	if err := inst.Forward(src, dst, 4); err != nil { // makes the Split
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(5, func() {
+		if err := inst.Forward(src, dst, 4); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("a split Forward allocates %v times per call", allocs)
+	}
+}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
+
+	"goinfer/internal/engine/cpu/parallel"
 )
 
 // Split runs a batch as chunks of a per-chunk plan, one single-threaded
@@ -19,24 +19,55 @@ import (
 type Split struct {
 	p     *Plan
 	execs []*Exec
+	// pool runs the chunks, worker w on execs[w]; ownPool says whether
+	// Close closes it.
+	pool    *parallel.Pool
+	ownPool bool
 	// chunk is the images of one plan forward; inBytes and outBytes are
 	// each input's and output's bytes per chunk.
 	chunk             int
 	inBytes, outBytes []int
-	errs              []error
+	// job is the running call's: its context, whole-batch buffers, each
+	// worker's chunk views and first error.
+	job splitJob
+}
+
+// splitJob runs one chunk per task on the worker's Exec (parallel.Job).
+type splitJob struct {
+	s       *Split
+	ctx     context.Context
+	in, out [][]byte
+	ci, co  [][][]byte // per worker
+	errs    []error    // per worker
 }
 
 // NewSplit makes a Split of workers Execs over p, a plan compiled for
 // chunk images (its inputs' and outputs' leading dimension) with one
-// thread.
+// thread, run by a pool of its own.
 func NewSplit(p *Plan, chunk, workers int) (*Split, error) {
-	if chunk < 1 || workers < 1 {
+	if workers < 1 {
 		return nil, fmt.Errorf("irexec: Split of %d-image chunks on %d workers", chunk, workers)
+	}
+	pool := parallel.New(workers)
+	s, err := NewSplitShared(p, chunk, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
+// NewSplitShared is NewSplit on pool's workers, one Exec each; pool stays
+// the caller's and must not run anything else during Run.
+func NewSplitShared(p *Plan, chunk int, pool *parallel.Pool) (*Split, error) {
+	if chunk < 1 {
+		return nil, fmt.Errorf("irexec: Split of %d-image chunks", chunk)
 	}
 	if p.threads != 1 {
 		return nil, fmt.Errorf("irexec: Split over a plan of %d threads: compile it with Threads 1", p.threads)
 	}
-	s := &Split{p: p, chunk: chunk, errs: make([]error, workers)}
+	s := &Split{p: p, pool: pool, chunk: chunk}
 	for _, list := range []struct {
 		vals  []int
 		bytes *[]int
@@ -49,8 +80,12 @@ func NewSplit(p *Plan, chunk, workers int) (*Split, error) {
 			*list.bytes = append(*list.bytes, val.nbytes)
 		}
 	}
-	for range workers {
+	workers := pool.Size()
+	s.job = splitJob{s: s, ci: make([][][]byte, workers), co: make([][][]byte, workers), errs: make([]error, workers)}
+	for w := range workers {
 		s.execs = append(s.execs, p.NewExec())
+		s.job.ci[w] = make([][]byte, len(s.inBytes))
+		s.job.co[w] = make([][]byte, len(s.outBytes))
 	}
 	return s, nil
 }
@@ -64,11 +99,14 @@ func (s *Split) MemoryBytes() int64 {
 	return n
 }
 
-// Close releases the Execs.
+// Close releases the Execs, and the pool when it is the Split's own.
 func (s *Split) Close() error {
 	var err error
 	for _, x := range s.execs {
 		err = errors.Join(err, x.Close())
+	}
+	if s.ownPool {
+		s.pool.Close()
 	}
 	return err
 }
@@ -93,34 +131,30 @@ func (s *Split) Run(ctx context.Context, in, out [][]byte, n int) error {
 			return fmt.Errorf("irexec: Split.Run: output %d has %d bytes, %d images need %d", i, len(out[i]), n, chunks*b)
 		}
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	workers := min(len(s.execs), chunks)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			x := s.execs[w]
-			ci, co := make([][]byte, len(in)), make([][]byte, len(out))
-			s.errs[w] = nil
-			for {
-				c := int(next.Add(1)) - 1
-				if c >= chunks {
-					return
-				}
-				for i, b := range s.inBytes {
-					ci[i] = in[i][c*b : (c+1)*b]
-				}
-				for i, b := range s.outBytes {
-					co[i] = out[i][c*b : (c+1)*b]
-				}
-				if err := x.Run(ctx, ci, co); err != nil {
-					s.errs[w] = fmt.Errorf("irexec: Split chunk %d: %w", c, err)
-					return
-				}
-			}
-		}()
+	j := &s.job
+	j.ctx, j.in, j.out = ctx, in, out
+	clear(j.errs)
+	s.pool.Run(j, chunks)
+	j.ctx, j.in, j.out = nil, nil, nil
+	return errors.Join(j.errs...)
+}
+
+// Run computes chunk task on worker's Exec (parallel.Job); after a
+// worker's first error its later chunks are skipped.
+func (j *splitJob) Run(worker, task int) {
+	if j.errs[worker] != nil {
+		return
 	}
-	wg.Wait()
-	return errors.Join(s.errs[:workers]...)
+	s, ci, co := j.s, j.ci[worker], j.co[worker]
+	for i, b := range s.inBytes {
+		ci[i] = j.in[i][task*b : (task+1)*b]
+	}
+	for i, b := range s.outBytes {
+		co[i] = j.out[i][task*b : (task+1)*b]
+	}
+	if err := s.execs[worker].Run(j.ctx, ci, co); err != nil {
+		j.errs[worker] = fmt.Errorf("irexec: Split chunk %d: %w", task, err)
+	}
+	clear(ci)
+	clear(co)
 }
