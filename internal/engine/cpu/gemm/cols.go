@@ -81,3 +81,34 @@ func KernelCols(a []float32, p *ColsPanel, tile []float32) {
 		}
 	}
 }
+
+// ColsCache is a worker's ColsPanel with the buffer it expands into, which
+// it expands again only for another K-block: the narrow panel of a task's
+// pixels is the same one for every row panel of that K-block.
+type ColsCache struct {
+	ColsPanel
+	buf []float32
+	kb  int // the K-block expanded, -1 for none
+}
+
+// NewColsCache returns an empty ColsCache for depths up to KCMax.
+func NewColsCache() ColsCache {
+	return ColsCache{buf: make([]float32, ColsBufLen(KCMax)), kb: -1}
+}
+
+// Reset forgets the expanded panel (a new task's pixels).
+func (c *ColsCache) Reset() { c.kb = -1 }
+
+// For returns the ColsPanel of the first cols columns of b, the narrow
+// packed panel of K-block kb (depth kc), expanding it unless it already
+// holds kb's.
+func (c *ColsCache) For(kb, kc int, b []float32, cols int) *ColsPanel {
+	if c.kb != kb {
+		c.Expand(kc, b, cols, c.buf)
+		c.kb = kb
+	}
+	return &c.ColsPanel
+}
+
+// Floats is the size of the cache's buffer.
+func (c *ColsCache) Floats() int { return len(c.buf) }

@@ -422,18 +422,15 @@ type convScratch struct {
 	// contiguous says a panel's lanes are consecutive.
 	contiguous [ncMax / gemm.NR]bool
 	gather     gemm.Gather
-	// cols is a task's last panel expanded for gemm.KernelCols when it
-	// has at most gemm.ColsMax columns, for K-block colsKB (-1: none
-	// yet); colsBuf backs it.
-	cols    gemm.ColsPanel
-	colsKB  int
-	colsBuf []float32
+	// cols holds the narrow last panel of a task's pixels, when it
+	// has at most gemm.ColsMax columns, expanded for KernelCols.
+	cols gemm.ColsCache
 }
 
 func newConvScratch(maxKK int) convScratch {
 	s := convScratch{
 		packB:   make([]float32, gemm.KCMax*ncMax),
-		colsBuf: make([]float32, gemm.ColsBufLen(gemm.KCMax)),
+		cols:    gemm.NewColsCache(),
 		masks:   make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
 		allOnes: make([]int32, maxKK*gemm.NR),
 	}
@@ -444,7 +441,7 @@ func newConvScratch(maxKK int) convScratch {
 }
 
 func (s *convScratch) bytes() int64 {
-	return int64(4 * (len(s.packB) + len(s.colsBuf) + len(s.tile) + len(s.lanes)*gemm.NR + len(s.masks) + len(s.allOnes)))
+	return int64(4 * (len(s.packB) + s.cols.Floats() + len(s.tile) + len(s.lanes)*gemm.NR + len(s.masks) + len(s.allOnes)))
 }
 
 func (j *convJob) Run(w, t int) {
@@ -466,7 +463,7 @@ func (j *convJob) Run(w, t int) {
 	ws := &j.scratch[w]
 	tile := &ws.tile
 	s.prepare(ws, n0, n1-n0, j.shared == nil)
-	ws.colsKB = -1
+	ws.cols.Reset()
 	nb := a.Blocks()
 	for kb := 0; kb < nb; kb++ {
 		k0, kc := a.BlockK(kb)
@@ -498,10 +495,7 @@ func (j *convJob) Run(w, t int) {
 					// micro-kernel, a few FMAs per column through
 					// KernelCols.
 					inPlace = false
-					if ws.colsKB != kb {
-						ws.cols.Expand(kc, bpan, cols, ws.colsBuf)
-						ws.colsKB = kb
-					}
+					ws.cols.For(kb, kc, bpan, cols)
 				}
 				for ip := ic / mr; ip*mr < ie; {
 					rows := min(mr, ie-ip*mr)
@@ -534,7 +528,7 @@ func (j *convJob) Run(w, t int) {
 					// A partial tile, or one spanning images: compute it
 					// aside and store it image by image.
 					if narrow {
-						gemm.KernelCols(a.Panel(kb, ip), &ws.cols, tile[:])
+						gemm.KernelCols(a.Panel(kb, ip), &ws.cols.ColsPanel, tile[:])
 					} else {
 						gemm.KernelTile(kc, a.Panel(kb, ip), bpan, tile[:], cols)
 					}

@@ -52,18 +52,7 @@ func newTapsConvStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act
 			}
 		}
 	}
-	taps := g.inC * kk
-	s.w = make([]float32, s.ngrp*taps*L)
-	s.bias = make([]float32, s.ngrp*L)
-	for m := 0; m < g.outC; m++ {
-		grp, lane := m/L, m%L
-		for t := 0; t < taps; t++ {
-			s.w[(grp*taps+t)*L+lane] = w[m*taps+t]
-		}
-		if bias != nil {
-			s.bias[grp*L+lane] = bias[m]
-		}
-	}
+	s.w, s.bias = laneWeights(w, bias, g.outC, g.inC*kk, s.ngrp)
 	nc.needScratch(s.planesLen() + s.wq*g.sw)
 	return s
 }

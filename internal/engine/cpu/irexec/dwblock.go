@@ -55,18 +55,7 @@ func newDWBlockStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act)
 	s.strip = max(1, min(g.oh, (dwStripFloats/L-halo*s.wp)/(g.sh*s.wp+g.ow)))
 	s.nstrip = (g.oh + s.strip - 1) / s.strip
 	s.tileLen = s.tileRows(s.strip) * s.wp * L
-	kk := g.kh * g.kw
-	s.w = make([]float32, s.nblk*kk*L)
-	s.bias = make([]float32, s.nblk*L)
-	for m := 0; m < g.outC; m++ {
-		blk, lane := m/L, m%L
-		for t := 0; t < kk; t++ {
-			s.w[(blk*kk+t)*L+lane] = w[m*kk+t]
-		}
-		if bias != nil {
-			s.bias[blk*L+lane] = bias[m]
-		}
-	}
+	s.w, s.bias = laneWeights(w, bias, g.outC, g.kh*g.kw, s.nblk)
 	nc.needScratch(s.tileLen + s.strip*g.ow*L)
 	return s
 }
@@ -122,4 +111,24 @@ func (s *dwBlockStep) pack(tile, src []float32, nc, top, hs int) {
 	clear(tile[(y1-top)*row : hs*row])
 	at := ((y0-top)*s.wp + x0 + s.pl) * L
 	vec.Interleave(tile[at:], src[y0*s.iw+x0:], nc, s.ih*s.iw, y1-y0, x1-x0, s.iw, s.wp)
+}
+
+// laneWeights lays out outC output channels' weights (taps each, channel
+// by channel in w) and biases for kernels with one output channel per
+// vector lane: blocks of vec.DWLanes channels, tap by tap, one lane per
+// channel, the lanes past outC zero; bias nil gives zeros.
+func laneWeights(w, bias []float32, outC, taps, blocks int) (lw, lb []float32) {
+	const L = vec.DWLanes
+	lw = make([]float32, blocks*taps*L)
+	lb = make([]float32, blocks*L)
+	for m := range outC {
+		blk, lane := m/L, m%L
+		for t := range taps {
+			lw[(blk*taps+t)*L+lane] = w[m*taps+t]
+		}
+		if bias != nil {
+			lb[blk*L+lane] = bias[m]
+		}
+	}
+	return lw, lb
 }
