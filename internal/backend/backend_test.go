@@ -251,13 +251,22 @@ func TestColdStartQueuesDuringLoad(t *testing.T) {
 	if err := b.Submit(Request{ID: 7, Input: in, SentAt: time.Now(), Reply: reply}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(context.Background(), gatedLoader(m, release)); err != nil {
+	abortOnFailure(t, b)
+	// The load lasts at least loadTime from the moment the loader runs
+	// (the backend's goroutine may start it a little after Start returns).
+	loading := make(chan struct{})
+	gated := gatedLoader(m, release)
+	if err := b.Start(context.Background(), func(ctx context.Context) (engine.Model, error) {
+		close(loading)
+		return gated(ctx)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Start(context.Background(), gatedLoader(m, release)); err == nil {
 		t.Fatal("second Start: want an error")
 	}
 	const loadTime = 50 * time.Millisecond
+	<-loading
 	select {
 	case <-b.Ready():
 		t.Fatal("Ready before the model loaded")
