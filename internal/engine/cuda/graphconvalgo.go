@@ -1,6 +1,11 @@
 package cuda
 
-import cu "goinfer/internal/cuda"
+import (
+	"fmt"
+	"strings"
+
+	cu "goinfer/internal/cuda"
+)
 
 // convSmallBatch is the largest batch whose convolutions prefer cuDNN's
 // implicit precomputed GEMM to the plain implicit GEMM that cudnnFind may
@@ -39,4 +44,20 @@ func pickConvAlgo(perf []cu.ConvFwdPerf, n int, fits func(algo int) bool) int {
 		}
 	}
 	return algo
+}
+
+// findLogEnv, set to 1, makes compiled general graphs report cudnnFind's
+// ranking of each convolution and the algorithm picked: the evidence for
+// why an unfused convolution runs the plain implicit GEMM.
+const findLogEnv = "GOINFER_CUDA_FINDLOG"
+
+// findLog is one convolution's line of that report.
+func findLog(node string, g *convGeom, perf []cu.ConvFwdPerf, picked int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cuda: find %s n%d c%d %dx%d k%d %dx%d s%d g%d: picked %s;", node, g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.strH,
+		g.groups, cu.ConvFwdAlgoName(picked))
+	for _, pf := range perf {
+		fmt.Fprintf(&b, " %s/math%d/st%d %.4f ms %d KiB;", cu.ConvFwdAlgoName(int(pf.Algo)), pf.MathType, pf.Status, pf.Time, pf.Memory>>10)
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }

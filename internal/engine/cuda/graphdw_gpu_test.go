@@ -41,7 +41,7 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			shapes = append(shapes, depthwiseShapes(b)...)
+			shapes = append(shapes, depthwiseShapes(b, nil)...)
 		}
 		for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
 			for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {CuDNN: true}} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"sort"
 	"time"
@@ -558,6 +559,9 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, a)
 			return err == nil && need <= graphWorkspace
 		})
+		if m.opts.Progress != nil && os.Getenv(findLogEnv) == "1" {
+			m.opts.Progress("%s", findLog(s.node, g, perf, algo))
+		}
 		if algo < 0 {
 			return fmt.Errorf("no convolution algorithm fits a %d MiB workspace", graphWorkspace>>20)
 		}

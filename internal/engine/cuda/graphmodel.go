@@ -320,11 +320,15 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	var lib map[dwShape]dwTimed
+	opts := fuseOptions(planOptions{chains: m.opts.FuseChains, noAttention: !m.fused.attn})
 	if m.prec.nhwc {
-		lib = m.depthwiseChoice(depthwiseShapes(b))
+		var cands map[*ir.Node]prologue
+		if opts.dwPrologue {
+			cands = prologueCandidates(b, true)
+		}
+		opts.dw = m.depthwiseChoice(depthwiseShapes(b, cands))
 	}
-	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, planOptions{dw: lib, chains: m.opts.FuseChains, noAttention: !m.fused.attn})
+	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, opts)
 	if err != nil {
 		return nil, err
 	}

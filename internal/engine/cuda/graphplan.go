@@ -167,6 +167,9 @@ type convGeom struct {
 	hasBias, hasRs bool
 	nhwc           bool // x, y and the filter channels-last
 	cpad           int  // input channels padded with zeros to cpad (0: none)
+	// pre: a depthwise convolution's prologue, the activation it applies
+	// to its input (graphprologue.go); zero: none.
+	pre preAct
 }
 
 // gemmGeom is a row-major Y[b][M,N] = alpha * opA(A[b]) opB(B[b]).
@@ -326,6 +329,10 @@ type planner struct {
 	opts planOptions
 	attn map[*ir.Node]*attnMatch
 	skip map[*ir.Node]bool // folded into an attention step
+	// pre is each depthwise node's prologue; preMoved the convolutions
+	// whose activation it applies (graphprologue.go).
+	pre      map[*ir.Node]preAct
+	preMoved map[*ir.Node]bool
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
@@ -353,6 +360,11 @@ type planOptions struct {
 	// missing take graph.cu's kernel with its default tile.
 	dw          map[dwShape]dwTimed
 	noAttention bool // no fused attention steps (the kernels failed their check)
+	// identityConv: convolutions whose activation cuDNN's fused call
+	// lacks run it with the identity (bias fused) and the activation
+	// after; dwPrologue: depthwise prologues (graphprologue.go). Both
+	// opt-in (fuseEnv) until measured on a GPU.
+	identityConv, dwPrologue bool
 }
 
 // planGraphWith is planGraph with options.
@@ -364,6 +376,9 @@ func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOpt
 		uses: map[*ir.Value]int{}, reader: map[*ir.Value]*ir.Node{}, outs: map[*ir.Value]bool{}, skip: map[*ir.Node]bool{},
 		groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts, dw: opts.dw}
 	pl.countUses(g)
+	if opts.dwPrologue {
+		pl.pre, pl.preMoved = prologueActs(prologueCandidates(g, channelsLast), elem, opts.dw)
+	}
 	if !opts.noAttention {
 		pl.attn = pl.findAttention(g)
 	}
@@ -1221,26 +1236,35 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	if op.Epilogue.Residual {
 		res = nc.in[len(nc.in)-1]
 	}
+	epi := op.Epilogue
+	if nc.pl.preMoved[nc.n] {
+		// The depthwise convolution reading the output applies the
+		// activation (its prologue).
+		epi.Act = ir.ActNone
+	}
 	x := nc.in[0]
 	if res < 0 {
-		if done, err := nc.fcStep(g, x, bias, op.Epilogue); done || err != nil {
+		if done, err := nc.fcStep(g, x, bias, epi); done || err != nil {
 			return err
 		}
 	}
 	if g.groups == 1 && g.c < 8 && g.kh == g.strH && g.kw == g.strW && g.padH == 0 && g.padW == 0 && g.dilH == 1 && g.dilW == 1 && g.kh*g.kw > 1 {
-		return nc.patchConv(g, x, bias, res, op.Epilogue)
+		return nc.patchConv(g, x, bias, res, epi)
 	}
 	if !nc.pl.p.cl {
 		if x, err = nc.contig(x); err != nil {
 			return err
 		}
-		return nc.convStep(g, x, nc.out[0], bias, res, op.Epilogue)
+		return nc.convStep(g, x, nc.out[0], bias, res, epi)
 	}
 	g.nhwc = true
 	nc.outCL(nc.out[0])
 	y := nc.out[0]
 	lib, tile := false, 0
 	if g.isDepthwise() {
+		if pre, ok := nc.pl.pre[nc.n]; ok {
+			g.pre = pre
+		}
 		lib, tile = dwLowering(g, nc.pl.p.elem, nc.pl.dw)
 	}
 	if g.isDepthwise() && lib {
@@ -1251,7 +1275,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 			return err
 		}
 		nc.add(&gstep{kind: stConv, out: y, a: x, b: -1, res: -1, conv: g})
-		return nc.epilogue(y, bias, g.k, 1, res, op.Epilogue)
+		return nc.epilogue(y, bias, g.k, 1, res, epi)
 	}
 	if g.isDepthwise() {
 		// Depthwise: graph.cu's kernel, its epilogue fused.
@@ -1262,7 +1286,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		if err != nil {
 			return err
 		}
-		act, p0, p1, err := actCode(op.Epilogue)
+		act, p0, p1, err := actCode(epi)
 		if err != nil {
 			return err
 		}
@@ -1271,6 +1295,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		if s.vec {
 			s.tile = tile
 		}
+		s.setPre(g.pre)
 		if fuseRes {
 			s.res = res
 			nc.add(s)
@@ -1278,7 +1303,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		}
 		s.op, s.p0, s.p1 = ewCopy, 0, 0
 		nc.add(s)
-		return nc.epilogue(y, nil, g.k, 1, res, op.Epilogue)
+		return nc.epilogue(y, nil, g.k, 1, res, epi)
 	}
 	if g.groups == 1 && g.c < 8 {
 		// Few input channels (an RGB stem): padded with zeros to 8, which
@@ -1302,7 +1327,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	} else if x, err = nc.asNHWC(x); err != nil {
 		return err
 	}
-	return nc.convStep(g, x, y, bias, res, op.Epilogue)
+	return nc.convStep(g, x, y, bias, res, epi)
 }
 
 // patchConv lowers a convolution of few input channels whose windows tile
@@ -1341,7 +1366,17 @@ func (nc *nodeCtx) convStep(g *convGeom, x, y int, bias []float32, res int, e ir
 		return err
 	}
 	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
-	if (act == ewRelu || act == ewCopy) && resOK && (bias != nil || res >= 0 || act == ewRelu) {
+	if nc.pl.opts.identityConv && resOK && act != ewRelu && act != ewCopy {
+		// The fused call with the identity (bias and residual in it, on
+		// the precomputed implicit GEMM), then the activation alone.
+		if err := nc.convStep(g, x, y, bias, res, ir.Epilogue{Residual: e.Residual}); err != nil {
+			return err
+		}
+		_, p0, p1, _ := actCode(e)
+		nc.affineStep(y, y, nil, nil, -1, g.k, g.oh*g.ow, act, p0, p1)
+		return nil
+	}
+	if (act == ewRelu || act == ewCopy) && resOK && (bias != nil || res >= 0 || act == ewRelu || nc.pl.opts.identityConv) {
 		if bias == nil {
 			bias = make([]float32, g.k) // the fused call needs one
 		}
