@@ -329,8 +329,10 @@ type planner struct {
 	opts planOptions
 	attn map[*ir.Node]*attnMatch
 	skip map[*ir.Node]bool // folded into an attention step
-	// pre is each depthwise node's prologue; preMoved the convolutions
-	// whose activation it applies (graphprologue.go).
+	// preCand are the depthwise nodes that may take a prologue (the
+	// measured lowerings are keyed on it), pre those that do, preMoved
+	// the convolutions whose activation they apply (graphprologue.go).
+	preCand  map[*ir.Node]prologue
 	pre      map[*ir.Node]preAct
 	preMoved map[*ir.Node]bool
 }
@@ -377,7 +379,8 @@ func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOpt
 		groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts, dw: opts.dw}
 	pl.countUses(g)
 	if opts.dwPrologue {
-		pl.pre, pl.preMoved = prologueActs(prologueCandidates(g, channelsLast), elem, opts.dw)
+		pl.preCand = prologueCandidates(g, channelsLast)
+		pl.pre, pl.preMoved = prologueActs(pl.preCand, elem, opts.dw)
 	}
 	if !opts.noAttention {
 		pl.attn = pl.findAttention(g)
@@ -1262,10 +1265,13 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	y := nc.out[0]
 	lib, tile := false, 0
 	if g.isDepthwise() {
-		if pre, ok := nc.pl.pre[nc.n]; ok {
-			g.pre = pre
-		}
+		// Measured as it would run: with the prologue its candidate
+		// gives it (prologueActs made the same choice).
+		g.pre = nc.pl.preCand[nc.n].act
 		lib, tile = dwLowering(g, nc.pl.p.elem, nc.pl.dw)
+		if lib {
+			g.pre = preAct{}
+		}
 	}
 	if g.isDepthwise() && lib {
 		// cuDNN's grouped convolution, chosen by measurement, and its
