@@ -106,11 +106,6 @@ template <> struct Vec<bf16> : Vec16<b2f, f2b> {};
 template <typename T> __device__ __forceinline__ void vload(const T* p, float* f) { Vec<T>::unpack(*(const U4*)p, f); }
 template <typename T> __device__ __forceinline__ void vstore(T* p, const float* f) { *(U4*)p = Vec<T>::pack(f); }
 
-__device__ __forceinline__ float __int_as_float_(int i) {
-  float f;
-  asm("mov.b32 %0, %1;" : "=f"(f) : "r"(i));
-  return f;
-}
 __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -208,8 +203,8 @@ struct Pre {
 __device__ __forceinline__ Pre dw_pre(const int* meta) {
   Pre p;
   p.op = meta[14];
-  p.p0 = __int_as_float_(meta[15]);
-  p.p1 = __int_as_float_(meta[16]);
+  p.p0 = bits_f32((unsigned)meta[15]);
+  p.p1 = bits_f32((unsigned)meta[16]);
   return p;
 }
 // pre_fast is the prologue for 16-bit storage: SiLU through the hardware

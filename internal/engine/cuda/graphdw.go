@@ -207,13 +207,17 @@ func dwWork(s *gstep, elem int) int64 {
 
 // dwAlgoName names the own kernel a depthwise step runs, for profiles.
 func dwAlgoName(s *gstep) string {
+	name := "goinfer scalar"
 	switch {
 	case s.tile > 0:
-		return fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
+		name = fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
 	case s.vec:
-		return "goinfer vector"
+		name = "goinfer vector"
 	}
-	return "goinfer scalar"
+	if s.meta[dwMetaPre] != ewCopy {
+		name += " prologue"
+	}
+	return name
 }
 
 // chanScale lowers out = a op b, where a and out are the same
