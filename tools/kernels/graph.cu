@@ -207,7 +207,8 @@ __device__ __forceinline__ Pre dw_pre(const int* meta) {
   p.p1 = bits_f32((unsigned)meta[16]);
   return p;
 }
-// pre_fast is the prologue for 16-bit storage: SiLU through the hardware
+// pre_fast is the prologue (the depthwise kernels run in the channels-last
+// plans of 16-bit storage only): SiLU through the hardware
 // tanh (x * (1 + tanh(x/2)) / 2, one special-function instruction where
 // sigm takes an exponential and a division; its error, about 2^-11
 // relative, is below the storage's rounding). The tiled kernels activate
@@ -751,7 +752,7 @@ __device__ NOINLINE void dw_store(T* y, const T* res, int e, F8 o, int act, floa
 
 // pre_vec applies the prologue to one vector of inputs. Not inlined, as
 // dw_store: the activation switch unrolled over each of a row's inputs
-// made the tiled kernels' PTX 70% larger.
+// for every tiled kernel made the module much larger.
 __device__ NOINLINE F8 pre_vec(F8 v, Pre p) {
 #pragma unroll
   for (int k = 0; k < 8; k++) v.v[k] = pre_fast(p.op, v.v[k], p.p0, p.p1);
@@ -812,7 +813,21 @@ __device__ __forceinline__ void dwconv_tile(T* __restrict__ y, const T* __restri
           for (int k = 0; k < V; k++) in[j][k] = 0.f;
         }
       }
-      if (pre.op != OP_COPY) {
+      // SiLU and hard swish (EfficientNet's, MobileNetV3's) inline, the
+      // rest through a call.
+      if (pre.op == OP_SILU) {
+#pragma unroll
+        for (int j = 0; j < IW; j++) {
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = pre_fast(OP_SILU, in[j][k], 0.f, 0.f);
+        }
+      } else if (pre.op == OP_HARDSWISH) {
+#pragma unroll
+        for (int j = 0; j < IW; j++) {
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = pre_fast(OP_HARDSWISH, in[j][k], 0.f, 0.f);
+        }
+      } else if (pre.op != OP_COPY) {
 #pragma unroll
         for (int j = 0; j < IW; j++) {
           F8 t;

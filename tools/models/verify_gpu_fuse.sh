@@ -71,7 +71,7 @@ for m in mobilenet_v3_large efficientnet_b0; do
     run both "$GOINFER" identity,prologue "$m" "$b"
   done
 done
-grep -h "ms/forward" "$OUT"/ab.log >"$OUT/ab-summary.txt"
+grep -h "^==\|ms/forward\|^skipped" "$OUT"/ab.log >"$OUT/ab-summary.txt"
 
 GOINFER_CUDA_FINDLOG=1 timeout 60 "$GOINFER" compute --arch mobilenet_v3_large --engine cuda --precisions fp16 \
   --compile true --batch_sizes 256 --image_sizes 224 --input_dtype fp32 --iters 5 --warmup 2 >"$OUT/find.log" 2>&1
