@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# One-call GPU check of the cuda engine's opt-in fusions (GOINFER_CUDA_FUSE,
+# One-call GPU check of the cuda engine's opt-in changes (GOINFER_CUDA_FUSE,
 # internal/engine/cuda/graphprologue.go): "identity" (convolutions with an
 # activation cuDNN's fused call lacks run that call with the identity, bias
-# fused, then the activation) and "prologue" (the expansion's SiLU / hard
-# swish / ReLU6 applied by graph.cu's depthwise kernels as they load).
+# fused, then the activation), "prologue" (the expansion's SiLU / hard
+# swish / ReLU6 applied by graph.cu's depthwise kernels as they load) and
+# "findmath" (unfused convolutions run under the math type cudnnFind
+# measured their algorithm with).
 #
 # From the repository root on the GPU machine:
 #
@@ -13,14 +15,15 @@
 # writes into $OUT:
 #   ab.log, ab-*.md   goinfer compute (fp16, 224, --profile) of mobilenet_v3_large
 #                     and efficientnet_b0 at batch 256 and 1, each fusion mode
-#                     in turn in the same process order (off, identity,
-#                     prologue, identity+prologue), main's binary first if given
+#                     in turn (batch 256: off, findmath, identity, prologue,
+#                     identity+prologue, all three; batch 1: off, all), main's
+#                     binary first if given
 #   find.log          cudnnFind's ranking of every convolution
 #                     (GOINFER_CUDA_FINDLOG=1), mobilenet_v3_large batch 256:
 #                     why the unfused expansions ran the plain implicit GEMM
 #   parity.log        tools/models/parity.py, fp32 and fp16, eager and compiled,
-#                     batch 1 and 3, both fusions on
-#   memcheck.log      compute-sanitizer memcheck, batch 2, 64 pixels, both on
+#                     batch 1 and 3, all three on
+#   memcheck.log      compute-sanitizer memcheck, batch 2, 64 pixels, all on
 #   graph.fatbin.gz, graph.sha256.line   with FATBIN=1 and nvcc: the fatbin of
 #                     tools/kernels/graph.cu to commit (else the PTX is JIT-
 #                     compiled at the first load, about 15 s, cached after)
@@ -66,9 +69,13 @@ for m in mobilenet_v3_large efficientnet_b0; do
   for b in 256 1; do
     [[ -n "${GOINFER_MAIN:-}" ]] && run main "$GOINFER_MAIN" "" "$m" "$b"
     run off "$GOINFER" "" "$m" "$b"
-    [[ $b == 256 ]] && run identity "$GOINFER" identity "$m" "$b"
-    [[ $b == 256 ]] && run prologue "$GOINFER" prologue "$m" "$b"
-    run both "$GOINFER" identity,prologue "$m" "$b"
+    if [[ $b == 256 ]]; then
+      run findmath "$GOINFER" findmath "$m" "$b"
+      run identity "$GOINFER" identity "$m" "$b"
+      run prologue "$GOINFER" prologue "$m" "$b"
+      run both "$GOINFER" identity,prologue "$m" "$b"
+    fi
+    run all "$GOINFER" findmath,identity,prologue "$m" "$b"
   done
 done
 grep -h "^==\|ms/forward\|^skipped" "$OUT"/ab.log >"$OUT/ab-summary.txt"
@@ -77,7 +84,7 @@ GOINFER_CUDA_FINDLOG=1 timeout 60 "$GOINFER" compute --arch mobilenet_v3_large -
   --compile true --batch_sizes 256 --image_sizes 224 --input_dtype fp32 --iters 5 --warmup 2 >"$OUT/find.log" 2>&1
 
 if [[ $(left) -gt 60 ]]; then
-  GOINFER_CUDA_FUSE=identity,prologue timeout $(($(left) - 40)) "$py" tools/models/parity.py --engines cuda \
+  GOINFER_CUDA_FUSE=findmath,identity,prologue timeout $(($(left) - 40)) "$py" tools/models/parity.py --engines cuda \
     --precisions fp32,fp16 --models mobilenet_v3_large,efficientnet_b0 --goinfer "$GOINFER" --jobs 4 \
     --budget $(($(left) - 60)) --log "$OUT/parity.log" >"$OUT/parity.out" 2>&1
 fi
@@ -85,7 +92,7 @@ fi
 san="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 if [[ -x $san && $(left) -gt 20 ]]; then
   for m in mobilenet_v3_large efficientnet_b0; do
-    GOINFER_CUDA_FUSE=identity,prologue timeout $(($(left) / 2)) "$san" --tool memcheck --error-exitcode 9 \
+    GOINFER_CUDA_FUSE=findmath,identity,prologue timeout $(($(left) / 2)) "$san" --tool memcheck --error-exitcode 9 \
       "$GOINFER" compute --arch "$m" --engine cuda --precisions fp16 --compile true --batch_sizes 2 \
       --image_sizes 64 --input_dtype fp32 --iters 2 --warmup 1 >>"$OUT/memcheck.log" 2>&1
     echo "memcheck $m exit $?" >>"$OUT/memcheck.log"

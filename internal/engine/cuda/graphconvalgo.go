@@ -61,3 +61,18 @@ func findLog(node string, g *convGeom, perf []cu.ConvFwdPerf, picked int) string
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }
+
+// convPick is a convolution's algorithm and the math type cudnnFind (or
+// the heuristic) ranked it under (-1: none given).
+type convPick struct{ algo, math int }
+
+// pickedMath is the math type of perf's first successful entry for algo,
+// the one pickConvAlgo took; -1 if there is none.
+func pickedMath(perf []cu.ConvFwdPerf, algo int) int {
+	for _, pf := range perf {
+		if pf.Status == 0 && int(pf.Algo) == algo {
+			return int(pf.MathType)
+		}
+	}
+	return -1
+}

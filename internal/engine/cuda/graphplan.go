@@ -272,6 +272,9 @@ type gplan struct {
 	slotBytes []int64
 	elem      int  // bytes per element of the storage dtype
 	cl        bool // 4-d activations channels-last (fp16, bf16)
+	// findMath: unfused convolutions run under the math type cudnnFind
+	// ranked their algorithm with (opt-in, fuseEnv).
+	findMath bool
 }
 
 // planError lists every node kind the engine cannot run.
@@ -367,6 +370,7 @@ type planOptions struct {
 	// after; dwPrologue: depthwise prologues (graphprologue.go). Both
 	// opt-in (fuseEnv) until measured on a GPU.
 	identityConv, dwPrologue bool
+	findMath                 bool // gplan.findMath
 }
 
 // planGraphWith is planGraph with options.
@@ -374,7 +378,7 @@ func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOpt
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
-	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
+	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast, findMath: opts.findMath}, index: map[*ir.Value]int{}, bad: map[string]string{},
 		uses: map[*ir.Value]int{}, reader: map[*ir.Value]*ir.Node{}, outs: map[*ir.Value]bool{}, skip: map[*ir.Node]bool{},
 		groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts, dw: opts.dw}
 	pl.countUses(g)

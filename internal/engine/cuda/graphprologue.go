@@ -146,11 +146,13 @@ func prologueActs(cands map[*ir.Node]prologue, elem int, dw map[dwShape]dwTimed)
 	return pre, moved
 }
 
-// fuseEnv selects opt-in fusions of the general-graph planner until they
+// fuseEnv selects opt-in changes of the general-graph planner until they
 // are measured on a GPU: a comma-separated list of "identity" (every
 // convolution whose epilogue cuDNN's fused call cannot apply runs that
 // call with the identity, bias fused, and its activation as a kernel
-// after it) and "prologue" (depthwise prologues, above).
+// after it), "prologue" (depthwise prologues, above) and "findmath"
+// (unfused convolutions run under the math type cudnnFind measured their
+// algorithm with, not the precision's default).
 const fuseEnv = "GOINFER_CUDA_FUSE"
 
 // fuseOptions reads fuseEnv into o.
@@ -161,6 +163,8 @@ func fuseOptions(o planOptions) planOptions {
 			o.identityConv = true
 		case "prologue":
 			o.dwPrologue = true
+		case "findmath":
+			o.findMath = true
 		}
 	}
 	return o

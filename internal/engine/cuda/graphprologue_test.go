@@ -198,19 +198,20 @@ func TestGraphPlanIdentityConv(t *testing.T) {
 // TestFuseOptions checks fuseEnv's parsing.
 func TestFuseOptions(t *testing.T) {
 	for _, tc := range []struct {
-		env            string
-		identity, prol bool
+		env                  string
+		identity, prol, math bool
 	}{
-		{"", false, false},
-		{"identity", true, false},
-		{"prologue", false, true},
-		{"identity, prologue", true, true},
-		{"bogus", false, false},
+		{"", false, false, false},
+		{"identity", true, false, false},
+		{"prologue", false, true, false},
+		{"identity, prologue", true, true, false},
+		{"findmath,prologue", false, true, true},
+		{"bogus", false, false, false},
 	} {
 		t.Setenv(fuseEnv, tc.env)
 		o := fuseOptions(planOptions{chains: true})
-		if o.identityConv != tc.identity || o.dwPrologue != tc.prol || !o.chains {
-			t.Errorf("%q: identity %v prologue %v chains %v", tc.env, o.identityConv, o.dwPrologue, o.chains)
+		if o.identityConv != tc.identity || o.dwPrologue != tc.prol || o.findMath != tc.math || !o.chains {
+			t.Errorf("%q: identity %v prologue %v findmath %v chains %v", tc.env, o.identityConv, o.dwPrologue, o.findMath, o.chains)
 		}
 	}
 }
