@@ -9,7 +9,7 @@
 #
 # From the repository root on the GPU machine:
 #
-#   GOINFER=path/to/goinfer [GOINFER_MAIN=path/to/main/goinfer] OUT=dir \
+#   GOINFER=path/to/goinfer [GOINFER_MAIN=path/to/main/goinfer] [CUDA_TEST=cuda.test] OUT=dir \
 #     [BUDGET=480] [FATBIN=1] [GRAPH_CU=path/to/graph.cu] tools/models/verify_gpu_fuse.sh
 #
 # writes into $OUT:
@@ -21,6 +21,7 @@
 #   find.log          cudnnFind's ranking of every convolution
 #                     (GOINFER_CUDA_FINDLOG=1), mobilenet_v3_large batch 256:
 #                     why the unfused expansions ran the plain implicit GEMM
+#   gputest.log       with CUDA_TEST: TestGraphGPUDepthwiseLowerings
 #   parity.log        tools/models/parity.py, fp32 and fp16, eager and compiled,
 #                     batch 1 and 3, all three on
 #   memcheck.log      compute-sanitizer memcheck, batch 2, 64 pixels, all on
@@ -82,6 +83,13 @@ grep -h "^==\|ms/forward\|^skipped" "$OUT"/ab.log >"$OUT/ab-summary.txt"
 
 GOINFER_CUDA_FINDLOG=1 timeout 60 "$GOINFER" compute --arch mobilenet_v3_large --engine cuda --precisions fp16 \
   --compile true --batch_sizes 256 --image_sizes 224 --input_dtype fp32 --iters 5 --warmup 2 >"$OUT/find.log" 2>&1
+
+if [[ -n "${CUDA_TEST:-}" && $(left) -gt 90 ]]; then
+  # The package's depthwise GPU test (every lowering forced, with and
+  # without the opt-in changes), a binary of `go test -c ./internal/engine/cuda`.
+  timeout 120 "$CUDA_TEST" -test.run 'TestGraphGPUDepthwiseLowerings' -test.v >"$OUT/gputest.log" 2>&1
+  echo "exit $?" >>"$OUT/gputest.log"
+fi
 
 if [[ $(left) -gt 60 ]]; then
   GOINFER_CUDA_FUSE=findmath,identity,prologue timeout $(($(left) - 40)) "$py" tools/models/parity.py --engines cuda \

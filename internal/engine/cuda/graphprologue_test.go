@@ -36,6 +36,30 @@ func TestPreOK(t *testing.T) {
 // cuDNN, and mixed, checks where the activations went and simulates each
 // plan against the float64 reference.
 func TestGraphPlanPrologue(t *testing.T) {
+	for _, c := range opCases() {
+		if c.name != "expand_prologue" {
+			continue
+		}
+		b, _, err := ir.Optimize(c.g, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands := prologueCandidates(b, true)
+		if len(cands) != 3 {
+			t.Errorf("%s: %d prologue candidates, want 3", c.name, len(cands))
+		}
+		p, err := planGraphWith(b, 2, 4, true, planOptions{dwPrologue: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPrologues(t, p, cands, nil)
+		in := randInput(b.Inputs[0].Type.Shape, 2)
+		want := evalRef(t, c.g, 2, in)
+		got := simulate(t, p, in.Data)
+		if e := relErr64(got[0], want[0].Data); e > 1e-5 {
+			t.Errorf("%s: relative error %.3g > 1e-5", c.name, e)
+		}
+	}
 	for _, tc := range []struct {
 		c     modelCase
 		pairs int // expansions with SiLU / hard swish feeding a depthwise convolution
