@@ -44,7 +44,12 @@ type computeConfig struct {
 	tuneAll    bool
 	profile    bool
 	tuneCache  string
-	progress   func(format string, args ...any)
+	// stem, stemChannels and kernelFile are the cuda engine's experiment
+	// knobs (engine.Options.Stem, StemChannels, KernelFile).
+	stem         string
+	stemChannels int
+	kernelFile   string
+	progress     func(format string, args ...any)
 }
 
 // computeRow is one measured cell.
@@ -85,6 +90,9 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tuneCache := fs.String("tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (as for bench and serve); empty: measure every time")
 	wino := fs.Bool("winograd", true, "cpu engine: run 3x3 stride-1 convolutions as Winograd F(4x4,3x3) where it pays (false: direct GEMMs, for A/B)")
 	tuneAll := fs.Bool("tune_all", false, "cuda engine, compiled ResNet path: time every candidate algorithm and math type, not only those within reach of cuDNN's best (slower compile; checks that the shortlist loses nothing)")
+	stem := fs.String("stem", "", "cuda engine, compiled ResNet path, fp16/bf16: how the image reaches the first convolution: s2d (space to depth, the default), pad (zero channels up to --stem_channels) or none; for A/B runs")
+	stemChannels := fs.Int("stem_channels", 0, "cuda engine: the channel count --stem pad pads the image to (0: 8)")
+	kernelFile := fs.String("kernels", "", "cuda engine, ResNet path: load the elementwise kernels from this PTX, cubin or fatbin `FILE` instead of the embedded ones (to try kernels without rebuilding)")
 	profile := fs.Bool("profile", false, "also time each layer on its own (cuda engine: as a CUDA graph of repeated calls) and print the breakdown")
 	output := fs.String("output", "", "also write the markdown report to `FILE`")
 	csvOut := fs.String("csv", "", "also write the rows as CSV to `FILE`")
@@ -92,6 +100,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, tuneAll: *tuneAll, profile: *profile, tuneCache: *tuneCache,
+		stem: *stem, stemChannels: *stemChannels, kernelFile: *kernelFile,
 		progress: func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }}
 	var err error
 	if cfg.batchSizes, err = parseInts("batch_sizes", *batches); err != nil {
@@ -233,7 +242,8 @@ func runCompute(ctx context.Context, e engine.Engine, cfg computeConfig, stderr 
 
 func computeCell(ctx context.Context, e engine.Engine, g netGraph, cfg computeConfig, size int, p engine.Precision, compile bool, bs int) (computeRow, error) {
 	opts := engine.Options{Compile: compile, Precision: p, MaxBatch: bs, BatchSizes: []int{bs}, Height: size, Width: size,
-		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, TuneAll: cfg.tuneAll, TuningCache: cfg.tuneCache, Progress: cfg.progress}
+		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, TuneAll: cfg.tuneAll, TuningCache: cfg.tuneCache, Progress: cfg.progress,
+		Stem: cfg.stem, StemChannels: cfg.stemChannels, KernelFile: cfg.kernelFile}
 	t0 := time.Now()
 	m, err := g.load(ctx, e, opts)
 	if err != nil {

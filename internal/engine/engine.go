@@ -104,6 +104,19 @@ type Options struct {
 	// Find's best: slower compiles, to check that the shortlist loses
 	// nothing.
 	TuneAll bool
+	// Stem (cuda engine, compiled ResNet path, channels-last precisions)
+	// says how the image's channels reach the first convolution: "s2d"
+	// (the default when empty: space to depth, the stride-2 stem as a
+	// stride-1 convolution over 2x2 pixel blocks), "pad" (zero channels up
+	// to StemChannels) or "none" (the channels as they are). For A/B runs.
+	Stem string
+	// StemChannels is the channel count the "pad" and "s2d" stems pad a
+	// narrow input to (0: 8).
+	StemChannels int
+	// KernelFile (cuda engine, ResNet path) is a PTX, cubin or fatbin file
+	// loaded instead of the embedded elementwise kernels, for trying
+	// kernels without rebuilding.
+	KernelFile string
 }
 
 // ImageNet normalization, applied on the device to uint8 input: the

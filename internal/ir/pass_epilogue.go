@@ -235,32 +235,8 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 			}
 		}
 	case *Gemm:
-		shape := ca.Shape
-		if old != nil {
-			var err error
-			if shape, err = BroadcastShape(old.Shape, ca.Shape); err != nil {
-				return nil, nil
-			}
-		}
-		// Engines take a MatMul bias along the last dimension or of the
-		// output's whole shape; a bias broadcast some other way (Swin's
-		// attention bias, [1, heads, N, N] over [B, heads, N, N]) stays an
-		// Add of its own.
-		out := n.Outputs[0].Type.Shape
-		if !(len(shape) == 1 && len(out) > 0 && shape[0] == out[len(out)-1]) && !shape.Equal(out) {
+		if nb = matBias(ca, old, op.Beta, n.Outputs[0].Type); nb == nil {
 			return nil, nil
-		}
-		nb = NewArray(n.Outputs[0].Type.DType, shape)
-		ci := BroadcastIndex(ca.Shape, shape)
-		var oi []int
-		if old != nil {
-			oi = BroadcastIndex(old.Shape, shape)
-		}
-		for k := range nb.Data {
-			nb.Data[k] = ca.Data[ci[k]]
-			if old != nil {
-				nb.Data[k] += op.Beta * old.Data[oi[k]]
-			}
 		}
 		if op.Beta != 1 {
 			g := *op
@@ -268,32 +244,8 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 			n.Op = &g
 		}
 	case *MatMul:
-		shape := ca.Shape
-		if old != nil {
-			var err error
-			if shape, err = BroadcastShape(old.Shape, ca.Shape); err != nil {
-				return nil, nil
-			}
-		}
-		// Engines take a MatMul bias along the last dimension or of the
-		// output's whole shape; a bias broadcast some other way (Swin's
-		// attention bias, [1, heads, N, N] over [B, heads, N, N]) stays an
-		// Add of its own.
-		out := n.Outputs[0].Type.Shape
-		if !(len(shape) == 1 && len(out) > 0 && shape[0] == out[len(out)-1]) && !shape.Equal(out) {
+		if nb = matBias(ca, old, 1, n.Outputs[0].Type); nb == nil {
 			return nil, nil
-		}
-		nb = NewArray(n.Outputs[0].Type.DType, shape)
-		ci := BroadcastIndex(ca.Shape, shape)
-		var oi []int
-		if old != nil {
-			oi = BroadcastIndex(old.Shape, shape)
-		}
-		for k := range nb.Data {
-			nb.Data[k] = ca.Data[ci[k]]
-			if old != nil {
-				nb.Data[k] += old.Data[oi[k]]
-			}
 		}
 	default:
 		return nil, nil
@@ -308,6 +260,40 @@ func mergeBias(n *Node, c *Value) ([]*Value, error) {
 	}
 	in[2] = bv
 	return in[:3], nil
+}
+
+// matBias returns the bias of a Gemm or MatMul with output type out after
+// constant c is added to its bias old (nil when it has none) scaled by
+// beta, or nil when the sum is not a bias the engines take.
+func matBias(c, old *Array, beta float64, out Type) *Array {
+	shape := c.Shape
+	if old != nil {
+		var err error
+		if shape, err = BroadcastShape(old.Shape, c.Shape); err != nil {
+			return nil
+		}
+	}
+	// Engines take a MatMul bias along the last dimension or of the
+	// output's whole shape; a bias broadcast some other way (Swin's
+	// attention bias, [1, heads, N, N] over [B, heads, N, N]) stays an
+	// Add of its own.
+	y := out.Shape
+	if !(len(shape) == 1 && len(y) > 0 && shape[0] == y[len(y)-1]) && !shape.Equal(y) {
+		return nil
+	}
+	nb := NewArray(out.DType, shape)
+	ci := BroadcastIndex(c.Shape, shape)
+	var oi []int
+	if old != nil {
+		oi = BroadcastIndex(old.Shape, shape)
+	}
+	for k := range nb.Data {
+		nb.Data[k] = c.Data[ci[k]]
+		if old != nil {
+			nb.Data[k] += beta * old.Data[oi[k]]
+		}
+	}
+	return nb
 }
 
 // channelVector returns the per-output-channel values of constant c, read

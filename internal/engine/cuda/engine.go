@@ -46,9 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,12 +69,25 @@ func (Engine) Name() string { return "cuda" }
 // Available says whether the libraries load and a GPU is visible.
 func (Engine) Available() error { return cu.Usable() }
 
-// Environment overrides of the stem layout, for experiments: the mode
-// (s2d, pad or none; default s2d) and the channel count of pad (default 8).
-const (
-	stemModeEnv     = "GOINFER_CUDA_STEM"
-	stemChannelsEnv = "GOINFER_CUDA_STEM_CHANNELS"
-)
+// stemOptions returns the stem mode and pad channel count opts asks for
+// (engine.Options.Stem, StemChannels), with their defaults.
+func stemOptions(opts engine.Options) (mode string, channels int, err error) {
+	mode, channels = opts.Stem, opts.StemChannels
+	switch mode {
+	case "":
+		mode = stemS2D
+	case stemS2D, stemPad, stemNone:
+	default:
+		return "", 0, fmt.Errorf("cuda engine: stem %q is not one of %s, %s, %s", mode, stemS2D, stemPad, stemNone)
+	}
+	switch {
+	case channels == 0:
+		channels = 8
+	case channels < 1 || channels > 16:
+		return "", 0, fmt.Errorf("cuda engine: stem channel count %d is not between 1 and 16", channels)
+	}
+	return mode, channels, nil
+}
 
 // layer is a lowered op with its shapes and device weights, shared by the
 // model's instances.
@@ -180,14 +191,9 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 	if m.shapes, err = m.graph.Shapes(opts.Height, opts.Width); err != nil {
 		return nil, fmt.Errorf("cuda engine: %w", err)
 	}
-	mode, channels := stemS2D, 8
-	if s := os.Getenv(stemModeEnv); s != "" {
-		mode = s
-	}
-	if s := os.Getenv(stemChannelsEnv); s != "" {
-		if channels, err = strconv.Atoi(s); err != nil || channels < 1 {
-			return nil, fmt.Errorf("cuda engine: %s=%q is not a positive channel count", stemChannelsEnv, s)
-		}
+	mode, channels, err := stemOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	m.stem = planStem(m.graph, m.shapes, prec.nhwc, mode, channels)
 	m.shapes[0] = m.stem.in
@@ -209,7 +215,7 @@ func (Engine) Load(ctx context.Context, g *model.Graph, opts engine.Options) (en
 		return nil, fmt.Errorf("cuda engine: initializing device %d: %w", opts.Device, err)
 	}
 	ph.Done("context")
-	if m.kern, err = loadKernels(libs.Driver, opts.InputDType, prec); err != nil {
+	if m.kern, err = loadKernels(libs.Driver, opts.KernelFile, opts.InputDType, prec); err != nil {
 		return nil, err
 	}
 	ph.Done("kernels")

@@ -34,19 +34,17 @@ type kernels struct {
 	addBias                                           cu.Function
 }
 
-// ptxEnv names a PTX, cubin or fatbin file to load instead of the embedded
-// kernels (for trying kernels without rebuilding).
-const ptxEnv = "GOINFER_CUDA_PTX"
-
-func loadKernels(d *cu.Driver, in tensor.DType, p precision) (*kernels, error) {
+// loadKernels loads the embedded kernels, or those of file (a PTX, cubin
+// or fatbin; engine.Options.KernelFile) when it is not empty.
+func loadKernels(d *cu.Driver, file string, in tensor.DType, p precision) (*kernels, error) {
 	var mod cu.Module
-	if f := os.Getenv(ptxEnv); f != "" {
-		b, err := os.ReadFile(f)
+	if file != "" {
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("cuda engine: %s: %w", ptxEnv, err)
+			return nil, fmt.Errorf("cuda engine: kernel file: %w", err)
 		}
 		if mod, err = d.ModuleLoad(b); err != nil {
-			return nil, fmt.Errorf("loading the kernels of %s=%s: %w", ptxEnv, f, err)
+			return nil, fmt.Errorf("cuda engine: loading the kernels of %s: %w", file, err)
 		}
 	} else {
 		var err error

@@ -191,7 +191,7 @@ func planSlots(g *model.Graph, ops []opSpec, valueBytes func(model.Value) int64)
 	return sp
 }
 
-// Stem modes (GOINFER_CUDA_STEM) for channels-last precisions.
+// Stem modes (engine.Options.Stem) for channels-last precisions.
 const (
 	stemS2D  = "s2d"  // space to depth: the stride-2 stem as a stride-1 conv over 2x2 blocks
 	stemPad  = "pad"  // pad the image's channels with zeros

@@ -411,3 +411,32 @@ func TestUnavailableWithoutGPU(t *testing.T) {
 		t.Errorf("Load error %q does not say which engine failed", lerr)
 	}
 }
+
+func TestStemOptions(t *testing.T) {
+	for _, c := range []struct {
+		stem         string
+		channels     int
+		wantMode     string
+		wantChannels int
+		wantErr      string
+	}{
+		{"", 0, stemS2D, 8, ""},
+		{"pad", 16, stemPad, 16, ""},
+		{"none", 0, stemNone, 8, ""},
+		{"s2d", 4, stemS2D, 4, ""},
+		{"crop", 0, "", 0, `stem "crop" is not one of`},
+		{"pad", 17, "", 0, "stem channel count 17 is not between 1 and 16"},
+		{"pad", -1, "", 0, "stem channel count -1"},
+	} {
+		mode, channels, err := stemOptions(engine.Options{Stem: c.stem, StemChannels: c.channels})
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("stem %q channels %d: error %v, want one containing %q", c.stem, c.channels, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || mode != c.wantMode || channels != c.wantChannels {
+			t.Errorf("stem %q channels %d: got %q, %d, %v; want %q, %d", c.stem, c.channels, mode, channels, err, c.wantMode, c.wantChannels)
+		}
+	}
+}

@@ -20,8 +20,8 @@ func TestStemModes(t *testing.T) {
 	g := loadGraph(t, gc.model)
 	xt, x := loadF32(t, gc.input)
 	n, h, w := xt.Shape[0], xt.Shape[2], xt.Shape[3]
-	run := func(p engine.Precision) (engine.Model, engine.Instance, []float32) {
-		m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: p, MaxBatch: n, Height: h, Width: w})
+	run := func(p engine.Precision, stem string) (engine.Model, engine.Instance, []float32) {
+		m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: p, MaxBatch: n, Height: h, Width: w, Stem: stem})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,13 +31,12 @@ func TestStemModes(t *testing.T) {
 		}
 		return m, inst, runForward(t, m, inst, tensor.F32Bytes(x), n)
 	}
-	m32, i32, ref := run(engine.FP32)
+	m32, i32, ref := run(engine.FP32, "")
 	i32.Close()
 	m32.Close()
 	for _, mode := range []string{stemS2D, stemPad, stemNone} {
 		t.Run(mode, func(t *testing.T) {
-			t.Setenv(stemModeEnv, mode)
-			m, inst, got := run(engine.FP16)
+			m, inst, got := run(engine.FP16, mode)
 			defer m.Close()
 			defer inst.Close()
 			e := relErr(got, ref)
