@@ -33,7 +33,9 @@ type modelFlags struct {
 	threads    int
 	device     int
 	tuneCache  string
-	fs         *flag.FlagSet // to tell flags given from defaults
+	// experiments: engine.Options.GraphExperiments.
+	experiments string
+	fs          *flag.FlagSet // to tell flags given from defaults
 }
 
 // given reports whether the flag was set on the command line.
@@ -58,6 +60,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
 	fs.IntVar(&m.threads, "threads", 0, "cpu engine threads (0: all cores)")
 	fs.IntVar(&m.device, "device", 0, "GPU ordinal for the cuda engine")
 	fs.StringVar(&m.tuneCache, "tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (one file per GPU model, driver and cuDNN), so that --compile on the same machine skips the measurements and starts faster; empty: measure every time, as a cold start")
+	fs.StringVar(&m.experiments, "graph_experiments", "", "cuda engine, general graphs: comma-separated opt-in changes not yet measured on a GPU (identity, prologue, findmath, findlog: engine.Options.GraphExperiments); for A/B runs")
 }
 
 // selectEngine resolves --engine and --precision, printing auto's choice.

@@ -124,6 +124,8 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Device:      mf.device,
 		Threads:     mf.threads,
 		TuningCache: mf.tuneCache,
+		// Opt-in planner changes, for parity runs of them.
+		GraphExperiments: mf.experiments,
 	}
 	m, times, err := loadNetGraph(ctx, e, g, opts)
 	if err != nil {

@@ -117,6 +117,16 @@ type Options struct {
 	// loaded instead of the embedded elementwise kernels, for trying
 	// kernels without rebuilding.
 	KernelFile string
+	// GraphExperiments (cuda engine, general graphs) turns on changes not
+	// yet measured on a GPU, a comma-separated list: "identity" (a
+	// convolution whose activation cuDNN's fused call lacks runs that call
+	// with the identity, bias fused, then the activation), "prologue" (a
+	// 1x1 expansion's SiLU, hard swish or ReLU6 applied by the depthwise
+	// kernel reading its output, as it loads), "findmath" (unfused
+	// convolutions run under the math type cudnnFind measured their
+	// algorithm with) and "findlog" (report cudnnFind's ranking of each
+	// convolution through Progress). For A/B runs.
+	GraphExperiments string
 }
 
 // ImageNet normalization, applied on the device to uint8 input: the

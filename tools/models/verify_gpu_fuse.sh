@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One-call GPU check of the cuda engine's opt-in changes (GOINFER_CUDA_FUSE,
-# internal/engine/cuda/graphprologue.go): "identity" (convolutions with an
+# One-call GPU check of the cuda engine's opt-in changes (--graph_experiments,
+# engine.Options.GraphExperiments, internal/engine/cuda/graphprologue.go): "identity" (convolutions with an
 # activation cuDNN's fused call lacks run that call with the identity, bias
 # fused, then the activation), "prologue" (the expansion's SiLU / hard
 # swish / ReLU6 applied by graph.cu's depthwise kernels as they load) and
@@ -10,7 +10,7 @@
 # From the repository root on the GPU machine:
 #
 #   GOINFER=path/to/goinfer [GOINFER_MAIN=path/to/main/goinfer] [CUDA_TEST=cuda.test] OUT=dir \
-#     [BUDGET=480] [FATBIN=1] [GRAPH_CU=path/to/graph.cu] tools/models/verify_gpu_fuse.sh
+#     [BUDGET=480] [FATBIN=1] [GRAPH_CU=path/to/graph.cu] [PARITY_PY=...] tools/models/verify_gpu_fuse.sh
 #
 # writes into $OUT:
 #   ab.log, ab-*.md   goinfer compute (fp16, 224, --profile) of mobilenet_v3_large
@@ -19,7 +19,7 @@
 #                     identity+prologue, all three; batch 1: off, all), main's
 #                     binary first if given
 #   find.log          cudnnFind's ranking of every convolution
-#                     (GOINFER_CUDA_FINDLOG=1), mobilenet_v3_large batch 256:
+#                     (--graph_experiments findlog), mobilenet_v3_large batch 256:
 #                     why the unfused expansions ran the plain implicit GEMM
 #   gputest.log       with CUDA_TEST: TestGraphGPUDepthwiseLowerings
 #   parity.log        tools/models/parity.py, fp32 and fp16, eager and compiled,
@@ -61,8 +61,10 @@ timeout 120 "$GOINFER" compute --arch mobilenet_v3_large --engine cuda --precisi
 run() { # label binary fuse model batch
   local label=$1 bin=$2 fuse=$3 m=$4 b=$5
   [[ $(left) -gt 30 ]] || { echo "skipped $label $m b$b: budget" >>"$OUT/ab.log"; return; }
-  echo "== $label $m b$b GOINFER_CUDA_FUSE=$fuse" >>"$OUT/ab.log"
-  GOINFER_CUDA_FUSE=$fuse timeout 90 "$bin" compute --arch "$m" --engine cuda --precisions fp16 --compile true \
+  local flag=()
+  [[ -n $fuse ]] && flag=(--graph_experiments "$fuse")
+  echo "== $label $m b$b experiments=$fuse" >>"$OUT/ab.log"
+  timeout 90 "$bin" compute --arch "$m" --engine cuda --precisions fp16 --compile true "${flag[@]}" \
     --batch_sizes "$b" --image_sizes 224 --input_dtype fp32 --iters 100 --warmup 10 --profile \
     --output "$OUT/ab-$label-$m-b$b.md" >>"$OUT/ab.log" 2>&1
 }
@@ -81,7 +83,7 @@ for m in mobilenet_v3_large efficientnet_b0; do
 done
 grep -h "^==\|ms/forward\|^skipped" "$OUT"/ab.log >"$OUT/ab-summary.txt"
 
-GOINFER_CUDA_FINDLOG=1 timeout 60 "$GOINFER" compute --arch mobilenet_v3_large --engine cuda --precisions fp16 \
+timeout 60 "$GOINFER" compute --arch mobilenet_v3_large --engine cuda --precisions fp16 --graph_experiments findlog \
   --compile true --batch_sizes 256 --image_sizes 224 --input_dtype fp32 --iters 5 --warmup 2 >"$OUT/find.log" 2>&1
 
 if [[ -n "${CUDA_TEST:-}" && $(left) -gt 90 ]]; then
@@ -92,7 +94,7 @@ if [[ -n "${CUDA_TEST:-}" && $(left) -gt 90 ]]; then
 fi
 
 if [[ $(left) -gt 60 ]]; then
-  GOINFER_CUDA_FUSE=findmath,identity,prologue timeout $(($(left) - 40)) "$py" tools/models/parity.py --engines cuda \
+  timeout $(($(left) - 40)) "$py" "${PARITY_PY:-tools/models/parity.py}" --engines cuda --graph_experiments findmath,identity,prologue \
     --precisions fp32,fp16 --models mobilenet_v3_large,efficientnet_b0 --goinfer "$GOINFER" --jobs 4 \
     --budget $(($(left) - 60)) --log "$OUT/parity.log" >"$OUT/parity.out" 2>&1
 fi
@@ -100,8 +102,9 @@ fi
 san="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 if [[ -x $san && $(left) -gt 20 ]]; then
   for m in mobilenet_v3_large efficientnet_b0; do
-    GOINFER_CUDA_FUSE=findmath,identity,prologue timeout $(($(left) / 2)) "$san" --tool memcheck --error-exitcode 9 \
+    timeout $(($(left) / 2)) "$san" --tool memcheck --error-exitcode 9 \
       "$GOINFER" compute --arch "$m" --engine cuda --precisions fp16 --compile true --batch_sizes 2 \
+      --graph_experiments findmath,identity,prologue \
       --image_sizes 64 --input_dtype fp32 --iters 2 --warmup 1 >>"$OUT/memcheck.log" 2>&1
     echo "memcheck $m exit $?" >>"$OUT/memcheck.log"
   done

@@ -46,12 +46,9 @@ func pickConvAlgo(perf []cu.ConvFwdPerf, n int, fits func(algo int) bool) int {
 	return algo
 }
 
-// findLogEnv, set to 1, makes compiled general graphs report cudnnFind's
-// ranking of each convolution and the algorithm picked: the evidence for
-// why an unfused convolution runs the plain implicit GEMM.
-const findLogEnv = "GOINFER_CUDA_FINDLOG"
-
-// findLog is one convolution's line of that report.
+// findLog is a line reporting cudnnFind's ranking of a convolution and the
+// algorithm picked (engine.Options.GraphExperiments "findlog"): the
+// evidence for why an unfused convolution runs the plain implicit GEMM.
 func findLog(node string, g *convGeom, perf []cu.ConvFwdPerf, picked int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cuda: find %s n%d c%d %dx%d k%d %dx%d s%d g%d: picked %s;", node, g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.strH,

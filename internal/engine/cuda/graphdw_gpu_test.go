@@ -13,7 +13,8 @@ import (
 // TestGraphGPUDepthwiseLowerings runs the depthwise cases with each
 // lowering forced through the tuning cache (the untiled kernel, every
 // tile width, cuDNN), eager and compiled, without and with the opt-in
-// changes of fuseEnv (depthwise prologues among them), against the
+// changes of engine.Options.GraphExperiments (depthwise prologues among
+// them), against the
 // float64 reference: measurement picks only one of them per shape on a
 // given GPU, so the others would otherwise go unchecked.
 func TestGraphGPUDepthwiseLowerings(t *testing.T) {
@@ -47,7 +48,6 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 			shapes = append(shapes, depthwiseShapes(b, prologueCandidates(b, true))...)
 		}
 		for _, fuse := range []string{"", "findmath,identity,prologue"} {
-			t.Setenv(fuseEnv, fuse)
 			for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
 				for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {CuDNN: true}} {
 					dir := t.TempDir()
@@ -61,7 +61,8 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, compile := range []bool{false, true} {
-						opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, TuningCache: dir}
+						opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, TuningCache: dir,
+							GraphExperiments: fuse}
 						m, err := Engine{}.LoadGraph(context.Background(), g, opts)
 						if err != nil {
 							t.Fatalf("%s: LoadGraph: %v", c.name, err)
@@ -74,7 +75,7 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 						for _, n := range []int{1, batch} {
 							got := runForward(t, m, inst, tensor.F32Bytes(x[:n*m.Info().Input().Elems()]), n)
 							if e := relErr64(f64s(got), ref[:n*per]); e > tolerance[p] {
-								t.Errorf("%s %s %+v %s=%q compile=%v batch %d: relative error %.3g > %.3g", c.name, p, force, fuseEnv, fuse, compile, n, e, tolerance[p])
+								t.Errorf("%s %s %+v experiments %q compile=%v batch %d: relative error %.3g > %.3g", c.name, p, force, fuse, compile, n, e, tolerance[p])
 							}
 						}
 						inst.Close()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"sort"
 	"time"
@@ -559,7 +558,7 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, a)
 			return err == nil && need <= graphWorkspace
 		})
-		if m.opts.Progress != nil && os.Getenv(findLogEnv) == "1" {
+		if m.opts.Progress != nil && hasExperiment(m.opts.GraphExperiments, "findlog") {
 			m.opts.Progress("%s", findLog(s.node, g, perf, algo))
 		}
 		if algo < 0 {

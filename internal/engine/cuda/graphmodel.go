@@ -320,7 +320,7 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	opts := fuseOptions(planOptions{chains: m.opts.FuseChains, noAttention: !m.fused.attn})
+	opts := fuseOptions(planOptions{chains: m.opts.FuseChains, noAttention: !m.fused.attn}, m.opts.GraphExperiments)
 	if m.prec.nhwc {
 		var cands map[*ir.Node]prologue
 		if opts.dwPrologue {

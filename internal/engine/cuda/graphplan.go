@@ -273,7 +273,7 @@ type gplan struct {
 	elem      int  // bytes per element of the storage dtype
 	cl        bool // 4-d activations channels-last (fp16, bf16)
 	// findMath: unfused convolutions run under the math type cudnnFind
-	// ranked their algorithm with (opt-in, fuseEnv).
+	// ranked their algorithm with (opt-in: engine.Options.GraphExperiments).
 	findMath bool
 }
 
@@ -368,7 +368,7 @@ type planOptions struct {
 	// identityConv: convolutions whose activation cuDNN's fused call
 	// lacks run it with the identity (bias fused) and the activation
 	// after; dwPrologue: depthwise prologues (graphprologue.go). Both
-	// opt-in (fuseEnv) until measured on a GPU.
+	// opt-in (engine.Options.GraphExperiments) until measured on a GPU.
 	identityConv, dwPrologue bool
 	findMath                 bool // gplan.findMath
 }

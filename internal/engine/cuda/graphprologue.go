@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"os"
 	"strings"
 
 	"goinfer/internal/ir"
@@ -146,18 +145,10 @@ func prologueActs(cands map[*ir.Node]prologue, elem int, dw map[dwShape]dwTimed)
 	return pre, moved
 }
 
-// fuseEnv selects opt-in changes of the general-graph planner until they
-// are measured on a GPU: a comma-separated list of "identity" (every
-// convolution whose epilogue cuDNN's fused call cannot apply runs that
-// call with the identity, bias fused, and its activation as a kernel
-// after it), "prologue" (depthwise prologues, above) and "findmath"
-// (unfused convolutions run under the math type cudnnFind measured their
-// algorithm with, not the precision's default).
-const fuseEnv = "GOINFER_CUDA_FUSE"
-
-// fuseOptions reads fuseEnv into o.
-func fuseOptions(o planOptions) planOptions {
-	for _, f := range strings.Split(os.Getenv(fuseEnv), ",") {
+// fuseOptions sets o's opt-in changes from engine.Options.GraphExperiments
+// (a comma-separated list; unknown names are ignored).
+func fuseOptions(o planOptions, experiments string) planOptions {
+	for _, f := range strings.Split(experiments, ",") {
 		switch strings.TrimSpace(f) {
 		case "identity":
 			o.identityConv = true
@@ -168,4 +159,14 @@ func fuseOptions(o planOptions) planOptions {
 		}
 	}
 	return o
+}
+
+// hasExperiment reports whether the comma-separated list names e.
+func hasExperiment(list, e string) bool {
+	for _, f := range strings.Split(list, ",") {
+		if strings.TrimSpace(f) == e {
+			return true
+		}
+	}
+	return false
 }

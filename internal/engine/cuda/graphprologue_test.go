@@ -219,7 +219,7 @@ func TestGraphPlanIdentityConv(t *testing.T) {
 	}
 }
 
-// TestFuseOptions checks fuseEnv's parsing.
+// TestFuseOptions checks the parsing of engine.Options.GraphExperiments.
 func TestFuseOptions(t *testing.T) {
 	for _, tc := range []struct {
 		env                  string
@@ -232,10 +232,12 @@ func TestFuseOptions(t *testing.T) {
 		{"findmath,prologue", false, true, true},
 		{"bogus", false, false, false},
 	} {
-		t.Setenv(fuseEnv, tc.env)
-		o := fuseOptions(planOptions{chains: true})
+		o := fuseOptions(planOptions{chains: true}, tc.env)
 		if o.identityConv != tc.identity || o.dwPrologue != tc.prol || o.findMath != tc.math || !o.chains {
 			t.Errorf("%q: identity %v prologue %v findmath %v chains %v", tc.env, o.identityConv, o.dwPrologue, o.findMath, o.chains)
+		}
+		if got := hasExperiment(tc.env, "findmath"); got != tc.math {
+			t.Errorf("%q: hasExperiment(findmath) = %v", tc.env, got)
 		}
 	}
 }
