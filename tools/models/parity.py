@@ -177,6 +177,8 @@ def run_one(job, args, work, deadline):
     cmd = [args.goinfer, "predict", "--arch", name, "--checkpoint", checkpoint_path(name, args, work),
            "--engine", engine, "--precision", precision, "--compile=%s" % ("true" if compiled else "false"),
            "--input", os.path.join(work, stem + ".input.npy"), "--output", out, "--topk", "0", "--batch_size", str(b)]
+    if args.graph_experiments:
+        cmd += ["--graph_experiments", args.graph_experiments]
     t0 = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=min(args.call_timeout, left))
@@ -208,6 +210,7 @@ def main():
     ap.add_argument("--calib_batch", type=int, default=8)
     ap.add_argument("--format", default="pth", choices=["pth", "safetensors"], help="how the state dict is saved")
     ap.add_argument("--goinfer", default=".bin/goinfer")
+    ap.add_argument("--graph_experiments", default="", help="passed to goinfer predict --graph_experiments (the cuda engine's opt-in changes)")
     ap.add_argument("--work_dir", default="/tmp/goinfer-parity", help="state dicts, inputs, references and outputs")
     ap.add_argument("--log", default="", help="log file (default results/models/parity-<engines>-<device>-<date>.log)")
     ap.add_argument("--jobs", type=int, default=4, help="goinfer processes at a time")
