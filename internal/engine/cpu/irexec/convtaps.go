@@ -25,14 +25,20 @@ type tapsConvStep struct {
 	ngrp              int
 }
 
-// maxTapsConv bounds input channels x taps for the direct kernel.
-const maxTapsConv = 32
+// maxTapsConv bounds input channels x taps for the direct kernel: a 7x7
+// stem (147) runs at about 1.2x the GEMM's speed there, whose im2col of
+// 147 rows costs as much as its micro-kernel. Past 3x3 kernels it is
+// taken for column strides up to 2, whose phase split is vectorised.
+const (
+	maxTapsConv      = 160
+	maxTapsConvSmall = 32
+)
 
 // newTapsConvStep returns the direct step for g, or nil where the GEMM
 // path is the better one.
 func newTapsConvStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act) *tapsConvStep {
 	kk := g.kh * g.kw
-	if g.groups != 1 || res >= 0 || kk == 1 || g.inC*kk > maxTapsConv || g.oh*g.ow < 64 || !vec.TapsNFast() {
+	if g.groups != 1 || res >= 0 || kk == 1 || g.inC*kk > maxTapsConv || g.inC*kk > maxTapsConvSmall && g.sw > 2 || g.oh*g.ow < 64 || !vec.TapsNFast() {
 		return nil
 	}
 	const L = vec.DWLanes
