@@ -72,29 +72,35 @@ func (s *tapsConvStep) run(x *Exec) error {
 
 // rng computes tasks [lo, hi): strips of output rows, image-major.
 func (s *tapsConvStep) rng(x *Exec, wk, lo, hi int) {
+	for task := lo; task < hi; task++ {
+		img := task / s.nstrip
+		s.rows(x, wk, img, img, task%s.nstrip)
+	}
+}
+
+// rows computes strip st of image img's output rows into image dimg's
+// place of the output.
+func (s *tapsConvStep) rows(x *Exec, wk, img, dimg, st int) {
 	const L = vec.DWLanes
 	pl := s.planesLen()
 	planes := x.scratch[wk][:pl]
 	row := x.scratch[wk][pl : pl+s.wq*s.sw]
 	src, dst := x.f32(s.src), x.f32(s.dst)
 	ihw, ohw, taps := s.ih*s.iw, s.oh*s.ow, s.inC*s.kh*s.kw
-	for task := lo; task < hi; task++ {
-		img, st := task/s.nstrip, task%s.nstrip
-		r0 := st * s.strip
-		rows := min(s.oh, r0+s.strip) - r0
-		s.fill(planes, row, src[img*s.inC*ihw:(img+1)*s.inC*ihw], r0*s.sh-s.pt, (rows-1)*s.sh+(s.kh-1)*s.dh+1)
-		out := dst[img*s.outC*ohw : (img+1)*s.outC*ohw]
-		for grp := 0; grp < s.ngrp; grp++ {
-			m0 := grp * L
-			no := min(L, s.outC-m0)
-			w, b := s.w[grp*taps*L:(grp+1)*taps*L], s.bias[grp*L:(grp+1)*L]
-			for oy := 0; oy < rows; oy++ {
-				at := m0*ohw + (r0+oy)*s.ow
-				vec.TapsN(out[at:], ohw, planes[oy*s.sh*s.wq:], s.offs, w, b, no, s.ow)
-			}
-			for m := m0; m < m0+no; m++ {
-				s.act.apply(out[m*ohw+r0*s.ow : m*ohw+(r0+rows)*s.ow])
-			}
+	r0 := st * s.strip
+	rows := min(s.oh, r0+s.strip) - r0
+	s.fill(planes, row, src[img*s.inC*ihw:(img+1)*s.inC*ihw], r0*s.sh-s.pt, (rows-1)*s.sh+(s.kh-1)*s.dh+1)
+	out := dst[dimg*s.outC*ohw : (dimg+1)*s.outC*ohw]
+	for grp := 0; grp < s.ngrp; grp++ {
+		m0 := grp * L
+		no := min(L, s.outC-m0)
+		w, b := s.w[grp*taps*L:(grp+1)*taps*L], s.bias[grp*L:(grp+1)*L]
+		for oy := 0; oy < rows; oy++ {
+			at := m0*ohw + (r0+oy)*s.ow
+			vec.TapsN(out[at:], ohw, planes[oy*s.sh*s.wq:], s.offs, w, b, no, s.ow)
+		}
+		for m := m0; m < m0+no; m++ {
+			s.act.apply(out[m*ohw+r0*s.ow : m*ohw+(r0+rows)*s.ow])
 		}
 	}
 }
