@@ -269,6 +269,24 @@ func (l *Layer) mul(b *block, pt, m0, m1 int) {
 	a := l.W.U[pt]
 	vb := b.v[pt*l.C*ld : (pt+1)*l.C*ld]
 	mb := b.m[pt*l.K*ld : (pt+1)*l.K*ld]
+	if b.np == 1 && gemm.WidePanels() > 1 {
+		// One panel of tiles (a small map at batch 1): the transformed
+		// weights stream from memory at the kernel's rate, once; one
+		// KernelRun per K-block over all rows fetches each group's
+		// successor, and the next block's rows, ahead.
+		ip := m0 / mr
+		np := (m1 - ip*mr + mr - 1) / mr
+		for kb := range a.Blocks() {
+			k0, kc := a.BlockK(kb)
+			tile := gemm.Tile{C: mb[ip*mr*ld:], Ld: ld, Rows: m1 - ip*mr, Cols: lanes, Split: lanes, Load: kb > 0}
+			if kb+1 < a.Blocks() {
+				_, kn := a.BlockK(kb + 1)
+				tile.Next = a.PanelRun(kb+1, ip)[:np*mr*kn]
+			}
+			gemm.KernelRun(np, kc, a.PanelRun(kb, ip), mr*kc, vb[k0*lanes:(k0+kc)*lanes], lanes, lanes*kc, 1, &tile)
+		}
+		return
+	}
 	wide := gemm.WidePanels()
 	for kb := range a.Blocks() {
 		k0, kc := a.BlockK(kb)
