@@ -77,6 +77,17 @@ func kernel(p func(string, ...any), np int) {
 	p("\tMOVQ 80(BX), R10")
 	p("\tSHLQ $2, R10")
 	p("\tLEAQ (R10)(R10*2), R11")
+	// DX walks t.pf by t.pfstep bytes per unrolled step, two lines at a
+	// time, across all of the call's B panels: the caller points it at the
+	// A panels it needs next, which then arrive in L2 while this call's
+	// own A panels are reused from L1 (no t.pf: this call's own A).
+	p("\tMOVQ 112(BX), DX")
+	p("\tMOVQ 120(BX), R12")
+	p("\tTESTQ DX, DX")
+	p("\tJNZ pfset")
+	p("\tMOVQ SI, DX")
+	p("\tXORQ R12, R12")
+	p("pfset:")
 	for r := 0; r < rows; r++ {
 		p("\tVPXORD %s, %s, %s", acc(r), acc(r), acc(r))
 	}
@@ -99,6 +110,9 @@ func kernel(p func(string, ...any), np int) {
 	p("\tSHRQ $%d, R9", 2)
 	p("\tJZ tail")
 	p("loop:")
+	p("\tPREFETCHT1 (DX)")
+	p("\tPREFETCHT1 64(DX)")
+	p("\tADDQ R12, DX")
 	p("\tVMOVUPS (DI), Z0")
 	p("\tVMOVUPS (DI)(R10*1), Z1")
 	p("\tVMOVUPS (DI)(R10*2), Z2")
@@ -128,8 +142,9 @@ func kernel(p func(string, ...any), np int) {
 	p("\tJNZ loop1")
 	p("store:")
 	// zTile's fields: c, c2, res, res2, bias (pointers), then ld, rows,
-	// cols, split, flags, ldb, npan, bcur, bstep.
+	// cols, split, flags, ldb, npan, bcur, bstep, pf, pfstep.
 	p("\tMOVQ t+32(FP), BX")
+	p("\tMOVQ DX, 112(BX)")
 	p("\tMOVQ 0(BX), DX")
 	p("\tMOVQ 8(BX), R11")
 	p("\tMOVQ 16(BX), AX")

@@ -29,6 +29,10 @@ type Tile struct {
 	ReLU      bool
 	// Load adds C's old values (a later K-block).
 	Load bool
+	// Next, when set, is the A operand the caller runs after this call
+	// (KernelRun only): the kernel prefetches it into L2 while it computes
+	// its last panels, which it reuses from L1 across the B panels.
+	Next []float32
 }
 
 // zTile is Tile as the assembly reads it (field offsets are fixed in
@@ -43,6 +47,11 @@ type zTile struct {
 	ldb, npan int
 	bcur      uintptr
 	bstep     int
+	// pf, when set, is where the kernel prefetches into L2, pfstep bytes
+	// further per four steps of depth (two lines each); the kernel
+	// advances it.
+	pf     uintptr
+	pfstep int
 }
 
 // flagSpan says the tile's columns from split on go to c2.

@@ -1,6 +1,9 @@
 package gemm
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // StridedB reports whether KernelRun reads B in place on this CPU (AVX2 or
 // AVX-512); the pure-Go path copies each panel of a strided B first, and a
@@ -58,6 +61,20 @@ func KernelRun(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb
 			z.bias = &t.Bias[r0]
 		}
 		z.npan = nb
+		// The A panels needed next (this call's following ones, else
+		// t.Next) are fetched while these are reused from L1 by the nb B
+		// panels, instead of at the rate the first B panel consumes them.
+		z.pf, z.pfstep = 0, 0
+		iters := max(1, nb*(kc/4))
+		if next := (p + n) * pstride; pstride == MR*kc && next < len(a) && p+n < np && (p+n)*MR < t.Rows {
+			z.pf = uintptr(unsafe.Pointer(&a[next]))
+			z.pfstep = min(128, 4*min(len(a)-next, (np-p-n)*pstride)/iters)
+		} else if p+n >= np || (p+n)*MR >= t.Rows {
+			if len(t.Next) > 0 {
+				z.pf = uintptr(unsafe.Pointer(&t.Next[0]))
+				z.pfstep = min(128, 4*len(t.Next)/iters)
+			}
+		}
 		kernelPanels(n, kc, &a[p*pstride], pstride, &b[0], &z)
 		p += n
 	}

@@ -479,7 +479,7 @@ func (j *convJob) Run(w, t int) {
 			for jp := 0; n0+jp*nr < n1; jp++ {
 				pn := &ws.panels[jp]
 				if pn.Whole {
-					jp += j.runPanels(ws, g, jp, n0, n1, kb, ic, ie, bp) - 1
+					jp += j.runPanels(ws, g, jp, n0, n1, kb, ic, ie, m0, m1, bp) - 1
 					continue
 				}
 				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
@@ -561,7 +561,7 @@ func (j *convJob) Run(w, t int) {
 // kb in one gemm.KernelRun call, B read from the input in place for a
 // direct step, else from the task's packed block bp. It returns how many
 // panels it computed.
-func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie int, bp []float32) int {
+func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie, m0, m1 int, bp []float32) int {
 	const nr = gemm.NR
 	s := j.s
 	pn := &ws.panels[jp]
@@ -582,6 +582,7 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie int, bp [
 		}
 	}
 	np := (ie - ic + gemm.MR - 1) / gemm.MR
+	t.Next = j.nextA(a, kb, ie, m0, m1)
 	if s.direct {
 		plane := s.inPlane()
 		b := j.in[(g*s.icg+pn.Img*s.inC+k0)*plane+pn.Pix:]
@@ -590,6 +591,25 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie int, bp [
 		gemm.KernelRun(np, kc, a.PanelRun(kb, ic/gemm.MR), gemm.MR*kc, bp[jp*nr*kc:], nr, nr*kc, nb, &t)
 	}
 	return nb
+}
+
+// nextA is the packed A a task of rows m0..m1 reads after rows ..ie of
+// K-block kb: its next row range, else its rows of the next K-block (nil
+// after the last). Its weights come from memory once per forward at batch
+// 1, and the micro-kernel fetches them ahead while it reuses the current
+// ones.
+func (j *convJob) nextA(a *gemm.PackedA, kb, ie, m0, m1 int) []float32 {
+	const mr = gemm.MR
+	r0 := ie
+	if r0 >= m1 {
+		if kb+1 >= a.Blocks() {
+			return nil
+		}
+		kb, r0 = kb+1, m0
+	}
+	_, kc := a.BlockK(kb)
+	rows := roundUp(min(m1, r0+mcMax)-r0, mr)
+	return a.PanelRun(kb, r0/mr)[:rows*kc]
 }
 
 // postAct runs the activation the micro-kernel does not apply over the

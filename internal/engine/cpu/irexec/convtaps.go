@@ -25,14 +25,20 @@ type tapsConvStep struct {
 	ngrp              int
 }
 
-// maxTapsConv bounds input channels x taps for the direct kernel.
-const maxTapsConv = 32
+// maxTapsConv bounds input channels x taps for the direct kernel: a 7x7
+// stem (147) runs at about 1.2x the GEMM's speed there, whose im2col of
+// 147 rows costs as much as its micro-kernel. Past 3x3 kernels it is
+// taken for column strides up to 2, whose phase split is vectorised.
+const (
+	maxTapsConv      = 160
+	maxTapsConvSmall = 32
+)
 
 // newTapsConvStep returns the direct step for g, or nil where the GEMM
 // path is the better one.
 func newTapsConvStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act) *tapsConvStep {
 	kk := g.kh * g.kw
-	if g.groups != 1 || res >= 0 || kk == 1 || g.inC*kk > maxTapsConv || g.oh*g.ow < 64 || !vec.TapsNFast() {
+	if g.groups != 1 || res >= 0 || kk == 1 || g.inC*kk > maxTapsConv || g.inC*kk > maxTapsConvSmall && g.sw > 2 || g.oh*g.ow < 64 || !vec.TapsNFast() {
 		return nil
 	}
 	const L = vec.DWLanes
@@ -66,29 +72,35 @@ func (s *tapsConvStep) run(x *Exec) error {
 
 // rng computes tasks [lo, hi): strips of output rows, image-major.
 func (s *tapsConvStep) rng(x *Exec, wk, lo, hi int) {
+	for task := lo; task < hi; task++ {
+		img := task / s.nstrip
+		s.rows(x, wk, img, img, task%s.nstrip)
+	}
+}
+
+// rows computes strip st of image img's output rows into image dimg's
+// place of the output.
+func (s *tapsConvStep) rows(x *Exec, wk, img, dimg, st int) {
 	const L = vec.DWLanes
 	pl := s.planesLen()
 	planes := x.scratch[wk][:pl]
 	row := x.scratch[wk][pl : pl+s.wq*s.sw]
 	src, dst := x.f32(s.src), x.f32(s.dst)
 	ihw, ohw, taps := s.ih*s.iw, s.oh*s.ow, s.inC*s.kh*s.kw
-	for task := lo; task < hi; task++ {
-		img, st := task/s.nstrip, task%s.nstrip
-		r0 := st * s.strip
-		rows := min(s.oh, r0+s.strip) - r0
-		s.fill(planes, row, src[img*s.inC*ihw:(img+1)*s.inC*ihw], r0*s.sh-s.pt, (rows-1)*s.sh+(s.kh-1)*s.dh+1)
-		out := dst[img*s.outC*ohw : (img+1)*s.outC*ohw]
-		for grp := 0; grp < s.ngrp; grp++ {
-			m0 := grp * L
-			no := min(L, s.outC-m0)
-			w, b := s.w[grp*taps*L:(grp+1)*taps*L], s.bias[grp*L:(grp+1)*L]
-			for oy := 0; oy < rows; oy++ {
-				at := m0*ohw + (r0+oy)*s.ow
-				vec.TapsN(out[at:], ohw, planes[oy*s.sh*s.wq:], s.offs, w, b, no, s.ow)
-			}
-			for m := m0; m < m0+no; m++ {
-				s.act.apply(out[m*ohw+r0*s.ow : m*ohw+(r0+rows)*s.ow])
-			}
+	r0 := st * s.strip
+	rows := min(s.oh, r0+s.strip) - r0
+	s.fill(planes, row, src[img*s.inC*ihw:(img+1)*s.inC*ihw], r0*s.sh-s.pt, (rows-1)*s.sh+(s.kh-1)*s.dh+1)
+	out := dst[dimg*s.outC*ohw : (dimg+1)*s.outC*ohw]
+	for grp := 0; grp < s.ngrp; grp++ {
+		m0 := grp * L
+		no := min(L, s.outC-m0)
+		w, b := s.w[grp*taps*L:(grp+1)*taps*L], s.bias[grp*L:(grp+1)*L]
+		for oy := 0; oy < rows; oy++ {
+			at := m0*ohw + (r0+oy)*s.ow
+			vec.TapsN(out[at:], ohw, planes[oy*s.sh*s.wq:], s.offs, w, b, no, s.ow)
+		}
+		for m := m0; m < m0+no; m++ {
+			s.act.apply(out[m*ohw+r0*s.ow : m*ohw+(r0+rows)*s.ow])
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // TestTapsConv covers the direct few-channel convolution (the stem)
 // against ir: output channels below, at and past a group of 16, strides
-// 1 to 3 and per axis, kernels 1 to 5, asymmetric and zero padding,
+// 1 to 3 and per axis, kernels 1 to 7 (a ResNet stem's 147 taps), asymmetric and zero padding,
 // dilation, maps of one strip and of many, batches, fused activations.
 func TestTapsConv(t *testing.T) {
 	type cs struct {
@@ -23,6 +23,7 @@ func TestTapsConv(t *testing.T) {
 	}
 	cases := []cs{
 		{"stem 3->16 s2", 1, 3, 16, 32, 32, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}},
+		{"stem 3->64 7x7 s2", 1, 3, 64, 38, 35, 7, 7, []int{2, 2}, nil, []int{3, 3, 3, 3}},
 		{"stem 3->32 s2 odd", 2, 3, 32, 33, 29, 3, 3, []int{2, 2}, nil, []int{1, 1, 1, 1}},
 		{"3->17 s1", 1, 3, 17, 12, 13, 3, 3, nil, nil, []int{1, 1, 1, 1}},
 		{"2->5 3x5 s2 asym", 1, 2, 5, 21, 19, 3, 5, []int{2, 2}, nil, []int{2, 1, 0, 2}},

@@ -37,7 +37,9 @@ type Exec struct {
 	// worker, which run and row block its scratch holds L packed for.
 	mmRun    uint64
 	mmPacked []mmPackedL
-	closed   bool
+	// fuseImg is the image a stemPoolStep is computing.
+	fuseImg int
+	closed  bool
 }
 
 // arenaAlign keeps every slot of an arena on its own cache line.

@@ -186,6 +186,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		c.p.vals[i].isOut = true
 		c.p.outputs = append(c.p.outputs, i)
 	}
+	c.fuseStemPool()
 	if err := c.materialize(); err != nil {
 		return nil, err
 	}

@@ -119,7 +119,11 @@ func taps(o, stride, pad, k, dil, lo, hi int) (first, count int) {
 }
 
 func (s *poolStep) rng(x *Exec, w, lo, hi int) {
-	src, dst := x.f32(s.src), x.f32(s.dst)
+	s.planes(x, w, x.f32(s.src), x.f32(s.dst), lo, hi)
+}
+
+// planes pools planes [lo, hi) of src into dst.
+func (s *poolStep) planes(x *Exec, w int, src, dst []float32, lo, hi int) {
 	ihw, ohw := s.ih*s.iw, s.oh*s.ow
 	for p := lo; p < hi; p++ {
 		in := src[p*ihw : (p+1)*ihw]

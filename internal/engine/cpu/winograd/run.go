@@ -261,6 +261,10 @@ func (l *Layer) gather(b *block, src []float32, pn *Panel, p, c0, nc int) {
 	inputGo(src[c0*plane:], plane, pn, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
 }
 
+// runPanels is the most panels of tiles mul runs through one KernelRun
+// call per K-block: a small map's at batch 1, whose B panels stay in L2.
+const runPanels = 8
+
 // mul runs the GEMM of transform point pt for output channels [m0, m1)
 // over all of block b's tiles.
 func (l *Layer) mul(b *block, pt, m0, m1 int) {
@@ -269,6 +273,25 @@ func (l *Layer) mul(b *block, pt, m0, m1 int) {
 	a := l.W.U[pt]
 	vb := b.v[pt*l.C*ld : (pt+1)*l.C*ld]
 	mb := b.m[pt*l.K*ld : (pt+1)*l.K*ld]
+	if b.np <= runPanels && gemm.WidePanels() > 1 {
+		// A few panels of tiles (a small map at batch 1): the
+		// transformed weights stream from memory once; one KernelRun
+		// per K-block over all rows and panels reuses each group of
+		// them from L1 across the panels and fetches its successor, and
+		// the next block's rows, ahead.
+		ip := m0 / mr
+		np := (m1 - ip*mr + mr - 1) / mr
+		for kb := range a.Blocks() {
+			k0, kc := a.BlockK(kb)
+			tile := gemm.Tile{C: mb[ip*mr*ld:], Ld: ld, Rows: m1 - ip*mr, Cols: b.np * lanes, Split: b.np * lanes, Load: kb > 0}
+			if kb+1 < a.Blocks() {
+				_, kn := a.BlockK(kb + 1)
+				tile.Next = a.PanelRun(kb+1, ip)[:np*mr*kn]
+			}
+			gemm.KernelRun(np, kc, a.PanelRun(kb, ip), mr*kc, vb[k0*lanes:], lanes, l.C*lanes, b.np, &tile)
+		}
+		return
+	}
 	wide := gemm.WidePanels()
 	for kb := range a.Blocks() {
 		k0, kc := a.BlockK(kb)

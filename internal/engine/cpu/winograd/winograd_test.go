@@ -73,6 +73,7 @@ func TestRun(t *testing.T) {
 		{2, 300, 7, 5, 6, 1, true, false, true}, // input channels past one K-block
 		{1, 4, 4, 1, 1, 1, true, true, true},
 		{3, 16, 8, 30, 14, 1, false, false, true}, // several blocks when blockFloats is small
+		{2, 16, 14, 29, 60, 1, true, false, true}, // 15 panels: more than one KernelRun takes
 	}
 	for _, path := range paths {
 		if path.asm && !Fast() {
