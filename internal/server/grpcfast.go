@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"goinfer/internal/h2grpc"
 	"goinfer/internal/kservepb"
@@ -77,6 +78,15 @@ func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
 			parts := make([][]byte, len(bs))
 			for i, b := range bs {
 				parts[i] = b.ReadOnlyData()
+			}
+			if st := stampsOf(ctx); st != nil && method == inferMethod {
+				// done runs once the answer is written.
+				st[stepEncoded] = time.Now()
+				return parts, func() {
+					bs.Free()
+					st[stepWritten] = time.Now()
+					s.breakdown.record("h2grpc", st)
+				}, nil
 			}
 			return parts, bs.Free, nil
 		},
