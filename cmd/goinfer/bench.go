@@ -340,7 +340,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	loads := make([]backend.LoadFunc, len(devices))
 	for i, d := range devices {
 		opts := engine.Options{Compile: o.mf.compile, Precision: prec, MaxBatch: o.batchSize, BatchSizes: []int{o.batchSize},
-			Height: o.imageSize, Width: o.imageSize, InputDType: dtype, Device: d, Threads: o.mf.threads, SplitBatch: o.mf.splitBatch, TuningCache: o.mf.tuneCache,
+			Height: o.imageSize, Width: o.imageSize, InputDType: dtype, Device: d, Threads: o.mf.threads, SplitBatch: o.mf.splitBatch, TuningCache: o.mf.tuneCache, GraphExperiments: o.mf.experiments,
 			Progress: func(format string, args ...any) { prog.line(format, args...) }}
 		loads[i] = func(ctx context.Context) (engine.Model, error) {
 			ph := engine.StartPhases(fmt.Sprintf("bench loader %d", i))

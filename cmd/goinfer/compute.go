@@ -49,6 +49,7 @@ type computeConfig struct {
 	stem         string
 	stemChannels int
 	kernelFile   string
+	experiments  string // engine.Options.GraphExperiments
 	progress     func(format string, args ...any)
 }
 
@@ -93,6 +94,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	stem := fs.String("stem", "", "cuda engine, compiled ResNet path, fp16/bf16: how the image reaches the first convolution: s2d (space to depth, the default), pad (zero channels up to --stem_channels) or none; for A/B runs")
 	stemChannels := fs.Int("stem_channels", 0, "cuda engine: the channel count --stem pad pads the image to (0: 8)")
 	kernelFile := fs.String("kernels", "", "cuda engine, ResNet path: load the elementwise kernels from this PTX, cubin or fatbin `FILE` instead of the embedded ones (to try kernels without rebuilding)")
+	experiments := fs.String("graph_experiments", "", "cuda engine, general graphs: comma-separated opt-in changes not yet measured on a GPU (identity, prologue, findmath, findlog); for A/B runs")
 	profile := fs.Bool("profile", false, "also time each layer on its own (cuda engine: as a CUDA graph of repeated calls) and print the breakdown")
 	output := fs.String("output", "", "also write the markdown report to `FILE`")
 	csvOut := fs.String("csv", "", "also write the rows as CSV to `FILE`")
@@ -100,7 +102,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, tuneAll: *tuneAll, profile: *profile, tuneCache: *tuneCache,
-		stem: *stem, stemChannels: *stemChannels, kernelFile: *kernelFile,
+		stem: *stem, stemChannels: *stemChannels, kernelFile: *kernelFile, experiments: *experiments,
 		progress: func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }}
 	var err error
 	if cfg.batchSizes, err = parseInts("batch_sizes", *batches); err != nil {
@@ -243,7 +245,7 @@ func runCompute(ctx context.Context, e engine.Engine, cfg computeConfig, stderr 
 func computeCell(ctx context.Context, e engine.Engine, g netGraph, cfg computeConfig, size int, p engine.Precision, compile bool, bs int) (computeRow, error) {
 	opts := engine.Options{Compile: compile, Precision: p, MaxBatch: bs, BatchSizes: []int{bs}, Height: size, Width: size,
 		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, TuneAll: cfg.tuneAll, TuningCache: cfg.tuneCache, Progress: cfg.progress,
-		Stem: cfg.stem, StemChannels: cfg.stemChannels, KernelFile: cfg.kernelFile}
+		Stem: cfg.stem, StemChannels: cfg.stemChannels, KernelFile: cfg.kernelFile, GraphExperiments: cfg.experiments}
 	t0 := time.Now()
 	m, err := g.load(ctx, e, opts)
 	if err != nil {

@@ -81,7 +81,7 @@ func runImagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	opts := engine.Options{Compile: mf.compile, Precision: prec, MaxBatch: cfg.batch, BatchSizes: []int{cfg.batch},
 		Height: imagegpu.ImageNet.CropH, Width: imagegpu.ImageNet.CropW, InputDType: in, Device: mf.device,
-		TuningCache: mf.tuneCache, Progress: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }}
+		TuningCache: mf.tuneCache, GraphExperiments: mf.experiments, Progress: func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }}
 	m, lt, err := loadModel(ctx, e, src, opts)
 	if err != nil {
 		return err

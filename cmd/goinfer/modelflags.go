@@ -34,7 +34,9 @@ type modelFlags struct {
 	splitBatch int
 	device     int
 	tuneCache  string
-	fs         *flag.FlagSet // to tell flags given from defaults
+	// experiments: engine.Options.GraphExperiments.
+	experiments string
+	fs          *flag.FlagSet // to tell flags given from defaults
 }
 
 // given reports whether the flag was set on the command line.
@@ -60,6 +62,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
 	fs.IntVar(&m.splitBatch, "cpu_split_batch", 0, "cpu engine, ONNX/general graphs: run a batch larger than `N` (a multiple of it) as N-image chunks, one per thread at a time, instead of every layer over the whole batch; only for models whose images are independent (0: off)")
 	fs.IntVar(&m.device, "device", 0, "GPU ordinal for the cuda engine")
 	fs.StringVar(&m.tuneCache, "tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (one file per GPU model, driver and cuDNN), so that --compile on the same machine skips the measurements and starts faster; empty: measure every time, as a cold start")
+	fs.StringVar(&m.experiments, "graph_experiments", "", "cuda engine, general graphs, for A/B runs: comma-separated fusion changes to turn off (noidentity, noprologue, nofindmath) and findlog (print cudnnFind's ranking of each convolution)")
 }
 
 // selectEngine resolves --engine and --precision, printing auto's choice.

@@ -125,6 +125,8 @@ func runPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Threads:     mf.threads,
 		SplitBatch:  mf.splitBatch,
 		TuningCache: mf.tuneCache,
+		// Opt-in planner changes, for parity runs of them.
+		GraphExperiments: mf.experiments,
 	}
 	m, times, err := loadNetGraph(ctx, e, g, opts)
 	if err != nil {

@@ -584,7 +584,7 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 		loads := make([]backend.LoadFunc, len(plan.devices))
 		for i, d := range plan.devices {
 			opts := engine.Options{Compile: o.mf.compile, Precision: l.prec, MaxBatch: o.maxBatch, BatchSizes: plan.batchSizes,
-				Height: size, Width: size, InputDType: dtype, Device: d, Threads: o.mf.threads, SplitBatch: o.mf.splitBatch, TuningCache: o.mf.tuneCache,
+				Height: size, Width: size, InputDType: dtype, Device: d, Threads: o.mf.threads, SplitBatch: o.mf.splitBatch, TuningCache: o.mf.tuneCache, GraphExperiments: o.mf.experiments,
 				Progress: func(format string, args ...any) {
 					l.log.Info(fmt.Sprintf(format, args...), "device", d, "image_size", size)
 				}}

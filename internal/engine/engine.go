@@ -124,6 +124,16 @@ type Options struct {
 	// loaded instead of the embedded elementwise kernels, for trying
 	// kernels without rebuilding.
 	KernelFile string
+	// GraphExperiments (cuda engine, general graphs) is a comma-separated
+	// list of fusion changes to turn off, for A/B runs: "noidentity" (a
+	// convolution whose activation cuDNN's fused call lacks runs that call
+	// with the identity, bias fused, then the activation), "noprologue" (a
+	// 1x1 expansion's SiLU, hard swish or ReLU6 applied by the depthwise
+	// kernel reading its output, as it loads), "nofindmath" (unfused
+	// convolutions run under the math type cudnnFind measured their
+	// algorithm with); "findlog" reports cudnnFind's ranking of each
+	// convolution through Progress. Empty: every change on.
+	GraphExperiments string
 }
 
 // ImageNet normalization, applied on the device to uint8 input: the

@@ -189,6 +189,45 @@ __device__ __forceinline__ float unary(int op, float x, float p0, float p1) {
   return x;
 }
 
+// The depthwise kernels' prologue: the activation of the convolution that
+// produced their input (a 1x1 expansion's SiLU, hard swish or ReLU6),
+// applied as the input is loaded instead of in a pass of its own over the
+// expanded tensor. meta[14] is its op code (OP_COPY: none), meta[15] and
+// meta[16] the bits of its two parameters (Clip's bounds). The planner
+// only takes activations with f(0) = 0, so the zeros standing for padding
+// may go through it too.
+struct Pre {
+  int op;
+  float p0, p1;
+};
+__device__ __forceinline__ Pre dw_pre(const int* meta) {
+  Pre p;
+  p.op = meta[14];
+  p.p0 = bits_f32((unsigned)meta[15]);
+  p.p1 = bits_f32((unsigned)meta[16]);
+  return p;
+}
+// pre_fast is the prologue (the depthwise kernels run in the channels-last
+// plans of 16-bit storage only): SiLU through the hardware
+// tanh (x * (1 + tanh(x/2)) / 2, one special-function instruction where
+// sigm takes an exponential and a division; its error, about 2^-11
+// relative, is below the storage's rounding). The tiled kernels activate
+// each input once per filter row that reads it, so its cost counts.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float pre_fast(int op, float x, float p0, float p1) {
+  switch (op) {
+    case OP_RELU: return x > 0 ? x : 0.f;
+    case OP_CLIP: return fmin_(fmax_(x, p0), p1);
+    case OP_HARDSWISH: return x * fmin_(fmax_(x + 3.f, 0.f), 6.f) * (1.f / 6.f);
+    case OP_SILU: { float h = 0.5f * x; return h + h * tanh_approx(h); }
+  }
+  return x;
+}
+
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
     case OP_ADD: return a + b;
@@ -590,12 +629,13 @@ __device__ __forceinline__ void layernorm_warp(T* y, const T* x, const float* g,
 // channel), one output element per thread (neighbouring threads:
 // neighbouring channels), with the epilogue fused: bias, residual (same
 // layout as y) and activation. w is float32 [C][kh][kw]; meta holds N, C,
-// H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw.
+// H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, then the prologue (dw_pre).
 template <typename T>
 __device__ __forceinline__ void dwconv(T* y, const T* x, const float* w, const float* bias, const T* res, const int* meta, int n,
                                        int act, float p0, float p1) {
   int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5], kh = meta[6], kw = meta[7];
   int sh = meta[8], sw = meta[9], ph = meta[10], pw = meta[11], dh = meta[12], dw = meta[13];
+  Pre pre = dw_pre(meta);
   GRID_LOOP(i, n) {
     int c = i % C;
     int q = i / C;
@@ -612,7 +652,7 @@ __device__ __forceinline__ void dwconv(T* y, const T* x, const float* w, const f
       for (int kx = 0; kx < kw; kx++) {
         int ix = x0 + kx * dw;
         if (ix < 0 || ix >= W) continue;
-        acc += load(src + (iy * W + ix) * C) * wc[ky * kw + kx];
+        acc += pre_fast(pre.op, load(src + (iy * W + ix) * C), pre.p0, pre.p1) * wc[ky * kw + kx];
       }
     }
     if (res) acc += load(res + i);
@@ -654,6 +694,7 @@ __device__ __forceinline__ void dwconv_vec(T* y, const T* x, const float* w, con
   int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5], kh = meta[6], kw = meta[7];
   int sh = meta[8], sw = meta[9], ph = meta[10], pw = meta[11], dh = meta[12], dw = meta[13];
   int CV = C / V;
+  Pre pre = dw_pre(meta);
   GRID_LOOP(i, n) {
     int c = (i % CV) * V;
     int q = i / CV;
@@ -674,7 +715,7 @@ __device__ __forceinline__ void dwconv_vec(T* y, const T* x, const float* w, con
         vload(src + (iy * W + ix) * C, v);
         const float* wk = w + (ky * kw + kx) * C + c;
 #pragma unroll
-        for (int k = 0; k < V; k++) acc[k] += v[k] * wk[k];
+        for (int k = 0; k < V; k++) acc[k] += pre_fast(pre.op, v[k], pre.p0, pre.p1) * wk[k];
       }
     }
     int e = q * C + c;
@@ -709,6 +750,15 @@ __device__ NOINLINE void dw_store(T* y, const T* res, int e, F8 o, int act, floa
   vstore(y + e, o.v);
 }
 
+// pre_vec applies the prologue to one vector of inputs. Not inlined, as
+// dw_store: the activation switch unrolled over each of a row's inputs
+// for every tiled kernel made the module much larger.
+__device__ NOINLINE F8 pre_vec(F8 v, Pre p) {
+#pragma unroll
+  for (int k = 0; k < 8; k++) v.v[k] = pre_fast(p.op, v.v[k], p.p0, p.p1);
+  return v;
+}
+
 // dwconv_tile is dwconv_vec for square K x K filters of stride S (dilation
 // 1): a thread computes TW neighbouring outputs of one row for one vector
 // of channels. Each filter row's (TW-1)*S+K inputs are read once into
@@ -726,6 +776,7 @@ __device__ __forceinline__ void dwconv_tile(T* __restrict__ y, const T* __restri
   int ph = meta[10], pw = meta[11];
   int CV = C / V;
   int OWT = (OW + TW - 1) / TW;
+  Pre pre = dw_pre(meta);
   GRID_LOOP(i, n) {
     int cv = i % CV;
     int q = i / CV;
@@ -760,6 +811,31 @@ __device__ __forceinline__ void dwconv_tile(T* __restrict__ y, const T* __restri
         } else {
 #pragma unroll
           for (int k = 0; k < V; k++) in[j][k] = 0.f;
+        }
+      }
+      // SiLU and hard swish (EfficientNet's, MobileNetV3's) inline, the
+      // rest through a call.
+      if (pre.op == OP_SILU) {
+#pragma unroll
+        for (int j = 0; j < IW; j++) {
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = pre_fast(OP_SILU, in[j][k], 0.f, 0.f);
+        }
+      } else if (pre.op == OP_HARDSWISH) {
+#pragma unroll
+        for (int j = 0; j < IW; j++) {
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = pre_fast(OP_HARDSWISH, in[j][k], 0.f, 0.f);
+        }
+      } else if (pre.op != OP_COPY) {
+#pragma unroll
+        for (int j = 0; j < IW; j++) {
+          F8 t;
+#pragma unroll
+          for (int k = 0; k < V; k++) t.v[k] = in[j][k];
+          t = pre_vec(t, pre);
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = t.v[k];
         }
       }
 #pragma unroll

@@ -39,6 +39,7 @@ Locally, on the CPU engine (smaller images, fewer models):
 import argparse
 import concurrent.futures
 import datetime
+import copy
 import json
 import os
 import shlex
@@ -114,7 +115,8 @@ def save_safetensors(path, sd):
 
 def prepare(name, args, work):
     """Writes NAME.pth (or NAME.safetensors), NAME.b{B}.input.npy and NAME.b{B}.ref.npy (float64)
-    and returns the references by batch size."""
+    and returns the references by batch size, and on a GPU PyTorch's own
+    fp16/bf16 error against them (rel, worst over the batches) by dtype."""
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     net = torchvision.models.get_model(name, weights=None)
@@ -127,19 +129,29 @@ def prepare(name, args, work):
         torch.save(net.state_dict(), checkpoint_path(name, args, work))
     else:
         save_safetensors(checkpoint_path(name, args, work), net.state_dict())
+    # PyTorch's own low-precision error on the same inputs, on a GPU: what
+    # the tolerance is measured against when a model is hard in fp16/bf16.
+    lowp = {}
+    if dev == "cuda":
+        for dt in (torch.float16, torch.bfloat16):
+            lowp[dt] = copy.deepcopy(net).to(dev, dt).to(memory_format=torch.channels_last).eval()
     net64 = net.double().to(dev)
-    refs = {}
+    refs, own = {}, {}
     for b in args.batch_list:
         x = torch.randn(b, 3, args.image_size, args.image_size, generator=gen)
         np.save(os.path.join(work, "%s.b%d.input.npy" % (name, b)), x.numpy())
         with torch.no_grad():
             ref = net64(x.double().to(dev)).cpu().numpy()
+            for dt, m in lowp.items():
+                got = m(x.to(dev, dt).contiguous(memory_format=torch.channels_last)).double().cpu().numpy()
+                rel = np.abs(got - ref).max() / np.abs(ref).max()
+                own[str(dt).replace("torch.", "")] = max(own.get(str(dt).replace("torch.", ""), 0.0), float(rel))
         np.save(os.path.join(work, "%s.b%d.ref.npy" % (name, b)), ref)
         refs[b] = ref
-    del net, net64
+    del net, net64, lowp
     if dev == "cuda":
         torch.cuda.empty_cache()
-    return refs
+    return refs, own
 
 
 def checkpoint_path(name, args, work):
@@ -177,6 +189,8 @@ def run_one(job, args, work, deadline):
     cmd = [args.goinfer, "predict", "--arch", name, "--checkpoint", checkpoint_path(name, args, work),
            "--engine", engine, "--precision", precision, "--compile=%s" % ("true" if compiled else "false"),
            "--input", os.path.join(work, stem + ".input.npy"), "--output", out, "--topk", "0", "--batch_size", str(b)]
+    if args.graph_experiments:
+        cmd += ["--graph_experiments", args.graph_experiments]
     t0 = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=min(args.call_timeout, left))
@@ -208,6 +222,7 @@ def main():
     ap.add_argument("--calib_batch", type=int, default=8)
     ap.add_argument("--format", default="pth", choices=["pth", "safetensors"], help="how the state dict is saved")
     ap.add_argument("--goinfer", default=".bin/goinfer")
+    ap.add_argument("--graph_experiments", default="", help="passed to goinfer predict --graph_experiments (the cuda engine's opt-in changes)")
     ap.add_argument("--work_dir", default="/tmp/goinfer-parity", help="state dicts, inputs, references and outputs")
     ap.add_argument("--log", default="", help="log file (default results/models/parity-<engines>-<device>-<date>.log)")
     ap.add_argument("--jobs", type=int, default=4, help="goinfer processes at a time")
@@ -257,13 +272,16 @@ def main():
     for name in models:
         t0 = time.time()
         try:
-            refs[name] = prepare(name, args, args.work_dir)
+            refs[name], own = prepare(name, args, args.work_dir)
         except Exception as e:
             say("%s: cannot build the reference: %s: %s" % (name, type(e).__name__, e))
             continue
         margins[name] = min(top1_margin(r) for r in refs[name].values())
         say("%s: state dict, inputs and float64 logits in %.1f s (max|ref| %.3g; smallest top-1 margin %.2g of it)" % (
             name, time.time() - t0, max(np.abs(r).max() for r in refs[name].values()), margins[name]))
+        if own:
+            say("%s: PyTorch's own error (rel, channels-last on %s): %s" % (
+                name, dev, ", ".join("%s %.2e" % kv for kv in sorted(own.items()))))
     say()
 
     jobs = [(n, e, p, m == "compiled", b) for n in models if n in refs for e in args.engine_list for p in precisions

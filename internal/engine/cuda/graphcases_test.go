@@ -138,6 +138,20 @@ func opCases() []opCase {
 		add(b.out(f))
 	}
 	{
+		// Expansions whose activation a depthwise prologue can take
+		// (graphprologue.go): SiLU into the tiled 3x3, hard swish into the
+		// tiled 5x5 stride 2, ReLU6 into the scalar kernel (12 channels).
+		b, x := newGB("expand_prologue", 8, 13, 11)
+		e := b.conv(x, 8, 16, 1, 1, 0, 1, 1, true)
+		e = b.node(&ir.Binary{Fn: ir.OpMul}, e, b.node(&ir.Unary{Fn: ir.OpSigmoid}, e))
+		d := b.conv(e, 16, 16, 3, 1, 1, 16, 1, true)
+		e = b.node(&ir.Unary{Fn: ir.OpHardSwish}, b.conv(d, 16, 24, 1, 1, 0, 1, 1, true))
+		d = b.conv(e, 24, 24, 5, 2, 2, 24, 1, true)
+		e = b.node(&ir.Clip{}, b.conv(d, 24, 12, 1, 1, 0, 1, 1, true), b.w(0, 1), b.w(0, 1))
+		e.Producer.Inputs[2].Const.Float32s()[0] = 6
+		add(b.out(b.conv(e, 12, 12, 3, 2, 1, 12, 1, false)))
+	}
+	{
 		b, x := newGB("grouped_dilated_silu", 8, 10, 10)
 		c := b.conv(x, 8, 12, 3, 1, 2, 4, 2, false)
 		y := b.node(&ir.Binary{Fn: ir.OpMul}, c, b.node(&ir.Unary{Fn: ir.OpSigmoid}, c))

@@ -1,6 +1,11 @@
 package cuda
 
-import cu "goinfer/internal/cuda"
+import (
+	"fmt"
+	"strings"
+
+	cu "goinfer/internal/cuda"
+)
 
 // convSmallBatch is the largest batch whose convolutions prefer cuDNN's
 // implicit precomputed GEMM to the plain implicit GEMM that cudnnFind may
@@ -39,4 +44,32 @@ func pickConvAlgo(perf []cu.ConvFwdPerf, n int, fits func(algo int) bool) int {
 		}
 	}
 	return algo
+}
+
+// findLog is a line reporting cudnnFind's ranking of a convolution and the
+// algorithm picked (engine.Options.GraphExperiments "findlog"): the
+// evidence for why an unfused convolution runs the plain implicit GEMM.
+func findLog(node string, g *convGeom, perf []cu.ConvFwdPerf, picked int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cuda: find %s n%d c%d %dx%d k%d %dx%d s%d g%d: picked %s;", node, g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.strH,
+		g.groups, cu.ConvFwdAlgoName(picked))
+	for _, pf := range perf {
+		fmt.Fprintf(&b, " %s/math%d/st%d %.4f ms %d KiB;", cu.ConvFwdAlgoName(int(pf.Algo)), pf.MathType, pf.Status, pf.Time, pf.Memory>>10)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// convPick is a convolution's algorithm and the math type cudnnFind (or
+// the heuristic) ranked it under (-1: none given).
+type convPick struct{ algo, math int }
+
+// pickedMath is the math type of perf's first successful entry for algo,
+// the one pickConvAlgo took; -1 if there is none.
+func pickedMath(perf []cu.ConvFwdPerf, algo int) int {
+	for _, pf := range perf {
+		if pf.Status == 0 && int(pf.Algo) == algo {
+			return int(pf.MathType)
+		}
+	}
+	return -1
 }

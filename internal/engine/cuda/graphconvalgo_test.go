@@ -48,3 +48,32 @@ func TestPickConvAlgo(t *testing.T) {
 		})
 	}
 }
+
+// TestPickedMath checks the math type kept with the picked algorithm:
+// that of its first successful entry in Find's ranking (an algorithm may
+// appear once per math type).
+func TestPickedMath(t *testing.T) {
+	const gemm, precomp = cu.ConvFwdAlgoImplicitGemm, cu.ConvFwdAlgoImplicitPrecompGemm
+	perf := []cu.ConvFwdPerf{
+		{Algo: gemm, MathType: cu.DefaultMath},
+		{Algo: precomp, MathType: cu.TensorOpMath, Status: 3},
+		{Algo: precomp, MathType: cu.DefaultMath},
+		{Algo: gemm, MathType: cu.TensorOpMath},
+	}
+	for _, tc := range []struct {
+		name string
+		algo int
+		want int
+	}{
+		{"first entry", gemm, cu.DefaultMath},
+		{"failed entry skipped", precomp, cu.DefaultMath},
+		{"absent", 6, -1},
+	} {
+		if got := pickedMath(perf, tc.algo); got != tc.want {
+			t.Errorf("%s: math %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if s := findLog("conv", &convGeom{n: 2, c: 40, h: 28, w: 28, k: 240, kh: 1, kw: 1, strH: 1, groups: 1}, perf[:1], gemm); s == "" {
+		t.Error("empty find log line")
+	}
+}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"goinfer/internal/ir"
@@ -21,22 +22,32 @@ type dwShape struct {
 	N, C, H, W, OH, OW int
 	KH, KW, SH, SW     int
 	PH, PW, DH, DW     int
+	// Pre is the prologue's op code (0: none; graphprologue.go) and
+	// PreP0, PreP1 its parameters: our kernel with the prologue is timed
+	// against the producer's activation kernel, cuDNN and its epilogue.
+	// Absent from tuning caches written before prologues (zero: none).
+	Pre          int     `json:",omitempty"`
+	PreP0, PreP1 float32 `json:",omitempty"`
 }
 
 func (g *convGeom) dwShape() dwShape {
 	return dwShape{N: g.n, C: g.c, H: g.h, W: g.w, OH: g.oh, OW: g.ow, KH: g.kh, KW: g.kw, SH: g.strH, SW: g.strW,
-		PH: g.padH, PW: g.padW, DH: g.dilH, DW: g.dilW}
+		PH: g.padH, PW: g.padW, DH: g.dilH, DW: g.dilW, Pre: g.pre.op, PreP0: g.pre.p0, PreP1: g.pre.p1}
 }
 
 func (s dwShape) String() string {
-	return fmt.Sprintf("%dx%dx%dx%d k%dx%d s%d p%d", s.N, s.C, s.H, s.W, s.KH, s.KW, s.SH, s.PH)
+	str := fmt.Sprintf("%dx%dx%dx%d k%dx%d s%d p%d", s.N, s.C, s.H, s.W, s.KH, s.KW, s.SH, s.PH)
+	if s.Pre != ewCopy {
+		str += fmt.Sprintf(" prologue %d", s.Pre)
+	}
+	return str
 }
 
 // geom is the convolution geometry of s (a depthwise convolution: one
 // filter per channel, channels-last).
 func (s dwShape) geom() *convGeom {
 	return &convGeom{n: s.N, c: s.C, h: s.H, w: s.W, k: s.C, oh: s.OH, ow: s.OW, kh: s.KH, kw: s.KW, strH: s.SH, strW: s.SW,
-		padH: s.PH, padW: s.PW, dilH: s.DH, dilW: s.DW, groups: s.C, nhwc: true}
+		padH: s.PH, padW: s.PW, dilH: s.DH, dilW: s.DW, groups: s.C, nhwc: true, pre: preAct{op: s.Pre, p0: s.PreP0, p1: s.PreP1}}
 }
 
 // isDepthwise reports whether g is a depthwise convolution the planner
@@ -69,8 +80,9 @@ func convGeomOf(op *ir.Conv, xs, ws, ys tensor.Shape, weight int) (*convGeom, er
 }
 
 // depthwiseShapes lists the distinct depthwise problems of a bound graph
-// that a channels-last plan would lower, in graph order.
-func depthwiseShapes(g *ir.Graph) []dwShape {
+// that a channels-last plan would lower, in graph order, each with the
+// prologue its candidate (pre, by node) would give it.
+func depthwiseShapes(g *ir.Graph, pre map[*ir.Node]prologue) []dwShape {
 	seen := map[dwShape]bool{}
 	var out []dwShape
 	for _, n := range g.Nodes {
@@ -81,6 +93,9 @@ func depthwiseShapes(g *ir.Graph) []dwShape {
 		cg, err := convGeomOf(op, n.Inputs[0].Type.Shape, n.Inputs[1].Type.Shape, n.Outputs[0].Type.Shape, -1)
 		if err != nil || !cg.isDepthwise() {
 			continue
+		}
+		if c, ok := pre[n]; ok {
+			cg.pre = c.act
 		}
 		if s := cg.dwShape(); !seen[s] {
 			seen[s] = true
@@ -165,6 +180,18 @@ func dwStep(g *convGeom, x, y int, w, bias []float32, elems int64, elem int, act
 	return s
 }
 
+// dwMetaPre is where a depthwise step's index description holds its
+// prologue: op code, then the bits of its two parameters (graph.cu's
+// dw_pre).
+const dwMetaPre = 14
+
+// setPre writes the prologue p into the depthwise step's description.
+func (s *gstep) setPre(p preAct) {
+	s.meta[dwMetaPre] = int32(p.op)
+	s.meta[dwMetaPre+1] = int32(math.Float32bits(p.p0))
+	s.meta[dwMetaPre+2] = int32(math.Float32bits(p.p1))
+}
+
 // dwWork is the number of threads a depthwise step launches: outputs,
 // vectors of channels, or (tiled) rows of tile vectors.
 func dwWork(s *gstep, elem int) int64 {
@@ -180,13 +207,17 @@ func dwWork(s *gstep, elem int) int64 {
 
 // dwAlgoName names the own kernel a depthwise step runs, for profiles.
 func dwAlgoName(s *gstep) string {
+	name := "goinfer scalar"
 	switch {
 	case s.tile > 0:
-		return fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
+		name = fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
 	case s.vec:
-		return "goinfer vector"
+		name = "goinfer vector"
 	}
-	return "goinfer scalar"
+	if s.meta[dwMetaPre] != ewCopy {
+		name += " prologue"
+	}
+	return name
 }
 
 // chanScale lowers out = a op b, where a and out are the same

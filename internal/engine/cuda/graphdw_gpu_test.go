@@ -12,9 +12,11 @@ import (
 
 // TestGraphGPUDepthwiseLowerings runs the depthwise cases with each
 // lowering forced through the tuning cache (the untiled kernel, every
-// tile width, cuDNN), eager and compiled, against the float64 reference:
-// measurement picks only one of them per shape on a given GPU, so the
-// others would otherwise go unchecked.
+// tile width, cuDNN), eager and compiled, without and with the opt-in
+// changes of engine.Options.GraphExperiments (depthwise prologues among
+// them), against the
+// float64 reference: measurement picks only one of them per shape on a
+// given GPU, so the others would otherwise go unchecked.
 func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 	needGPU(t)
 	libs, err := cu.Load()
@@ -24,7 +26,7 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 	device := tuneDevice(libs, 0)
 	const batch = 3
 	for _, c := range opCases() {
-		if c.name != "depthwise_tiles" && c.name != "depthwise_hardswish" && c.name != "convnext_block" {
+		if c.name != "depthwise_tiles" && c.name != "depthwise_hardswish" && c.name != "convnext_block" && c.name != "expand_prologue" {
 			continue
 		}
 		g := c.g
@@ -41,39 +43,44 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			shapes = append(shapes, depthwiseShapes(b)...)
+			// Keyed without and with the prologues, as each setting plans.
+			shapes = append(shapes, depthwiseShapes(b, nil)...)
+			shapes = append(shapes, depthwiseShapes(b, prologueCandidates(b, true))...)
 		}
-		for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
-			for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {CuDNN: true}} {
-				dir := t.TempDir()
-				f := &tuneFile{Format: tuneFormat, Device: device}
-				times := map[dwShape]dwTimed{}
-				for _, s := range shapes {
-					times[s] = force
-				}
-				f.setDepthwise(p.String(), times)
-				if err := writeAtomic(tunePath(dir, device), f); err != nil {
-					t.Fatal(err)
-				}
-				for _, compile := range []bool{false, true} {
-					opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, TuningCache: dir}
-					m, err := Engine{}.LoadGraph(context.Background(), g, opts)
-					if err != nil {
-						t.Fatalf("%s: LoadGraph: %v", c.name, err)
+		for _, fuse := range []string{"", "findmath,identity,prologue"} {
+			for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
+				for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {CuDNN: true}} {
+					dir := t.TempDir()
+					f := &tuneFile{Format: tuneFormat, Device: device}
+					times := map[dwShape]dwTimed{}
+					for _, s := range shapes {
+						times[s] = force
 					}
-					inst, err := m.NewInstance(context.Background())
-					if err != nil {
-						m.Close()
-						t.Fatalf("%s: NewInstance: %v", c.name, err)
+					f.setDepthwise(p.String(), times)
+					if err := writeAtomic(tunePath(dir, device), f); err != nil {
+						t.Fatal(err)
 					}
-					for _, n := range []int{1, batch} {
-						got := runForward(t, m, inst, tensor.F32Bytes(x[:n*m.Info().Input().Elems()]), n)
-						if e := relErr64(f64s(got), ref[:n*per]); e > tolerance[p] {
-							t.Errorf("%s %s %+v compile=%v batch %d: relative error %.3g > %.3g", c.name, p, force, compile, n, e, tolerance[p])
+					for _, compile := range []bool{false, true} {
+						opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, TuningCache: dir,
+							GraphExperiments: fuse}
+						m, err := Engine{}.LoadGraph(context.Background(), g, opts)
+						if err != nil {
+							t.Fatalf("%s: LoadGraph: %v", c.name, err)
 						}
+						inst, err := m.NewInstance(context.Background())
+						if err != nil {
+							m.Close()
+							t.Fatalf("%s: NewInstance: %v", c.name, err)
+						}
+						for _, n := range []int{1, batch} {
+							got := runForward(t, m, inst, tensor.F32Bytes(x[:n*m.Info().Input().Elems()]), n)
+							if e := relErr64(f64s(got), ref[:n*per]); e > tolerance[p] {
+								t.Errorf("%s %s %+v experiments %q compile=%v batch %d: relative error %.3g > %.3g", c.name, p, force, fuse, compile, n, e, tolerance[p])
+							}
+						}
+						inst.Close()
+						m.Close()
 					}
-					inst.Close()
-					m.Close()
 				}
 			}
 		}

@@ -21,7 +21,7 @@ func TestGraphPlanDepthwiseLowerings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			shapes := depthwiseShapes(b)
+			shapes := depthwiseShapes(b, nil)
 			if len(shapes) == 0 {
 				t.Fatal("no depthwise convolutions found")
 			}

@@ -96,6 +96,11 @@ func (m *graphModel) timeDepthwise(shapes []dwShape) (err error) {
 	return nil
 }
 
+// dwMetaBytes is the room for a depthwise step's description (its first
+// dwMetaPre+3 entries) before the filter in the timing parameters, a
+// multiple of 16 as the kernels' vector loads of the filter need.
+const dwMetaBytes = 80
+
 // dwTimingSlack is the zeroed room after each depthwise timing buffer.
 const dwTimingSlack = 4 << 20
 
@@ -106,7 +111,7 @@ func (b *dwBench) open(shapes []dwShape) error {
 		xb = max(xb, int64(s.N*s.C*s.H*s.W))
 		yb = max(yb, int64(s.N*s.C*s.OH*s.OW))
 		wb = max(wb, int64(s.C*s.KH*s.KW))
-		pb = max(pb, 64+4*int64(s.C*s.KH*s.KW+s.C))
+		pb = max(pb, dwMetaBytes+4*int64(s.C*s.KH*s.KW+s.C))
 	}
 	el := int64(m.prec.elem)
 	var err error
@@ -247,9 +252,10 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 	g := s.geom()
 	el := m.prec.elem
 	st := dwStep(g, -1, -1, make([]float32, s.C*s.KH*s.KW), make([]float32, s.C), int64(s.N*s.C*s.OH*s.OW), el, ewCopy, 0, 0)
+	st.setPre(g.pre)
 	// meta, then the filter, then the bias, as plan() lays them out.
-	host := make([]byte, 64, 64+4*(len(st.scale)+len(st.shift)))
-	for k, v := range st.meta[:14] {
+	host := make([]byte, dwMetaBytes, dwMetaBytes+4*(len(st.scale)+len(st.shift)))
+	for k, v := range st.meta[:dwMetaPre+3] {
 		binary.LittleEndian.PutUint32(host[4*k:], uint32(v))
 	}
 	host = append(host, tensor.F32Bytes(st.scale)...)
@@ -262,7 +268,7 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 	if err := m.dev.rt.MemcpyHtoD(b.params, host); err != nil {
 		return dwTimed{}, err
 	}
-	meta, w, bias := b.params, b.params+64, b.params+64+cu.DevPtr(4*len(st.scale))
+	meta, w, bias := b.params, b.params+dwMetaBytes, b.params+dwMetaBytes+cu.DevPtr(4*len(st.scale))
 	t := dwTimed{Algo: -1, Own: math.MaxFloat32}
 	tiles := []int{0}
 	if st.vec {
@@ -297,8 +303,28 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 		ewFn, ewN = m.kern.affine, st.n
 	}
 	eg, eb := gridFor(ewN)
+	// With a prologue, cuDNN's lowering leaves the activation to the
+	// producer's epilogue: a pass over the input, timed with it (in place
+	// on the zeros, which it keeps: preOK).
+	preFn, pg, pb := cu.Function(0), 0, 0
+	var preArgs *cu.KernelArgs
+	if pre := g.pre; pre.op != ewCopy {
+		nx := int64(s.N * s.C * s.H * s.W)
+		if s.C%vn == 0 {
+			preFn, preArgs = m.kern.affineVec, f32arg(f32arg(new(cu.KernelArgs).Ptr(b.x).Ptr(b.x).Ptr(0).Ptr(0).Ptr(0).Int(int(nx)/vn).Int(s.C).Int(pre.op), pre.p0), pre.p1)
+			nx /= int64(vn)
+		} else {
+			preFn, preArgs = m.kern.affine, f32arg(f32arg(new(cu.KernelArgs).Ptr(b.x).Ptr(b.x).Ptr(0).Ptr(0).Ptr(0).Int64(nx).Int(s.C).Int(1).Int(pre.op), pre.p0), pre.p1)
+		}
+		pg, pb = gridFor(nx)
+	}
 	for _, algo := range algos {
 		runs = append(runs, func() error {
+			if preArgs != nil {
+				if err := drv.Launch(preFn, pg, pb, b.stream, preArgs); err != nil {
+					return err
+				}
+			}
 			if err := dnn.ConvForward(b.h, xd, b.x, wd, b.wLib, cd, algo, b.ws, graphWorkspace, yd, b.y); err != nil {
 				return err
 			}

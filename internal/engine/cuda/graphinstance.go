@@ -542,7 +542,7 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 		key += fmt.Sprintf("/per%d", rs.chunks.per)
 	}
 	m.mu.Lock()
-	algo, ok := m.algos[key]
+	pick, ok := m.algos[key]
 	m.mu.Unlock()
 	if !ok {
 		var perf []cu.ConvFwdPerf
@@ -554,18 +554,33 @@ func (i *graphInstance) buildConv(rs *runStep, p *gplan, s *gstep, x, y cu.DevPt
 		if err != nil {
 			return err
 		}
-		algo = pickConvAlgo(perf, g.n, func(a int) bool {
+		algo := pickConvAlgo(perf, g.n, func(a int) bool {
 			need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, a)
 			return err == nil && need <= graphWorkspace
 		})
+		if m.opts.Progress != nil && hasExperiment(m.opts.GraphExperiments, "findlog") {
+			m.opts.Progress("%s", findLog(s.node, g, perf, algo))
+		}
 		if algo < 0 {
 			return fmt.Errorf("no convolution algorithm fits a %d MiB workspace", graphWorkspace>>20)
 		}
+		pick = convPick{algo: algo, math: pickedMath(perf, algo)}
 		m.mu.Lock()
-		m.algos[key] = algo
+		m.algos[key] = pick
 		m.mu.Unlock()
 	}
-	rs.algo = algo
+	rs.algo = pick.algo
+	if p.findMath && !s.fused && m.prec.p != engine.FP32 && pick.math >= 0 && pick.math != m.prec.mathType {
+		// Run under the math type Find measured the algorithm with, as
+		// the ResNet path does (instance.go); where the workspace that
+		// needs does not fit, the descriptor's.
+		if err := dnn.SetConvMath(rs.cd, pick.math); err != nil {
+			return err
+		}
+		if need, err := dnn.ConvForwardWorkspace(i.h, rs.xd, rs.wd, rs.cd, rs.yd, pick.algo); err != nil || need > graphWorkspace {
+			return dnn.SetConvMath(rs.cd, m.prec.mathType)
+		}
+	}
 	return nil
 }
 

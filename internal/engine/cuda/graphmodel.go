@@ -228,7 +228,7 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	}
 	start := time.Now()
 	m := &graphModel{g: g, dev: dev, libs: libs, opts: opts, prec: prec, plans: map[int]*devPlan{},
-		consts: map[constKey]cu.DevPtr{}, algos: map[string]int{}, dwTimes: map[dwShape]dwTimed{}}
+		consts: map[constKey]cu.DevPtr{}, algos: map[string]convPick{}, dwTimes: map[dwShape]dwTimed{}}
 	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix); err != nil {
 		return nil, err
 	}
@@ -298,7 +298,7 @@ type graphModel struct {
 	plans       map[int]*devPlan
 	consts      map[constKey]cu.DevPtr // weights in the storage dtype
 	weightBytes int64
-	algos       map[string]int      // convolution algorithm per problem (compiled: measured)
+	algos       map[string]convPick // convolution algorithm per problem (compiled: measured)
 	dwTimes     map[dwShape]dwTimed // depthwise lowerings measured (graphdwtune.go)
 	tuneDevice  string              // the tuning cache's device line
 	instances   int
@@ -320,11 +320,15 @@ func (m *graphModel) plan(ctx context.Context, n int) (*devPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda engine: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
-	var lib map[dwShape]dwTimed
+	opts := fuseOptions(planOptions{chains: m.opts.FuseChains, noAttention: !m.fused.attn}, m.opts.GraphExperiments)
 	if m.prec.nhwc {
-		lib = m.depthwiseChoice(depthwiseShapes(b))
+		var cands map[*ir.Node]prologue
+		if opts.dwPrologue {
+			cands = prologueCandidates(b, true)
+		}
+		opts.dw = m.depthwiseChoice(depthwiseShapes(b, cands))
 	}
-	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, planOptions{dw: lib, chains: m.opts.FuseChains, noAttention: !m.fused.attn})
+	p, err := planGraphWith(b, n, m.prec.elem, m.prec.nhwc, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -167,6 +167,9 @@ type convGeom struct {
 	hasBias, hasRs bool
 	nhwc           bool // x, y and the filter channels-last
 	cpad           int  // input channels padded with zeros to cpad (0: none)
+	// pre: a depthwise convolution's prologue, the activation it applies
+	// to its input (graphprologue.go); zero: none.
+	pre preAct
 }
 
 // gemmGeom is a row-major Y[b][M,N] = alpha * opA(A[b]) opB(B[b]).
@@ -269,6 +272,9 @@ type gplan struct {
 	slotBytes []int64
 	elem      int  // bytes per element of the storage dtype
 	cl        bool // 4-d activations channels-last (fp16, bf16)
+	// findMath: unfused convolutions run under the math type cudnnFind
+	// ranked their algorithm with (opt-in: engine.Options.GraphExperiments).
+	findMath bool
 }
 
 // planError lists every node kind the engine cannot run.
@@ -326,6 +332,12 @@ type planner struct {
 	opts planOptions
 	attn map[*ir.Node]*attnMatch
 	skip map[*ir.Node]bool // folded into an attention step
+	// preCand are the depthwise nodes that may take a prologue (the
+	// measured lowerings are keyed on it), pre those that do, preMoved
+	// the convolutions whose activation they apply (graphprologue.go).
+	preCand  map[*ir.Node]prologue
+	pre      map[*ir.Node]preAct
+	preMoved map[*ir.Node]bool
 }
 
 // planGraph lowers g, bound to batch (ir.Bind or ir.Optimize), into steps
@@ -353,6 +365,12 @@ type planOptions struct {
 	// missing take graph.cu's kernel with its default tile.
 	dw          map[dwShape]dwTimed
 	noAttention bool // no fused attention steps (the kernels failed their check)
+	// identityConv: convolutions whose activation cuDNN's fused call
+	// lacks run it with the identity (bias fused) and the activation
+	// after; dwPrologue: depthwise prologues (graphprologue.go). Both
+	// opt-in (engine.Options.GraphExperiments) until measured on a GPU.
+	identityConv, dwPrologue bool
+	findMath                 bool // gplan.findMath
 }
 
 // planGraphWith is planGraph with options.
@@ -360,10 +378,14 @@ func planGraphWith(g *ir.Graph, batch, elem int, channelsLast bool, opts planOpt
 	if len(g.Inputs) != 1 || len(g.Outputs) < 1 {
 		return nil, fmt.Errorf("cuda engine: graph %q has %d inputs and %d outputs; want one input and at least one output", g.Name, len(g.Inputs), len(g.Outputs))
 	}
-	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast}, index: map[*ir.Value]int{}, bad: map[string]string{},
+	pl := &planner{p: &gplan{batch: batch, elem: elem, cl: channelsLast, findMath: opts.findMath}, index: map[*ir.Value]int{}, bad: map[string]string{},
 		uses: map[*ir.Value]int{}, reader: map[*ir.Value]*ir.Node{}, outs: map[*ir.Value]bool{}, skip: map[*ir.Node]bool{},
 		groups: map[*ir.Node]*concatGroup{}, defs: map[int]*gstep{}, irv: map[int]*ir.Value{}, opts: opts, dw: opts.dw}
 	pl.countUses(g)
+	if opts.dwPrologue {
+		pl.preCand = prologueCandidates(g, channelsLast)
+		pl.pre, pl.preMoved = prologueActs(pl.preCand, elem, opts.dw)
+	}
 	if !opts.noAttention {
 		pl.attn = pl.findAttention(g)
 	}
@@ -1221,27 +1243,39 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	if op.Epilogue.Residual {
 		res = nc.in[len(nc.in)-1]
 	}
+	epi := op.Epilogue
+	if nc.pl.preMoved[nc.n] {
+		// The depthwise convolution reading the output applies the
+		// activation (its prologue).
+		epi.Act = ir.ActNone
+	}
 	x := nc.in[0]
 	if res < 0 {
-		if done, err := nc.fcStep(g, x, bias, op.Epilogue); done || err != nil {
+		if done, err := nc.fcStep(g, x, bias, epi); done || err != nil {
 			return err
 		}
 	}
 	if g.groups == 1 && g.c < 8 && g.kh == g.strH && g.kw == g.strW && g.padH == 0 && g.padW == 0 && g.dilH == 1 && g.dilW == 1 && g.kh*g.kw > 1 {
-		return nc.patchConv(g, x, bias, res, op.Epilogue)
+		return nc.patchConv(g, x, bias, res, epi)
 	}
 	if !nc.pl.p.cl {
 		if x, err = nc.contig(x); err != nil {
 			return err
 		}
-		return nc.convStep(g, x, nc.out[0], bias, res, op.Epilogue)
+		return nc.convStep(g, x, nc.out[0], bias, res, epi)
 	}
 	g.nhwc = true
 	nc.outCL(nc.out[0])
 	y := nc.out[0]
 	lib, tile := false, 0
 	if g.isDepthwise() {
+		// Measured as it would run: with the prologue its candidate
+		// gives it (prologueActs made the same choice).
+		g.pre = nc.pl.preCand[nc.n].act
 		lib, tile = dwLowering(g, nc.pl.p.elem, nc.pl.dw)
+		if lib {
+			g.pre = preAct{}
+		}
 	}
 	if g.isDepthwise() && lib {
 		// cuDNN's grouped convolution, chosen by measurement, and its
@@ -1251,7 +1285,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 			return err
 		}
 		nc.add(&gstep{kind: stConv, out: y, a: x, b: -1, res: -1, conv: g})
-		return nc.epilogue(y, bias, g.k, 1, res, op.Epilogue)
+		return nc.epilogue(y, bias, g.k, 1, res, epi)
 	}
 	if g.isDepthwise() {
 		// Depthwise: graph.cu's kernel, its epilogue fused.
@@ -1262,7 +1296,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		if err != nil {
 			return err
 		}
-		act, p0, p1, err := actCode(op.Epilogue)
+		act, p0, p1, err := actCode(epi)
 		if err != nil {
 			return err
 		}
@@ -1271,6 +1305,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		if s.vec {
 			s.tile = tile
 		}
+		s.setPre(g.pre)
 		if fuseRes {
 			s.res = res
 			nc.add(s)
@@ -1278,7 +1313,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 		}
 		s.op, s.p0, s.p1 = ewCopy, 0, 0
 		nc.add(s)
-		return nc.epilogue(y, nil, g.k, 1, res, op.Epilogue)
+		return nc.epilogue(y, nil, g.k, 1, res, epi)
 	}
 	if g.groups == 1 && g.c < 8 {
 		// Few input channels (an RGB stem): padded with zeros to 8, which
@@ -1302,7 +1337,7 @@ func (nc *nodeCtx) conv(op *ir.Conv) error {
 	} else if x, err = nc.asNHWC(x); err != nil {
 		return err
 	}
-	return nc.convStep(g, x, y, bias, res, op.Epilogue)
+	return nc.convStep(g, x, y, bias, res, epi)
 }
 
 // patchConv lowers a convolution of few input channels whose windows tile
@@ -1341,7 +1376,17 @@ func (nc *nodeCtx) convStep(g *convGeom, x, y int, bias []float32, res int, e ir
 		return err
 	}
 	resOK := res < 0 || (nc.val(res).shape.Equal(nc.val(y).shape) && sameLayout(nc.val(y).shape, nc.st(res), nc.st(y)) && nc.aligned(res))
-	if (act == ewRelu || act == ewCopy) && resOK && (bias != nil || res >= 0 || act == ewRelu) {
+	if nc.pl.opts.identityConv && resOK && act != ewRelu && act != ewCopy {
+		// The fused call with the identity (bias and residual in it, on
+		// the precomputed implicit GEMM), then the activation alone.
+		if err := nc.convStep(g, x, y, bias, res, ir.Epilogue{Residual: e.Residual}); err != nil {
+			return err
+		}
+		_, p0, p1, _ := actCode(e)
+		nc.affineStep(y, y, nil, nil, -1, g.k, g.oh*g.ow, act, p0, p1)
+		return nil
+	}
+	if (act == ewRelu || act == ewCopy) && resOK && (bias != nil || res >= 0 || act == ewRelu || nc.pl.opts.identityConv) {
 		if bias == nil {
 			bias = make([]float32, g.k) // the fused call needs one
 		}

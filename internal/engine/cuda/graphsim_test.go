@@ -329,7 +329,10 @@ func simulate(t testing.TB, p *gplan, input []float64) [][]float64 {
 						if s.vec {
 							wi = (ky*g.kw+kx)*g.c + c
 						}
-						acc += a[ab+int64(((bt*g.h+iy)*g.w+ix)*g.c+c)] * float64(s.scale[wi])
+						// The prologue (graph.cu's dw_pre), from the description as uploaded.
+						xv := simUnary(int(s.meta[dwMetaPre]), a[ab+int64(((bt*g.h+iy)*g.w+ix)*g.c+c)],
+							float64(math.Float32frombits(uint32(s.meta[dwMetaPre+1]))), float64(math.Float32frombits(uint32(s.meta[dwMetaPre+2]))))
+						acc += xv * float64(s.scale[wi])
 					}
 				}
 				if res != nil {
