@@ -21,7 +21,9 @@
 # with --grpc_transport h2grpc, benched each round with gRPC-Go's client
 # (new_h2srv_grpc) and with the h2grpc client (new_h2_h2_grpc). POLL=0
 # skips the busy-polling section; SERVE_FLAGS are added to every server
-# (e.g. "--engine cpu" for a dry run without a GPU).
+# (e.g. "--engine cpu" for a dry run without a GPU). POLL_ROUNDS: rounds
+# of the polling section (default ROUNDS). The script's own elapsed time
+# is printed at the end.
 set -uo pipefail
 BASE=${BASE:-.bin/goinfer-base}
 NEW=${NEW:-.bin/goinfer}
@@ -126,16 +128,18 @@ stop_all
 [ "$POLL" = 1 ] || SKIP_POLL=1
 
 if [ -z "${SKIP_POLL:-}" ]; then
-log "busy polling at both ends: serve --busy_poll $SERVER_POLL, bench --busy_poll $CLIENT_POLL, $ROUNDS rounds"
+log "busy polling at both ends: serve --busy_poll $SERVER_POLL, bench --busy_poll $CLIENT_POLL, ${POLL_ROUNDS:-$ROUNDS} rounds"
 start base "$BASE" 8000 8001 --busy_poll $SERVER_POLL --tuning_cache $TC
-start new "$NEW" 8010 8011 --busy_poll $SERVER_POLL --tuning_cache $TC $NEW_SERVE_FLAGS
+start new "$NEW" 8010 8011 --busy_poll $SERVER_POLL --tuning_cache $TC $NEW_SERVE_FLAGS $NEW_BD_FLAGS
+[ "$NEW_H2" = 1 ] && { start new_h2 "$NEW" 8030 8031 --busy_poll $SERVER_POLL --tuning_cache $TC --grpc_transport h2grpc $NEW_BD_FLAGS; ready 8030; breakdown 8030 >/dev/null; }
 ready 8000 && ready 8010
-for r in $(seq $ROUNDS); do
+for r in $(seq ${POLL_ROUNDS:-$ROUNDS}); do
   bench base_poll_http_r$r "$BASE" http://127.0.0.1:8000 --busy_poll $CLIENT_POLL
-  bench new_poll_http_r$r "$NEW" http://127.0.0.1:8010 --busy_poll $CLIENT_POLL
+  bench new_poll_http_r$r "$NEW" http://127.0.0.1:8010 --busy_poll $CLIENT_POLL; breakdown 8010
   bench base_poll_grpc_r$r "$BASE" grpc://127.0.0.1:8001 --busy_poll $CLIENT_POLL
-  bench new_poll_grpc_r$r "$NEW" grpc://127.0.0.1:8011 --busy_poll $CLIENT_POLL $NEW_GRPC_FLAGS
+  bench new_poll_grpc_r$r "$NEW" grpc://127.0.0.1:8011 --busy_poll $CLIENT_POLL $NEW_GRPC_FLAGS; breakdown 8010
   [ -n "$NEW_GRPC_ALT" ] && bench new_poll_grpc_alt_r$r "$NEW" grpc://127.0.0.1:8011 --busy_poll $CLIENT_POLL $NEW_GRPC_ALT
+  [ "$NEW_H2" = 1 ] && { bench new_poll_h2_h2_grpc_r$r "$NEW" grpc://127.0.0.1:8031 --busy_poll $CLIENT_POLL --grpc_transport h2grpc; breakdown 8030; }
 done
 stop_all
 fi
@@ -158,3 +162,4 @@ for g, rs in groups.items():
     p99 = [float(r["p99_latency"]) for r in rs]
     print("| %s | %s | %s | %s |" % (g, " / ".join(ms(v) for v in p50), ms(statistics.median(p50)), ms(statistics.median(p99))))
 PY
+echo "elapsed ${SECONDS}s"
