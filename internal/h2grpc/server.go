@@ -565,6 +565,14 @@ func (sc *serverConn) run(st *serverStream) {
 func (sc *serverConn) reply(st *serverStream, reply [][]byte) {
 	c := sc.c
 	c.wmu.Lock()
+	if _, ok := c.streamSend[st.id]; !ok {
+		// Reset by the client: no answer. The headers must not even be
+		// encoded: a block encoded and not sent would leave the client's
+		// HPACK table behind the encoder's (COMPRESSION_ERROR later).
+		c.wmu.Unlock()
+		sc.end(st)
+		return
+	}
 	head := c.encodeHeaders(nil, st.id, false, ":status", "200", "content-type", "application/grpc")
 	err := c.writeMessage(st.id, head, reply, false, func() []byte {
 		return c.encodeHeaders(nil, st.id, true, "grpc-status", "0")
