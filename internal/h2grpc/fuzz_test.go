@@ -3,8 +3,8 @@ package h2grpc
 import (
 	"bytes"
 	"io"
-	"net/http"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
