@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Sends the same random 250x250 FP32 tensors, one at a time (so each runs
+"""Sends the same random FP32 tensors (IMAGE_SIZE, default 250), one at a time (so each runs
 inline on an idle device), to several goinfer servers and compares their
 logits: a change to the device path must not change the answers.
 
 Usage: lat_check.py PORT [PORT...]   (HTTP ports on 127.0.0.1)
 """
-import array, json, random, struct, sys, urllib.request
+import array, json, os, random, struct, sys, urllib.request
+
+SIZE = int(os.environ.get("IMAGE_SIZE", "250"))
 
 def model_name(port):
     req = urllib.request.Request("http://127.0.0.1:%d/v2/repository/index" % port, data=b"{}", method="POST")
@@ -13,7 +15,7 @@ def model_name(port):
         return json.load(r)[0]["name"]
 
 def infer(port, data):
-    head = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 250, 250],
+    head = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, SIZE, SIZE],
                                    "parameters": {"binary_data_size": len(data)}}],
                        "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
     req = urllib.request.Request("http://127.0.0.1:%d/v2/models/%s/infer" % (port, model_name(port)), data=head + data,
@@ -29,7 +31,7 @@ ports = [int(p) for p in sys.argv[1:]]
 rng = random.Random(7)
 worst = 0.0
 for i in range(8):
-    x = array.array("f", (rng.gauss(0, 1) for _ in range(3 * 250 * 250))).tobytes()
+    x = array.array("f", (rng.gauss(0, 1) for _ in range(3 * SIZE * SIZE))).tobytes()
     outs = [infer(p, x) for p in ports]
     ref = outs[0]
     scale = max(abs(v) for v in ref)

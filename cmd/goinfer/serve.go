@@ -88,6 +88,7 @@ type serveOptions struct {
 	padBatches       bool
 	maxQueueDelay    time.Duration
 	dispatchWhenIdle bool
+	breakdown        bool
 	maxQueue         int
 	maxInflight      int
 	maxRequestBytes  int64
@@ -139,6 +140,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.padBatches, "pad_batches", true, "pad a batch up to the next compiled size when the engine runs compiled sizes faster (cuda with --compile)")
 	fs.DurationVar(&o.maxQueueDelay, "max_queue_delay", 2*time.Millisecond, "longest a request waits for others to share its batch")
 	fs.BoolVar(&o.dispatchWhenIdle, "dispatch_when_idle", true, "send a partial batch at once when no batch is on the device, instead of waiting --max_queue_delay")
+	fs.BoolVar(&o.breakdown, "latency_breakdown", false, "record when each inference request passes each step (arrival, body read, batch formed, device copy and forward, logits back, answer) and serve the medians per step at GET /debug/latency on the HTTP port (?reset=1 clears them)")
 	fs.IntVar(&o.maxQueue, "max_queue", 256, "images that may wait for a batch; beyond it requests are refused with 503 / RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.maxInflight, "max_inflight_batches", 0, "batches submitted to the pipeline and not yet answered (0: enough to fill every device's pipeline)")
 	fs.Int64Var(&o.maxRequestBytes, "max_request_bytes", 256<<20, "largest request body or gRPC message in `BYTES`; larger ones get 413 / RESOURCE_EXHAUSTED")
@@ -398,6 +400,7 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		GRPCReadBuffer:    o.grpc.readBufferOption(),
 		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
 		GRPCTransport:     o.grpc.transport,
+		LatencyBreakdown:  o.breakdown,
 		MaxImages:         o.maxImages,
 	}
 	if eng.Name() == "cuda" {
@@ -627,7 +630,7 @@ func (l *serveLoader) load(ctx, lifeCtx context.Context, dtype tensor.DType, lab
 			Channels: info.Input().Shape[0], Height: plan.sizes[i], Width: plan.sizes[i], DType: info.Input().DType,
 			Classes: info.OutputElems(), MaxBatch: o.maxBatch, MaxDelay: o.maxQueueDelay, IdleDispatch: o.dispatchWhenIdle,
 			MaxQueue: o.maxQueue, MaxInflight: inflight, Observe: l.srv.ObserveBatch,
-			Encoded: l.decoders(plan.sizes[i]) != nil,
+			Encoded: l.decoders(plan.sizes[i]) != nil, Stages: o.breakdown,
 		}
 		// Compiled sizes are faster than their neighbours only where the
 		// engine captured them (CUDA graphs); the cpu engine runs any size

@@ -404,7 +404,13 @@ func (c *conn) writeMessage(stream uint32, head []byte, parts [][]byte, closeStr
 	}
 	var prefix [grpcPrefixLen]byte
 	binary.BigEndian.PutUint32(prefix[1:], uint32(total-grpcPrefixLen))
-	src := append([][]byte{prefix[:]}, parts...)
+	return c.writeData(stream, head, append([][]byte{prefix[:]}, parts...), total, closeStream, tail, wait)
+}
+
+// writeData is writeMessage's frame writer: head, then the total bytes of
+// src as DATA frames within the peer's windows, then tail(). Call with wmu
+// held.
+func (c *conn) writeData(stream uint32, head []byte, src [][]byte, total int, closeStream bool, tail func() []byte, wait func() error) error {
 	bufs := make(net.Buffers, 0, 2*len(src)+total/c.peerFrame+4)
 	if len(head) > 0 {
 		bufs = append(bufs, head)

@@ -2,7 +2,9 @@ package h2grpc
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -32,6 +34,13 @@ func seedFrames() []byte {
 	b = append(b, 0, 0, 0, 0, 4, 'a', 'b')
 	b = appendFrameHeader(b, 3, frameData, flagEndStream|flagPadded, 1)
 	b = append(b, 0, 'c', 'd')
+	// A call that Unary does not claim, served by the fallback handler.
+	b = c.encodeHeaders(b, 3, false, ":method", "POST", ":scheme", "http", ":path", "/t.T/Stream",
+		"content-type", "application/grpc")
+	b = appendFrameHeader(b, 4, frameData, 0, 3)
+	b = append(b, 0, 0, 0, 0)
+	b = appendFrameHeader(b, 1, frameData, flagEndStream, 3)
+	b = append(b, 0)
 	b = appendFrameHeader(b, 8, framePing, 0, 0)
 	b = append(b, 1, 2, 3, 4, 5, 6, 7, 8)
 	return appendWindowUpdate(b, 0, 1000)
@@ -46,7 +55,8 @@ func FuzzServerConn(f *testing.F) {
 	f.Add(appendFrameHeader(nil, 1<<24-1, frameHeaders, flagEndHeaders, 1))
 	f.Add(appendFrameHeader(nil, 0, frameData, flagPadded, 1))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := &Server{Handler: testHandler(nil), MaxRecvMsgSize: 1 << 16}
+		s := &Server{Handler: testHandler(nil), MaxRecvMsgSize: 1 << 16,
+			Unary: func(m string) bool { return m == "/t.T/Echo" }, Fallback: echoFallback{}}
 		s.ServeConn(byteConn{bytes.NewReader(append([]byte(clientPreface), in...))})
 		done := make(chan struct{})
 		go func() { s.streams.Wait(); close(done) }()
@@ -56,4 +66,14 @@ func FuzzServerConn(f *testing.F) {
 			t.Fatal("calls still running after the connection ended")
 		}
 	})
+}
+
+// echoFallback answers a fallback call with its body and a trailer.
+type echoFallback struct{}
+
+func (echoFallback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Trailer", "Grpc-Status")
+	w.WriteHeader(http.StatusOK)
+	io.Copy(w, r.Body)
+	w.Header().Set("Grpc-Status", "0")
 }

@@ -272,3 +272,57 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("Serve after Shutdown: %v", err)
 	}
 }
+
+// TestResetBeforeReply: a call the client resets while its handler runs
+// gets no answer, and the next call on the connection is answered: the
+// abandoned answer's headers must not have been HPACK-encoded (an encoded
+// block never sent leaves the client's table behind the encoder's, and
+// the next answer fails with COMPRESSION_ERROR).
+func TestResetBeforeReply(t *testing.T) {
+	started, returned := make(chan struct{}), make(chan struct{})
+	echo := testHandler(nil)
+	s := &Server{Handler: func(ctx context.Context, method string, msg []byte) ([][]byte, func(), error) {
+		if method != "/t.T/Late" {
+			return echo(ctx, method, msg)
+		}
+		close(started)
+		<-ctx.Done() // the reset has been read
+		defer close(returned)
+		return [][]byte{msg}, nil, nil // answered anyway
+	}}
+	addr := startServer(t, s)
+	cc := grpcGoClient(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		msg, got := []byte("x"), []byte(nil)
+		errc <- cc.Invoke(ctx, "/t.T/Late", &msg, &got)
+	}()
+	<-started
+	cancel()
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Fatalf("reset call: %v, want Canceled", err)
+	}
+	<-returned
+	// Wait until the server is done with the reset stream.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		n := 0
+		for sc := range s.conns {
+			sc.mu.Lock()
+			n += len(sc.streams)
+			sc.mu.Unlock()
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reset stream never ended")
+		}
+	}
+	msg, got := []byte("abc"), []byte(nil)
+	if err := cc.Invoke(context.Background(), "/t.T/Echo", &msg, &got); err != nil || string(got) != "cba" {
+		t.Fatalf("next call: %q, %v", got, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,13 @@ type Server struct {
 	// Window is the stream and connection window announced to clients
 	// (default 16 MiB).
 	Window int
+	// Unary and Fallback, if both set, send every call whose method Unary
+	// does not claim to Fallback (e.g. a grpc.Server, whose ServeHTTP
+	// serves streaming RPCs and reflection) on the same connection;
+	// Handler and Admit see only the claimed ones. Unset, every call goes
+	// to Handler.
+	Unary    func(method string) bool
+	Fallback http.Handler
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
@@ -179,8 +187,9 @@ type serverStream struct {
 	recv  int // received on the stream, not credited back
 
 	tooBig  bool
-	started bool        // guarded by the conn's mu; written by the reader only
-	isCut   atomic.Bool // set under the conn's mu by cut
+	fb      *fallbackBody // set for a call served by Server.Fallback
+	started bool          // guarded by the conn's mu; written by the reader only
+	isCut   atomic.Bool   // set under the conn's mu by cut
 }
 
 // cutGrace is how long cut waits for a DATA frame of the cut stream that is
@@ -255,6 +264,9 @@ func (sc *serverConn) readEnd() {
 	sc.mu.Lock()
 	for _, st := range sc.streams {
 		st.cancel()
+		if st.fb != nil {
+			st.fb.end(errStreamReset)
+		}
 	}
 	sc.mu.Unlock()
 	s := sc.s
@@ -286,6 +298,9 @@ func (sc *serverConn) frame() error {
 		sc.mu.Lock()
 		if st := sc.streams[h.stream]; st != nil {
 			st.cancel()
+			if st.fb != nil {
+				st.fb.end(errStreamReset)
+			}
 			if !st.started {
 				delete(sc.streams, h.stream)
 				messageBuffers.put(st.buf)
@@ -323,6 +338,9 @@ func (sc *serverConn) headers(h frameHeader) error {
 	defer sc.mu.Unlock()
 	if st := sc.streams[h.stream]; st != nil {
 		// Trailers of a request: gRPC clients send none for unary calls.
+		if st.fb != nil && h.flags&flagEndStream != 0 {
+			st.fb.end(io.EOF)
+		}
 		return nil
 	}
 	if h.stream <= sc.last {
@@ -351,6 +369,12 @@ func (sc *serverConn) headers(h frameHeader) error {
 	var refuse error
 	if c.field(":method") != "POST" || !strings.HasPrefix(c.field("content-type"), "application/grpc") {
 		refuse = status.Error(codes.Unimplemented, "h2grpc: not a gRPC request")
+	} else if sc.s.Fallback != nil && sc.s.Unary != nil && !sc.s.Unary(st.method) {
+		sc.startFallback(st, c.fields)
+		if h.flags&flagEndStream != 0 {
+			st.fb.end(io.EOF)
+		}
+		return nil
 	} else if sc.s.Admit != nil {
 		actx, err := sc.s.Admit(ctx, st.method)
 		if err != nil {
@@ -414,6 +438,19 @@ func (sc *serverConn) data(h frameHeader) error {
 	sc.mu.Lock()
 	st := sc.streams[h.stream]
 	sc.mu.Unlock()
+	if st != nil && st.fb != nil {
+		p, err := c.readData(h, nil)
+		if err != nil {
+			return err
+		}
+		if !st.fb.push(p, c.window) {
+			return connError{errCodeFlowControl, "peer sent past the stream window"}
+		}
+		if h.flags&flagEndStream != 0 {
+			st.fb.end(io.EOF)
+		}
+		return nil
+	}
 	if st == nil || st.started {
 		// A reset or finished stream: its bytes still count against the
 		// connection window.
@@ -528,6 +565,14 @@ func (sc *serverConn) run(st *serverStream) {
 func (sc *serverConn) reply(st *serverStream, reply [][]byte) {
 	c := sc.c
 	c.wmu.Lock()
+	if _, ok := c.streamSend[st.id]; !ok {
+		// Reset by the client: no answer. The headers must not even be
+		// encoded: a block encoded and not sent would leave the client's
+		// HPACK table behind the encoder's (COMPRESSION_ERROR later).
+		c.wmu.Unlock()
+		sc.end(st)
+		return
+	}
 	head := c.encodeHeaders(nil, st.id, false, ":status", "200", "content-type", "application/grpc")
 	err := c.writeMessage(st.id, head, reply, false, func() []byte {
 		return c.encodeHeaders(nil, st.id, true, "grpc-status", "0")

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"goinfer/internal/h2grpc"
 	"goinfer/internal/kservepb"
@@ -22,7 +23,8 @@ const (
 	GRPCTransportGRPCGo = "grpcgo"
 	// GRPCTransportH2 serves the unary methods of the inference and health
 	// services with internal/h2grpc (large HTTP/2 frames, no copies in the
-	// transport); streaming RPCs and reflection are not served.
+	// transport); streaming RPCs and reflection are handed to gRPC-Go's
+	// ServeHTTP on the same connection.
 	GRPCTransportH2 = "h2grpc"
 )
 
@@ -47,21 +49,23 @@ func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
 	add(&healthpb.Health_ServiceDesc, s.health)
 	window := windowSize(cfg.GRPCWindow)
 	return &h2grpc.Server{
+		// Streaming RPCs (health Watch) and reflection: gRPC-Go serves
+		// them on the same connections through its ServeHTTP.
+		Unary: func(method string) bool {
+			_, ok := methods[method]
+			return ok
+		},
+		Fallback:             s.grpc,
 		MaxRecvMsgSize:       int(min(cfg.MaxRequestBytes, 1<<31-1)),
 		MaxConcurrentStreams: cfg.GRPCMaxConcurrentStreams,
 		Window:               int(window),
 		Admit: func(ctx context.Context, method string) (context.Context, error) {
-			if _, ok := methods[method]; !ok {
-				// Refused before any message is read: a streaming call
-				// would otherwise wait for a request that never ends.
-				return ctx, status.Errorf(codes.Unimplemented, "unknown method %s (the h2grpc transport serves unary methods only)", method)
-			}
 			return s.tapInfer(ctx, &tap.Info{FullMethodName: method})
 		},
 		Handler: func(ctx context.Context, method string, msg []byte) ([][]byte, func(), error) {
 			m, ok := methods[method]
 			if !ok {
-				return nil, nil, status.Errorf(codes.Unimplemented, "unknown method %s (the h2grpc transport serves unary methods only)", method)
+				return nil, nil, status.Errorf(codes.Unimplemented, "unknown method %s", method)
 			}
 			dec := func(v any) error {
 				return s.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v)
@@ -77,6 +81,15 @@ func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
 			parts := make([][]byte, len(bs))
 			for i, b := range bs {
 				parts[i] = b.ReadOnlyData()
+			}
+			if st := stampsOf(ctx); st != nil && method == inferMethod {
+				// done runs once the answer is written.
+				st[stepEncoded] = time.Now()
+				return parts, func() {
+					bs.Free()
+					st[stepWritten] = time.Now()
+					s.breakdown.record("h2grpc", st)
+				}, nil
 			}
 			return parts, bs.Free, nil
 		},

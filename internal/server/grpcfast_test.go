@@ -1,10 +1,17 @@
 package server_test
 
 import (
+	"context"
+	"io"
+	"slices"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
 	"goinfer/internal/kservepb"
 	"goinfer/internal/server"
@@ -93,5 +100,64 @@ func TestH2GRPCReadTimeout(t *testing.T) {
 	cl := kservepb.NewGRPCInferenceServiceClient(dialGRPC(t, s.GRPCAddr))
 	if _, err := cl.ModelInfer(ctxT(t), rawInfer(x, 2)); err != nil {
 		t.Fatalf("after the cut-off messages: %v", err)
+	}
+}
+
+// TestH2GRPCFallback: on the h2grpc transport, the calls it does not serve
+// itself (reflection's bidirectional stream, health's Watch) reach
+// gRPC-Go through the same connection as the unary calls, and a Watch the
+// client cancels ends.
+func TestH2GRPCFallback(t *testing.T) {
+	servertest.GRPCTransport = server.GRPCTransportH2
+	t.Cleanup(func() { servertest.GRPCTransport = "" })
+	s := servertest.Start(t, servertest.Options{})
+	conn := dialGRPC(t, s.GRPCAddr)
+	ctx := ctxT(t)
+
+	refl, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // two requests on one stream
+		if err := refl.Send(&reflectionpb.ServerReflectionRequest{
+			MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := refl.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, svc := range resp.GetListServicesResponse().GetService() {
+			names = append(names, svc.GetName())
+		}
+		if !slices.Contains(names, "inference.GRPCInferenceService") {
+			t.Fatalf("reflection lists %v, without inference.GRPCInferenceService", names)
+		}
+	}
+	if err := refl.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refl.Recv(); err != io.EOF {
+		t.Fatalf("after CloseSend: %v, want io.EOF", err)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := watch.Recv(); err != nil || st.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch: %v, %v; want SERVING", st, err)
+	}
+	cancel()
+	if _, err := watch.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("Watch after cancel: %v, want Canceled", err)
+	}
+
+	// The unary calls on the same connection still work.
+	resp, err := kservepb.NewGRPCInferenceServiceClient(conn).ModelInfer(ctx, rawInfer(randImages(1, 16, 5), 1))
+	if err != nil || len(resp.RawOutputContents) != 1 {
+		t.Fatalf("ModelInfer after the streams: %v", err)
 	}
 }

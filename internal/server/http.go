@@ -44,6 +44,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v2/models/{name}/infer", s.handleInfer)
 	mux.HandleFunc("POST /v2/models/{name}/versions/{version}/infer", s.handleInfer)
 	mux.HandleFunc("POST /v2/repository/index", s.handleRepositoryIndex)
+	mux.HandleFunc("GET /debug/latency", s.handleBreakdown)
 	mux.HandleFunc("GET /v2/systemsharedmemory/status", s.handleShmStatus)
 	mux.HandleFunc("GET /v2/systemsharedmemory/region/{region}/status", s.handleShmStatus)
 	mux.HandleFunc("POST /v2/systemsharedmemory/region/{region}/register", s.handleShmRegister)
@@ -231,6 +232,10 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	var ph httpPhases
+	if s.breakdown != nil {
+		ph.st = new(stamps)
+		ph.st[stepArrived] = start
+	}
 	res, err := s.inferHTTP(ctx, w, r, &ph)
 	if err != nil {
 		k, msg := classify(err)
@@ -244,11 +249,19 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) {
 		s.metrics.observeHTTPPhases(start, ph.in, ph.out, end)
 	}
 	s.metrics.observeRequest("http", 0, true, end.Sub(start), res.QueueWait)
+	if ph.st != nil && !ph.in.IsZero() {
+		ph.st[stepEncoded] = end
+		s.breakdown.record("http", ph.st)
+	}
 }
 
 // httpPhases marks when an HTTP inference request's input was received and
 // when the batcher answered it (zero on paths that do not record them).
-type httpPhases struct{ in, out time.Time }
+// With the latency breakdown on, st holds its steps.
+type httpPhases struct {
+	in, out time.Time
+	st      *stamps
+}
 
 // logFailure logs failed requests: server-side failures as errors, the
 // rest at debug level so that an overload does not flood the log.
@@ -312,6 +325,9 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	req, err := decodeHeader(*hdrBuf)
 	if err != nil {
 		return res, err
+	}
+	if ph.st != nil {
+		ph.st[stepHeader] = time.Now()
 	}
 	if len(req.Inputs) != 1 {
 		return res, errorf(kindInvalid, "request has %d inputs; the model takes one, %q", len(req.Inputs), st.input.name)
@@ -456,6 +472,9 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	// The body is in: --read_timeout must not cut the connection while the
 	// request waits for its batch (net/http cancels the request's context
 	// when a read deadline passes).
+	if ph.st != nil {
+		ph.st[stepInput] = time.Now()
+	}
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	outBuf := s.bufs.get(p.n * classes * 4)
 	defer s.bufs.put(outBuf)
@@ -468,6 +487,10 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 	ph.in = time.Now()
 	res, err = p.lane.Infer(ctx, bin, logits)
 	ph.out = time.Now()
+	if ph.st != nil {
+		ph.st[stepSubmit], ph.st[stepAnswered] = ph.in, ph.out
+		ph.st.setResult(res)
+	}
 	if err != nil {
 		return res, err
 	}

@@ -98,6 +98,11 @@ type Config struct {
 	// SocketBuffer, when > 0, sets the kernel send and receive buffers of
 	// every accepted connection, in bytes.
 	SocketBuffer int
+	// LatencyBreakdown records when each inference request passed each
+	// step from its arrival to its answer (the batcher's and backend's
+	// steps need batcher.Config.Stages) and serves the medians per step
+	// at GET /debug/latency (?reset=1 drops them after writing).
+	LatencyBreakdown bool
 	// MaxConnections bounds the connections open on each listener (default
 	// 1024; negative: unbounded). Further clients wait in the kernel's
 	// accept backlog.
@@ -230,12 +235,14 @@ type Server struct {
 	fresh    freshConns   // HTTP connections that have not sent a request yet
 	active   atomic.Int64 // inference handlers running
 
-	http   *http.Server
-	grpc   *grpc.Server
-	fast   *h2grpc.Server // serves gRPC instead of grpc when set (Config.GRPCTransport)
-	health *health.Server
-	codec  kservepb.Codec
-	shm    shmRegistry
+	http *http.Server
+	grpc *grpc.Server
+	fast *h2grpc.Server // serves gRPC instead of grpc when set (Config.GRPCTransport)
+	// breakdown records requests' steps (Config.LatencyBreakdown); nil: off.
+	breakdown *breakdown
+	health    *health.Server
+	codec     kservepb.Codec
+	shm       shmRegistry
 
 	drainOnce sync.Once
 	drainErr  error
@@ -295,6 +302,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, budget: newMemBudget(cfg.MaxInflightBytes)}
+	if cfg.LatencyBreakdown {
+		s.breakdown = newBreakdown()
+	}
 	s.shm.allowed, s.shm.log = cfg.AllowSharedMemory, cfg.Logger
 	s.reqs.bufs = &s.bufs
 	s.codec.Pool = &s.reqs
@@ -482,7 +492,7 @@ func (s *Server) tapInfer(ctx context.Context, info *tap.Info) (context.Context,
 		s.metrics.requests.WithLabelValues("grpc", kindMemoryFull.statusLabel()).Inc()
 		return ctx, status.Error(codes.ResourceExhausted, "the server is holding as many request bytes as it may (--max_inflight_bytes); retry later")
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(s.withStamps(ctx))
 	r := &recvReservation{b: s.budget, n: n}
 	if t := s.cfg.ReadTimeout; t > 0 {
 		// Like an HTTP body, a message must arrive within --read_timeout:

@@ -105,6 +105,9 @@ type Config struct {
 	// Encoded says that the backend decodes encoded images
 	// (backend.Config.NewDecoder), so that Infer takes Input.Encoded.
 	Encoded bool
+	// Stages makes Infer report when its request passed the backend's
+	// stages (Result.Stages), for a server's latency breakdown.
+	Stages bool
 }
 
 // BatchStats describe one batch, for metrics.
@@ -131,6 +134,12 @@ type Result struct {
 	// every image (the backend's Postprocessor) and out holds no logits;
 	// otherwise Infer ranked the logits in out on the host.
 	Ranked bool
+	// With Config.Stages: when the request's (last) batch was submitted,
+	// the backend's stage times of that batch and when its logits were
+	// on the host. Zero otherwise.
+	Dispatched time.Time
+	Stages     backend.Stages
+	HostDone   time.Time
 }
 
 // Input is one request's images: N images of the batcher's shape in DType,
@@ -296,6 +305,8 @@ type item struct {
 	batchSize  int
 	hostRanked bool // some of its images were ranked from their logits here
 	err        error
+	stages     backend.Stages // with Config.Stages, of its last answered batch
+	hostDone   time.Time
 }
 
 func (it *item) reset() {
@@ -451,6 +462,9 @@ func (b *Batcher) Infer(ctx context.Context, in Input, out []float32) (Result, e
 	// it.done was received, so no goroutine touches it any more.
 	res := Result{QueueWait: it.dispatched.Sub(it.enq), Compute: it.compute, BatchSize: it.batchSize,
 		Ranked: in.TopK > 0 && !it.hostRanked}
+	if b.cfg.Stages {
+		res.Dispatched, res.Stages, res.HostDone = it.dispatched, it.stages, it.hostDone
+	}
 	if it.dispatched.IsZero() {
 		res.QueueWait = time.Since(it.enq)
 	}
@@ -901,6 +915,9 @@ func (b *Batcher) finish(bt *batch, resp backend.Response) {
 		it.compute += resp.Compute
 		it.batchSize = max(it.batchSize, bt.images)
 		it.hostRanked = it.hostRanked || k > 0 && !ranked
+		if b.cfg.Stages {
+			it.stages, it.hostDone = resp.Stages, resp.DoneAt
+		}
 		if err != nil && it.err == nil {
 			it.err = err
 		}

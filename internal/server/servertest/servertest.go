@@ -72,6 +72,9 @@ type Options struct {
 	// backend.HostPostprocessor, as the GPU's on the cuda engine) instead
 	// of in the batcher from the logits.
 	RankInBackend bool
+	// Stages has the batcher report its requests' backend stages
+	// (batcher.Config.Stages), for Config.LatencyBreakdown.
+	Stages bool
 }
 
 // Server is a running test server.
@@ -193,7 +196,7 @@ func Start(t testing.TB, opts Options) *Server {
 		Channels: info.Input().Shape[0], Height: opts.Size, Width: opts.Size, DType: info.Input().DType,
 		Classes: info.OutputElems(), MaxBatch: opts.MaxBatch, MaxDelay: opts.MaxDelay, MaxQueue: opts.MaxQueue,
 		MaxInflight: opts.Inflight, CopyWorkers: 1, Observe: srv.ObserveBatch, AllocHost: allocHost,
-		Encoded: opts.Images && opts.DecodeInBackend,
+		Encoded: opts.Images && opts.DecodeInBackend, Stages: opts.Stages,
 	})
 	if err != nil {
 		t.Fatal(err)
