@@ -1125,8 +1125,8 @@ __device__ __forceinline__ void ldsm4(const void* p, unsigned* r, bool trans) {
 }
 
 // LDM: B fragments by ldmatrix (four per instruction) instead of 32- and
-// 16-bit shared loads; PF: the next key tile prefetched (above).
-template <typename T, int DH, bool LDM, bool PF = false>
+// 16-bit shared loads.
+template <typename T, int DH, bool LDM>
 __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T* v, const int* m, float scale) {
   __shared__ __attribute__((aligned(16))) u16 ks[ATK][DH + 8];
   __shared__ __attribute__((aligned(16))) u16 vs[ATK][DH + 8];
@@ -1157,27 +1157,21 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
 #pragma unroll
     for (int nt = 0; nt < DH / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
     float mx0 = NEG_INF, mx1 = NEG_INF, l0 = 0.f, l1 = 0.f;
-    // 16-byte chunks of 8 elements, all of a thread's loads issued before
-    // its stores (a load-store loop waits out each load's latency in
-    // turn). With PF the next tile's loads are issued before this tile's
-    // arithmetic, so their latency hides behind it (at the cost of the
-    // chunks' registers held across it).
-    const int CH = ATK * DH / 8 / 128;
-    unsigned kr[CH][4], vr[CH][4];
-    auto fetch = [&](int j0) {
-#pragma unroll
-      for (int c = 0; c < CH; c++) {
-        int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
-        bool in = j0 + key < L;
-        ld16(in && d < D ? (const void*)(kb + (j0 + key) * m[12] + d) : 0, kr[c]);
-        ld16(in && d < DV ? (const void*)(vb + (j0 + key) * m[16] + d) : 0, vr[c]);
-      }
-    };
-    if (PF && vec) fetch(0);
     for (int j0 = 0; j0 < L; j0 += ATK) {
       SYNC();
       if (vec) {
-        if (!PF) fetch(j0);
+        // 16-byte chunks of 8 elements, all of a thread's loads issued
+        // before its stores (a load-store loop waits out each load's
+        // latency in turn).
+        const int CH = ATK * DH / 8 / 128;
+        unsigned kr[CH][4], vr[CH][4];
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+          int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
+          bool in = j0 + key < L;
+          ld16(in && d < D ? (const void*)(kb + (j0 + key) * m[12] + d) : 0, kr[c]);
+          ld16(in && d < DV ? (const void*)(vb + (j0 + key) * m[16] + d) : 0, vr[c]);
+        }
 #pragma unroll
         for (int c = 0; c < CH; c++) {
           int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
@@ -1192,7 +1186,6 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
         }
       }
       SYNC();
-      if (PF && vec && j0 + ATK < L) fetch(j0 + ATK);
       float s[ATK / 8][4];
 #pragma unroll
       for (int nt = 0; nt < ATK / 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
@@ -1429,13 +1422,13 @@ INSTANTIATE(bf16, bf16)
 // Channels-last (and so the depthwise kernels) is the 16-bit precisions'
 // layout only; output widths of multiples of 7 (224-pixel images: 112, 56,
 // 28, 14, 7) tile exactly, others waste a part of their last tile.
-// Tiles of 4 (fewer registers, more threads); tiles of 1
+// Tiles of 4 (fewer registers, more threads) for 3x3 and 5x5; tiles of 1
 // (a thread per output vector, a row's taps unrolled) for small batches,
 // where tiles of 7 leave most SMs idle (768x7x7 at batch 1: 672 threads);
 // the compiled engine times each against the others.
 #define DWT_ALL(T, S_) \
   DWT(T, S_, 3, 1, 7) DWT(T, S_, 3, 2, 7) DWT(T, S_, 5, 1, 7) DWT(T, S_, 5, 2, 7) DWT(T, S_, 7, 1, 7) DWT(T, S_, 7, 2, 7) \
-  DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4) DWT(T, S_, 7, 1, 4) DWT(T, S_, 7, 2, 4) \
+  DWT(T, S_, 3, 1, 4) DWT(T, S_, 3, 2, 4) DWT(T, S_, 5, 1, 4) DWT(T, S_, 5, 2, 4) \
   DWT(T, S_, 3, 1, 1) DWT(T, S_, 3, 2, 1) DWT(T, S_, 5, 1, 1) DWT(T, S_, 5, 2, 1) DWT(T, S_, 7, 1, 1) DWT(T, S_, 7, 2, 1)
 DWT_ALL(f16, f16)
 DWT_ALL(bf16, bf16)
@@ -1451,7 +1444,7 @@ DWT_ALL(bf16, bf16)
   }                                                                                                              \
   extern "C" __global__ void g_attn_ldm64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,       \
                                               float scale) {                                                     \
-    attn_mma<T, 64, true, true>(out, q, k, v, meta, scale);                                                            \
+    attn_mma<T, 64, true>(out, q, k, v, meta, scale);                                                            \
   }                                                                                                              \
   extern "C" __global__ void g_attn_ldm128_##S(T* out, const T* q, const T* k, const T* v, const int* meta,      \
                                                float scale) {                                                    \

@@ -109,8 +109,8 @@ func depthwiseShapes(g *ir.Graph, pre map[*ir.Node]prologue) []dwShape {
 // tiled kernel (graph.cu's dwconv_tile) that can run g, the default
 // first; none where that kernel does not apply. It needs 16-bit storage,
 // channels in 16-byte vectors, and square 3, 5 or 7 filters of stride 1
-// or 2 without dilation (the shapes graph.cu instantiates: tiles of 7, 4
-// and 1).
+// or 2 without dilation (the shapes graph.cu instantiates: tiles of 7 and
+// 1 for all, of 4 for 3x3 and 5x5).
 func dwTiles(g *convGeom, elem int) []int {
 	if elem != 2 || g.c%8 != 0 || g.kh != g.kw || g.strH != g.strW || g.dilH != 1 || g.dilW != 1 {
 		return nil
@@ -119,8 +119,10 @@ func dwTiles(g *convGeom, elem int) []int {
 		return nil
 	}
 	switch g.kh {
-	case 3, 5, 7:
+	case 3, 5:
 		return []int{7, 4, 1}
+	case 7:
+		return []int{7, 1}
 	}
 	return nil
 }

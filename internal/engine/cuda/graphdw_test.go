@@ -121,8 +121,8 @@ func TestDWTileWidth(t *testing.T) {
 			}
 		})
 	}
-	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7, 4, 1}) {
-		t.Errorf("7x7 tiles %v, want [7 4 1]", got)
+	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7, 1}) {
+		t.Errorf("7x7 tiles %v, want [7 1]", got)
 	}
 	g3 := base
 	g3.kh, g3.kw = 3, 3
