@@ -27,7 +27,7 @@ const (
 func (g *grpcFlags) register(fs *flag.FlagSet, side string) {
 	fs.Int64Var(&g.window, "grpc_window_bytes", defaultGRPCWindow, fmt.Sprintf("gRPC HTTP/2 flow-control window in `BYTES` the %s grants, per stream and per connection: a request larger than the peer's window waits a round trip for WINDOW_UPDATE (0: gRPC-Go's 64 KiB windows, grown by its bandwidth estimator)", side))
 	fs.IntVar(&g.readBuffer, "grpc_read_buffer_bytes", defaultGRPCBuffer, fmt.Sprintf("buffer in `BYTES` between the %s's socket and gRPC's HTTP/2 frame reader (0: none, frames are read from the socket directly)", side))
-	fs.StringVar(&g.transport, "grpc_transport", "grpcgo", fmt.Sprintf("`TRANSPORT` of the %s's gRPC inference calls: grpcgo (gRPC-Go) or h2grpc (unary calls over HTTP/2 with 16 MiB frames and no transport copies, for latency; the server hands streaming RPCs and reflection to gRPC-Go on the same port, and bench sends only ModelInfer over it)", side))
+	fs.StringVar(&g.transport, "grpc_transport", "h2grpc", fmt.Sprintf("`TRANSPORT` of the %s's gRPC inference calls: h2grpc (goinfer's unary calls over HTTP/2 with 16 MiB frames and no transport copies, for latency; the server hands streaming RPCs and reflection to gRPC-Go on the same port, and bench sends only ModelInfer over it) or grpcgo (gRPC-Go for everything)", side))
 	fs.IntVar(&g.writeBuffer, "grpc_write_buffer_bytes", defaultGRPCBuffer, fmt.Sprintf("buffer in `BYTES` between gRPC's HTTP/2 frame writer and the %s's socket (0: none, each frame is a write)", side))
 }
 
