@@ -10,11 +10,12 @@ import (
 // them is larger than the caches), while a Split keeps a chunk's
 // activations in its core's caches and instead reads every weight once per
 // chunk. splitMinActivationRatio is the least ratio of one image's
-// activation bytes to the weight bytes at which it did so on the 2-core
-// VM (results/cpu/split-auto-2core-2026-11-27.md): MobileNetV3-Large and
-// EfficientNet-B0 (about 1 and 1.7) gained 25-40% at batch 32, ResNet-18
-// (0.24) lost 5-10%, ViT-B/16 (0.58) did not gain.
-const splitMinActivationRatio = 0.75
+// activation bytes (the optimized graph's values) to its constants' bytes
+// at which splitting gained on the 2-core VM, 2 threads
+// (results/cpu/split-auto-2core-2026-11-27.md): EfficientNet-B0 (1.7) and
+// MobileNetV3-Large (0.92) gained most, ViT-B/16 (0.73) gained ~10% CPU
+// at batch 8 and broke even at 32, ResNet-18 (0.23) lost 5-10%.
+const splitMinActivationRatio = 0.5
 
 // splitMaxChunk bounds the chunk: four images gave the same speed as one
 // for the small CNNs, with a quarter of the weight reads; larger chunks
