@@ -319,8 +319,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		prog.line("%d image files from %s in %d distinct batches of %d, decoded to %dx%d in the pipeline", len(files), o.images, len(inputs.Tensors), o.batchSize, o.imageSize, o.imageSize)
 	} else {
 		prog.line("generating the request tensors: %d x %s[%d %d %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, channels, o.imageSize, o.imageSize, mibString(shape.Bytes()))
-		// The warmup's tensor now, the others while the model loads.
-		if inputs, err = loadgen.GenerateAhead(ctx, shape, o.numIters+1); err != nil {
+		if inputs, err = loadgen.Generate(ctx, shape, o.numIters+1); err != nil {
 			return err
 		}
 	}

@@ -71,29 +71,12 @@ type Inputs struct {
 	// Pinned is true when the tensors lie in memory from Shape.Alloc.
 	Pinned bool
 	bufs   []engine.HostBuffer
-	// rest, when GenerateAhead is still making the tensors after the
-	// first, yields its error and is closed when it is done.
-	rest    chan error
-	restErr error
 }
 
-// Ready waits until every tensor is made (GenerateAhead makes those after
-// the first in the background) and returns the error that stopped it.
-func (in *Inputs) Ready() error {
-	if in.rest != nil {
-		in.restErr = <-in.rest
-		in.rest = nil
-	}
-	return in.restErr
-}
-
-// Close frees memory that came from Shape.Alloc, once the tensors are
-// made. The tensors must not be used afterwards.
+// Close frees memory that came from Shape.Alloc. The tensors must not be
+// used afterwards.
 func (in *Inputs) Close() error {
-	errs := []error{in.Ready()}
-	if errors.Is(errs[0], context.Canceled) {
-		errs[0] = nil
-	}
+	var errs []error
 	for _, b := range in.bufs {
 		errs = append(errs, b.Free())
 	}
@@ -142,37 +125,6 @@ func (in *Inputs) For(id int) *tensor.Tensor { return in.Tensors[id%len(in.Tenso
 // in parallel. Tensor i is drawn from its own generator seeded with (Seed,
 // i), so the data does not depend on the number of cores.
 func Generate(ctx context.Context, s Shape, count int) (*Inputs, error) {
-	in, err := allocate(s, count)
-	if err != nil {
-		return nil, err
-	}
-	if err := in.fill(ctx, 0, runtime.GOMAXPROCS(0)); err != nil {
-		return nil, errors.Join(err, in.Close())
-	}
-	return in, nil
-}
-
-// GenerateAhead is Generate that returns once the first tensor (the
-// warmup request's) is made and makes the others on one goroutine
-// meanwhile: a run then loads its model while they are made instead of
-// after, one core at most taken from the load. The tensors are Generate's,
-// bit for bit; Ready waits for them, and Close stops them (ctx's
-// cancellation too).
-func GenerateAhead(ctx context.Context, s Shape, count int) (*Inputs, error) {
-	in, err := allocate(s, count)
-	if err != nil {
-		return nil, err
-	}
-	fill(in.Tensors[0], s, 0)
-	if len(in.Tensors) > 1 {
-		in.rest = make(chan error, 1)
-		go func() { in.rest <- in.fill(ctx, 1, 1) }()
-	}
-	return in, nil
-}
-
-// allocate makes the memory of Generate's tensors.
-func allocate(s Shape, count int) (*Inputs, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
@@ -207,15 +159,9 @@ func allocate(s Shape, count int) (*Inputs, error) {
 				Data: block[i*sz : (i+1)*sz : (i+1)*sz]}
 		}
 	}
-	return in, nil
-}
-
-// fill makes tensors from..., on up to workers goroutines.
-func (in *Inputs) fill(ctx context.Context, from, workers int) error {
-	s, k := in.Shape, len(in.Tensors)
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for range min(k-from, workers) {
+	for range min(k, runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for i := range next {
 				fill(in.Tensors[i], s, uint64(i))
@@ -224,7 +170,7 @@ func (in *Inputs) fill(ctx context.Context, from, workers int) error {
 	}
 	var err error
 feed:
-	for i := from; i < k; i++ {
+	for i := range k {
 		select {
 		case next <- i:
 		case <-ctx.Done():
@@ -235,9 +181,9 @@ feed:
 	close(next)
 	wg.Wait()
 	if err != nil {
-		return fmt.Errorf("generating inputs: %w", err)
+		return nil, errors.Join(fmt.Errorf("generating inputs: %w", err), in.Close())
 	}
-	return nil
+	return in, nil
 }
 
 // fill draws tensor index's values.

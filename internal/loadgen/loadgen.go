@@ -189,10 +189,6 @@ func Run(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config) (*R
 	if w.N != bs || w.Classes < 1 || len(w.Logits) != w.N*w.Classes {
 		return nil, fmt.Errorf("warmup response: %d images x %d classes and %d logits for a batch of %d", w.N, w.Classes, len(w.Logits), bs)
 	}
-	// GenerateAhead's tensors were made while the model loaded.
-	if err := in.Ready(); err != nil {
-		return nil, err
-	}
 	res.Classes = w.Classes
 	w.Logits = nil
 	if res.Responses != nil {
