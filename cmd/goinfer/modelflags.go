@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,7 +60,8 @@ func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
 	fs.StringVar(&m.precision, "precision", "", "arithmetic: fp32, tf32, fp16 or bf16 (default: fp32 on cpu, fp16 on cuda)")
 	fs.BoolVar(&m.compile, "compile", compileDefault, "fold batch norms, fuse epilogues, autotune and capture CUDA graphs (slower start, faster steady state); --no-compile runs eagerly")
 	fs.IntVar(&m.threads, "threads", 0, "cpu engine threads (0: all cores)")
-	fs.IntVar(&m.splitBatch, "cpu_split_batch", 0, "cpu engine, ONNX/general graphs: run a batch larger than `N` (a multiple of it) as N-image chunks, one per thread at a time, instead of every layer over the whole batch; only for models whose images are independent (0: off)")
+	m.splitBatch = engine.SplitAuto
+	fs.Var((*splitFlag)(&m.splitBatch), "cpu_split_batch", "cpu engine, ONNX/general graphs: run a batch larger than `N` (a multiple of it) as N-image chunks, one per thread at a time, instead of every layer over the whole batch; only for models whose images are independent (0: off; auto: chunks where the model's images are independent and its activations outweigh its weights, with at least two chunks per thread)")
 	fs.IntVar(&m.device, "device", 0, "GPU ordinal for the cuda engine")
 	fs.StringVar(&m.tuneCache, "tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (one file per GPU model, driver and cuDNN), so that --compile on the same machine skips the measurements and starts faster; empty: measure every time, as a cold start")
 	fs.StringVar(&m.experiments, "graph_experiments", "", "cuda engine, general graphs, for A/B runs: comma-separated fusion changes to turn off (noidentity, noprologue, nofindmath) and findlog (print cudnnFind's ranking of each convolution)")
@@ -228,4 +230,30 @@ func parseInputDType(s string) (tensor.DType, error) {
 		return tensor.Uint8, nil
 	}
 	return 0, fmt.Errorf("unknown --input_dtype %q (want fp32, fp16 or uint8)", s)
+}
+
+// splitFlag is --cpu_split_batch: "auto" (engine.SplitAuto) or a chunk
+// size, 0 for off.
+type splitFlag int
+
+// String implements flag.Value.
+func (f *splitFlag) String() string {
+	if f == nil || int(*f) == engine.SplitAuto {
+		return "auto"
+	}
+	return strconv.Itoa(int(*f))
+}
+
+// Set implements flag.Value.
+func (f *splitFlag) Set(s string) error {
+	if s == "auto" {
+		*f = engine.SplitAuto
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want auto, 0 (off) or a chunk size, not %q", s)
+	}
+	*f = splitFlag(n)
+	return nil
 }

@@ -587,9 +587,10 @@ func (s *soak) rawAttack(ctx context.Context, length, sent int64) (int, time.Dur
 		resp.Body.Close()
 		status <- result{resp.StatusCode, nil}
 	}()
+	sp := spaces()
 	for sent > 0 {
-		n := min(sent, int64(len(spaces)))
-		if _, err := c.Write(spaces[:n]); err != nil {
+		n := min(sent, int64(len(sp)))
+		if _, err := c.Write(sp[:n]); err != nil {
 			break
 		}
 		sent -= n
@@ -598,8 +599,10 @@ func (s *soak) rawAttack(ctx context.Context, length, sent int64) (int, time.Dur
 	return r.status, time.Since(start), r.err
 }
 
-// spaces is a JSON body's worth of whitespace, shared by the attackers.
-var spaces = bytes.Repeat([]byte{' '}, 1<<20)
+// spaces is a JSON body's worth of whitespace, shared by the attackers;
+// made on first use, not at every start of the binary (a MiB of fresh
+// pages is milliseconds of page faults on a VM).
+var spaces = sync.OnceValue(func() []byte { return bytes.Repeat([]byte{' '}, 1<<20) })
 
 // pause sleeps d or until ctx ends.
 func pause(ctx context.Context, d time.Duration) {

@@ -61,6 +61,10 @@ func ParsePrecision(s string) (Precision, error) {
 	return 0, fmt.Errorf("unknown precision %q (want fp32, tf32, fp16 or bf16)", s)
 }
 
+// SplitAuto is Options.SplitBatch's value that lets the cpu engine choose
+// whether and in what chunks to split each batch.
+const SplitAuto = -1
+
 // Options say how to load a model.
 type Options struct {
 	// Compile trades a slower start for a faster steady state, as
@@ -93,6 +97,8 @@ type Options struct {
 	// in turn: a chunk's activations stay in its core's caches between
 	// layers. Only for graphs whose images are independent (every
 	// classifier; not a graph that mixes the batch dimension).
+	// SplitAuto lets the engine choose per batch size: chunks where the
+	// graph's images are independent and the split is expected to pay.
 	SplitBatch int
 	// Progress, when set, receives human-readable lines about long steps
 	// (autotuning, capture).

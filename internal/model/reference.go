@@ -133,76 +133,97 @@ func refConv(c *Conv, in, res, out []float64, n int, id, od Dims) {
 // goroutines costs more than it saves.
 const refConvMinMACs = 1 << 18
 
-// refConvRange computes output channels [lo, hi) of refConv.
+// refConvRange computes output channels [lo, hi) of refConv. Each output
+// is one sum in the order of the plain seven-deep loop (bias, then input
+// channel, ky, kx), skipping the taps that fall in the padding, so the bits
+// are those of that loop. The taps of one output pixel are gathered once
+// into a patch (values and their weight offsets) and then summed for
+// several output channels at a time: independent sums, each in its own
+// order, that the core overlaps, where one row of outputs per tap spent
+// more on bounds than on arithmetic for the small maps of deep layers.
 func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi int) {
 	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
 	k, kk, hw, st, pad := c.K, c.K*c.K, id.H*id.W, c.Stride, c.Pad
-	// A row of outputs is accumulated at once, tap by tap. Each output still
-	// sums its taps in the order of the plain seven-deep loop (input channel,
-	// ky, kx) and skips the same padding, so the bits are the same; the
-	// bounds are worked out per row and tap instead of per output and tap.
-	wf := make([]float64, icg*kk)
-	acc := make([]float64, od.W)
-	for o := lo; o < hi; o++ {
-		grp := o / ocg
-		for i := range wf {
-			wf[i] = float64(c.Weight[o*icg*kk+i])
+	taps := icg * kk
+	wf := make([]float64, (hi-lo)*taps)
+	for i := range wf {
+		wf[i] = float64(c.Weight[lo*taps+i])
+	}
+	bias := make([]float64, hi-lo)
+	if c.Bias != nil {
+		for o := range bias {
+			bias[o] = float64(c.Bias[lo+o])
 		}
-		bias := 0.0
-		if c.Bias != nil {
-			bias = float64(c.Bias[o])
-		}
-		for b := 0; b < n; b++ {
+	}
+	pv := make([]float64, taps) // the patch's values
+	pw := make([]int32, taps)   // their offsets in an output channel's weights
+	for b := 0; b < n; b++ {
+		for g0 := lo; g0 < hi; g0 = (g0/ocg + 1) * ocg {
+			grp := g0 / ocg
+			g1 := min(hi, (grp+1)*ocg)
 			planes := in[(b*id.C+grp*icg)*hw:]
 			for oy := 0; oy < od.H; oy++ {
 				iy0 := oy*st - pad
 				kyLo, kyHi := max(0, -iy0), min(k, id.H-iy0)
-				for ox := range acc {
-					acc[ox] = bias
-				}
-				for ci := 0; ci < icg; ci++ {
-					plane := planes[ci*hw : (ci+1)*hw]
-					for ky := kyLo; ky < kyHi; ky++ {
-						row := plane[(iy0+ky)*id.W : (iy0+ky+1)*id.W]
-						for kx := 0; kx < k; kx++ {
-							// Outputs whose tap kx falls inside the row:
-							// 0 <= ox*st - pad + kx < id.W.
-							last := id.W - 1 + pad - kx
-							if last < 0 {
-								break
-							}
-							oxLo, oxHi := 0, min(od.W, last/st+1)
-							if pad > kx {
-								oxLo = (pad - kx + st - 1) / st
-							}
-							wv := wf[(ci*k+ky)*k+kx]
-							if st == 1 {
-								dst := acc[oxLo:oxHi]
-								src := row[oxLo-pad+kx:][:len(dst)]
-								for i, v := range src {
-									dst[i] += v * wv
-								}
-								continue
-							}
-							for ox := oxLo; ox < oxHi; ox++ {
-								acc[ox] += row[ox*st-pad+kx] * wv
+				for ox := 0; ox < od.W; ox++ {
+					ix0 := ox*st - pad
+					kxLo, kxHi := max(0, -ix0), min(k, id.W-ix0)
+					m := 0
+					for ci := 0; ci < icg; ci++ {
+						plane := planes[ci*hw : (ci+1)*hw]
+						for ky := kyLo; ky < kyHi; ky++ {
+							row := plane[(iy0+ky)*id.W : (iy0+ky+1)*id.W]
+							for kx := kxLo; kx < kxHi; kx++ {
+								pv[m], pw[m] = row[ix0+kx], int32((ci*k+ky)*k+kx)
+								m++
 							}
 						}
 					}
-				}
-				j := ((b*od.C+o)*od.H + oy) * od.W
-				for ox, s := range acc {
-					if res != nil {
-						s += res[j+ox]
+					vs, ws := pv[:m], pw[:m]
+					j := (b*od.C)*od.H*od.W + oy*od.W + ox
+					o := g0
+					for ; o+4 <= g1; o += 4 {
+						w0 := wf[(o-lo)*taps:][:taps]
+						w1 := wf[(o+1-lo)*taps:][:taps]
+						w2 := wf[(o+2-lo)*taps:][:taps]
+						w3 := wf[(o+3-lo)*taps:][:taps]
+						s0, s1, s2, s3 := bias[o-lo], bias[o+1-lo], bias[o+2-lo], bias[o+3-lo]
+						for t, v := range vs {
+							q := ws[t]
+							s0 += v * w0[q]
+							s1 += v * w1[q]
+							s2 += v * w2[q]
+							s3 += v * w3[q]
+						}
+						refConvStore(c, res, out, j+o*od.H*od.W, s0)
+						refConvStore(c, res, out, j+(o+1)*od.H*od.W, s1)
+						refConvStore(c, res, out, j+(o+2)*od.H*od.W, s2)
+						refConvStore(c, res, out, j+(o+3)*od.H*od.W, s3)
 					}
-					if c.ReLU && s < 0 {
-						s = 0
+					for ; o < g1; o++ {
+						w := wf[(o-lo)*taps:][:taps]
+						s := bias[o-lo]
+						for t, v := range vs {
+							s += v * w[ws[t]]
+						}
+						refConvStore(c, res, out, j+o*od.H*od.W, s)
 					}
-					out[j+ox] = s
 				}
 			}
 		}
 	}
+}
+
+// refConvStore adds the residual to a convolution's sum, applies its ReLU
+// and stores it at out[j].
+func refConvStore(c *Conv, res, out []float64, j int, s float64) {
+	if res != nil {
+		s += res[j]
+	}
+	if c.ReLU && s < 0 {
+		s = 0
+	}
+	out[j] = s
 }
 
 func refMaxPool(p *Pool, in, out []float64, n int, id, od Dims) {

@@ -66,17 +66,22 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 			return nil, fmt.Errorf("cpu: graph %q takes %dx%dx%d images, not the %dx%d asked for", g.Name, c, h, w, opts.Height, opts.Width)
 		}
 	}
-	if opts.SplitBatch < 0 {
-		return nil, fmt.Errorf("cpu: SplitBatch %d: must be 0 (off) or positive", opts.SplitBatch)
+	if opts.SplitBatch < engine.SplitAuto {
+		return nil, fmt.Errorf("cpu: SplitBatch %d: must be 0 (off), positive or SplitAuto", opts.SplitBatch)
 	}
-	if opts.SplitBatch > 0 {
+	m := &graphModel{g: g, opts: opts, weights: irexec.NewWeightCache(), plans: map[int]*irexec.Plan{}, chunkPlans: map[int]*irexec.Plan{}}
+	switch {
+	case opts.SplitBatch > 0:
 		// Chunks give the whole batch's answer only when no op mixes
 		// images: refuse the option for a graph where one does.
 		if err := ir.BatchIndependent(g); err != nil {
 			return nil, fmt.Errorf("cpu: --cpu_split_batch needs a model whose images are independent: %w", err)
 		}
+	case opts.SplitBatch == engine.SplitAuto && opts.Threads > 1 && ir.BatchIndependent(g) == nil:
+		if m.autoSplit, err = irexec.SplitPays(g); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
 	}
-	m := &graphModel{g: g, opts: opts, weights: irexec.NewWeightCache(), plans: map[int]*irexec.Plan{}}
 	sizes := opts.BatchSizes
 	if len(sizes) == 0 {
 		sizes = []int{opts.MaxBatch}
@@ -85,7 +90,11 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 		if n < 1 || n > opts.MaxBatch {
 			return nil, fmt.Errorf("cpu: batch size %d is outside [1, MaxBatch=%d]", n, opts.MaxBatch)
 		}
-		if _, err := m.plan(ctx, n); err != nil {
+		if c := m.chunk(n); c > 0 {
+			if _, err := m.splitPlan(ctx, c); err != nil {
+				return nil, err
+			}
+		} else if _, err := m.plan(ctx, n); err != nil {
 			return nil, err
 		}
 	}
@@ -113,10 +122,12 @@ type graphModel struct {
 	weights *irexec.WeightCache
 	mu      sync.Mutex
 	plans   map[int]*irexec.Plan
-	// chunkPlan is the single-threaded plan of opts.SplitBatch images.
-	chunkPlan *irexec.Plan
-	instances int
-	closed    bool
+	// chunkPlans are the single-threaded plans of the chunks batches are
+	// split in, by chunk size; autoSplit says whether SplitAuto splits.
+	chunkPlans map[int]*irexec.Plan
+	autoSplit  bool
+	instances  int
+	closed     bool
 	// cores counts the workers of the instances' pools (parallel.Cores).
 	cores parallel.Cores
 }
@@ -136,19 +147,35 @@ func (m *graphModel) plan(ctx context.Context, n int) (*irexec.Plan, error) {
 	return p, nil
 }
 
-// splitPlan returns the single-threaded plan of opts.SplitBatch images
-// that a Split runs, compiling it on first use.
-func (m *graphModel) splitPlan(ctx context.Context) (*irexec.Plan, error) {
+// chunk returns the chunk size a forward of n images is split in, 0 for
+// the whole batch as one.
+func (m *graphModel) chunk(n int) int {
+	if c := m.opts.SplitBatch; c > 0 {
+		if n > c && n%c == 0 {
+			return c
+		}
+		return 0
+	}
+	if m.autoSplit {
+		return irexec.SplitChunk(n, m.opts.Threads)
+	}
+	return 0
+}
+
+// splitPlan returns the single-threaded plan of c images that a Split
+// runs, compiling it on first use.
+func (m *graphModel) splitPlan(ctx context.Context, c int) (*irexec.Plan, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.chunkPlan == nil {
-		p, err := m.compile(ctx, m.opts.SplitBatch, 1)
-		if err != nil {
-			return nil, err
-		}
-		m.chunkPlan = p
+	if p, ok := m.chunkPlans[c]; ok {
+		return p, nil
 	}
-	return m.chunkPlan, nil
+	p, err := m.compile(ctx, c, 1)
+	if err != nil {
+		return nil, err
+	}
+	m.chunkPlans[c] = p
+	return p, nil
 }
 
 // compile binds the graph to batch n and compiles it for threads.
@@ -197,7 +224,7 @@ func (m *graphModel) NewInstance(ctx context.Context) (engine.Instance, error) {
 	}
 	m.instances++
 	return &graphInstance{m: m, pool: parallel.NewIn(&m.cores, m.opts.Threads), arena: irexec.NewArena(arena),
-		execs: map[int]*irexec.Exec{}, out: map[int][][]byte{}}, nil
+		execs: map[int]*irexec.Exec{}, splits: map[int]*irexec.Split{}, out: map[int][][]byte{}}, nil
 }
 
 // Close implements engine.Model.
@@ -210,7 +237,7 @@ func (m *graphModel) Close() error {
 	if m.instances > 0 {
 		return fmt.Errorf("cpu: closing a model with %d open instances: close them first", m.instances)
 	}
-	m.closed, m.plans = true, nil
+	m.closed, m.plans, m.chunkPlans = true, nil, nil
 	return nil
 }
 
@@ -223,9 +250,9 @@ type graphInstance struct {
 	pool   *parallel.Pool
 	arena  []byte
 	execs  map[int]*irexec.Exec
-	// split runs the batches that opts.SplitBatch divides.
-	split *irexec.Split
-	in    [1][]byte
+	// splits run the batches that are split, by chunk size.
+	splits map[int]*irexec.Split
+	in     [1][]byte
 	// out holds the output buffers: Forward's, then, per batch size, the
 	// graph's other outputs, which are computed and dropped.
 	out    map[int][][]byte
@@ -241,8 +268,8 @@ func (in *graphInstance) MemoryBytes() int64 {
 	for _, x := range in.execs {
 		n += x.MemoryBytes() - x.Plan().ArenaBytes()
 	}
-	if in.split != nil {
-		n += in.split.MemoryBytes()
+	for _, s := range in.splits {
+		n += s.MemoryBytes()
 	}
 	return n
 }
@@ -259,8 +286,8 @@ func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
 	if n < 1 || n > info.MaxBatch {
 		return fmt.Errorf("cpu: Forward of %d images: batch must be in [1, MaxBatch=%d]", n, info.MaxBatch)
 	}
-	if c := in.m.opts.SplitBatch; c > 0 && n > c && n%c == 0 {
-		return in.forwardSplit(src, dst, n)
+	if c := in.m.chunk(n); c > 0 {
+		return in.forwardSplit(src, dst, n, c)
 	}
 	x, ok := in.execs[n]
 	var err error
@@ -317,22 +344,24 @@ func (in *graphInstance) bind(src, dst engine.Buffer, n int, run func(ins, outs 
 	return err
 }
 
-// forwardSplit runs n images, a multiple of opts.SplitBatch, on the
-// instance's Split.
-func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n int) error {
-	if in.split == nil {
-		p, err := in.m.splitPlan(context.Background())
+// forwardSplit runs n images, a multiple of c, on the instance's Split
+// of c-image chunks.
+func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n, c int) error {
+	s, ok := in.splits[c]
+	if !ok {
+		p, err := in.m.splitPlan(context.Background(), c)
 		if err != nil {
 			return err
 		}
 		// The instance's pool runs the chunks: its workers count
 		// against the model's cores like the whole-batch plans'.
-		if in.split, err = irexec.NewSplitShared(p, in.m.opts.SplitBatch, in.pool); err != nil {
+		if s, err = irexec.NewSplitShared(p, c, in.pool); err != nil {
 			return fmt.Errorf("cpu: %w", err)
 		}
+		in.splits[c] = s
 	}
 	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
-		return in.split.Run(context.Background(), ins, outs, n)
+		return s.Run(context.Background(), ins, outs, n)
 	})
 }
 
@@ -345,8 +374,8 @@ func (in *graphInstance) Close() error {
 	for _, x := range in.execs {
 		x.Close()
 	}
-	if in.split != nil {
-		in.split.Close()
+	for _, s := range in.splits {
+		s.Close()
 	}
 	in.pool.Close()
 	in.execs, in.arena = nil, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/engine/cpu/irexec"
 	"goinfer/internal/ir"
 )
 
@@ -49,21 +50,27 @@ func TestLoadGraphSplitBatch(t *testing.T) {
 // TestLoadGraphSplitBatchRefusesMixing: a graph where an op works across
 // the images (a softmax over the batch) cannot run in chunks.
 func TestLoadGraphSplitBatchRefusesMixing(t *testing.T) {
-	g := smallGraph(t)
-	n := &ir.Node{Name: "over_batch", Op: &ir.Softmax{Axis: 0}, Inputs: []*ir.Value{g.Outputs[0]}}
-	out := &ir.Value{Name: "probs", Producer: n, Type: g.Outputs[0].Type}
-	n.Outputs = []*ir.Value{out}
-	g.Nodes = append(g.Nodes, n)
-	g.Outputs = []*ir.Value{out}
+	g := mixingGraph(t)
 	m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{MaxBatch: 4, Threads: 1})
 	if err != nil {
 		t.Fatalf("without SplitBatch: %v", err)
 	}
 	m.Close()
 	_, err = Engine{}.LoadGraph(context.Background(), g, engine.Options{MaxBatch: 4, Threads: 1, SplitBatch: 1})
-	if err == nil || !strings.Contains(err.Error(), `node "over_batch" (Softmax) works along the batch dimension`) {
+	if err == nil || !strings.Contains(err.Error(), `node "over_batch" (Softmax): it works along dimension 0`) {
 		t.Fatalf("SplitBatch on a graph mixing images: %v", err)
 	}
+}
+
+// mixingGraph is smallGraph with a softmax over the batch at its end.
+func mixingGraph(t *testing.T) *ir.Graph {
+	g := smallGraph(t)
+	n := &ir.Node{Name: "over_batch", Op: &ir.Softmax{Axis: 0}, Inputs: []*ir.Value{g.Outputs[0]}}
+	out := &ir.Value{Name: "probs", Producer: n, Type: g.Outputs[0].Type}
+	n.Outputs = []*ir.Value{out}
+	g.Nodes = append(g.Nodes, n)
+	g.Outputs = []*ir.Value{out}
+	return g
 }
 
 // TestSplitForwardDoesNotAllocate: a split forward runs its chunks on the
@@ -91,5 +98,60 @@ func TestSplitForwardDoesNotAllocate(t *testing.T) {
 		}
 	}); allocs != 0 {
 		t.Errorf("a split Forward allocates %v times per call", allocs)
+	}
+}
+
+// TestLoadGraphSplitAuto: SplitAuto splits the batches SplitChunk chooses
+// for a graph whose split pays, with the whole-batch results, runs the
+// others whole, and splits nothing on one thread or for a graph that mixes
+// images (which it loads without complaint).
+func TestLoadGraphSplitAuto(t *testing.T) {
+	ctx := context.Background()
+	g := smallGraph(t)
+	if pays, err := irexec.SplitPays(g); err != nil || !pays {
+		t.Fatalf("SplitPays(small MobileNetV3) = %v, %v: the test needs a graph whose split pays", pays, err)
+	}
+	ref, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 8, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	in := randInput(8, 8*ref.Info().Input().Elems())
+	m, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 8, Threads: 2, SplitBatch: engine.SplitAuto, BatchSizes: []int{8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	gm := m.(*graphModel)
+	for _, tc := range []struct{ n, chunk int }{{8, 2}, {4, 1}, {3, 0}} {
+		if c := gm.chunk(tc.n); c != tc.chunk {
+			t.Errorf("batch %d: chunk %d, want %d", tc.n, c, tc.chunk)
+		}
+		x := in[:tc.n*m.Info().Input().Elems()]
+		if d := relDiff(runModel(t, m, tc.n, x), runModel(t, ref, tc.n, x)); d > 1e-5 {
+			t.Errorf("batch %d: differs from the whole-batch plan by %g", tc.n, d)
+		}
+	}
+	if len(gm.plans) != 1 || len(gm.chunkPlans) != 2 {
+		t.Errorf("%d whole-batch and %d chunk plans, want 1 (batch 3) and 2 (chunks of 2 and 1): batch 8 needs no whole-batch plan", len(gm.plans), len(gm.chunkPlans))
+	}
+
+	one, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 8, Threads: 1, SplitBatch: engine.SplitAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	if c := one.(*graphModel).chunk(8); c != 0 {
+		t.Errorf("one thread: batch 8 split in chunks of %d", c)
+	}
+
+	mix := mixingGraph(t)
+	mm, err := Engine{}.LoadGraph(ctx, mix, engine.Options{MaxBatch: 4, Threads: 2, SplitBatch: engine.SplitAuto})
+	if err != nil {
+		t.Fatalf("SplitAuto on a graph mixing images: %v", err)
+	}
+	defer mm.Close()
+	if c := mm.(*graphModel).chunk(4); c != 0 {
+		t.Errorf("a graph mixing images: batch 4 split in chunks of %d", c)
 	}
 }

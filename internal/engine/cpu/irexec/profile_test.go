@@ -24,8 +24,9 @@ import (
 // IREXEC_WINOGRAD=off for direct 3x3 convolutions, IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
 // forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile, IREXEC_PROFILE_CONV to
 // list GEMM convolutions by channels and map, IREXEC_SPLIT=chunk to time
-// Split (chunks of that many images, one single-threaded Exec per thread);
-// an entry ending in .onnx is that file.
+// Split (chunks of that many images, one single-threaded Exec per thread;
+// 0: the whole batch; unset: as the cpu engine chooses by default, with
+// SplitPays and SplitChunk); an entry ending in .onnx is that file.
 func TestProfileArchs(t *testing.T) {
 	archs := os.Getenv("IREXEC_PROFILE")
 	if archs == "" {
@@ -41,7 +42,11 @@ func TestProfileArchs(t *testing.T) {
 			t.Fatal(err)
 		}
 		threads, _ := strconv.Atoi(os.Getenv("IREXEC_THREADS"))
-		if chunk, _ := strconv.Atoi(os.Getenv("IREXEC_SPLIT")); chunk > 0 && batch > chunk && batch%chunk == 0 {
+		chunk, err := profileChunk(g, batch, threads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if chunk > 0 && batch > chunk && batch%chunk == 0 {
 			profileSplit(t, arch, g, batch, chunk, threads)
 			continue
 		}
@@ -124,6 +129,25 @@ func TestProfileArchs(t *testing.T) {
 		}
 		x.Close()
 	}
+}
+
+// profileChunk is the Split chunk TestProfileArchs times for batch
+// images: IREXEC_SPLIT's, or the cpu engine's default choice when unset.
+func profileChunk(g *ir.Graph, batch, threads int) (int, error) {
+	if s, ok := os.LookupEnv("IREXEC_SPLIT"); ok {
+		return strconv.Atoi(s)
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	if ir.BatchIndependent(g) != nil {
+		return 0, nil
+	}
+	pays, err := SplitPays(g)
+	if err != nil || !pays {
+		return 0, err
+	}
+	return SplitChunk(batch, threads), nil
 }
 
 // profileGraph is a torchvision architecture with random weights, or an
