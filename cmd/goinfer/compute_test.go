@@ -89,6 +89,8 @@ func TestComputeFlagErrors(t *testing.T) {
 		{"--batch_sizes", "x", "--engine", "cpu"},
 		{"--precisions", "fp8", "--engine", "cpu"},
 		{"--iters", "0", "--engine", "cpu"},
+		{"--cpu_split_batch", "-1", "--engine", "cpu"},
+		{"--cpu_split_batch", "some", "--engine", "cpu"},
 	} {
 		var out, errb bytes.Buffer
 		if err := runComputeCmd(context.Background(), args, &out, &errb); err == nil {
