@@ -58,6 +58,10 @@ func FuzzServerConn(f *testing.F) {
 		s := &Server{Handler: testHandler(nil), MaxRecvMsgSize: 1 << 16,
 			Unary: func(m string) bool { return m == "/t.T/Echo" }, Fallback: echoFallback{}}
 		s.ServeConn(byteConn{bytes.NewReader(append([]byte(clientPreface), in...))})
+		// ServeConn returns when its goroutine's call ends; another may
+		// still be reading the connection. Close waits for the reading to
+		// end, so that no call starts after the wait below begins.
+		s.Close()
 		done := make(chan struct{})
 		go func() { s.streams.Wait(); close(done) }()
 		select {

@@ -54,7 +54,7 @@ type Server struct {
 	conns    map[*serverConn]struct{}
 	lns      map[net.Listener]struct{}
 	draining bool
-	streams  sync.WaitGroup
+	streams  callCount
 	conWG    sync.WaitGroup
 }
 
