@@ -222,7 +222,7 @@ def main():
     ap.add_argument("--calib_batch", type=int, default=8)
     ap.add_argument("--format", default="pth", choices=["pth", "safetensors"], help="how the state dict is saved")
     ap.add_argument("--goinfer", default=".bin/goinfer")
-    ap.add_argument("--graph_experiments", default="", help="passed to goinfer predict --graph_experiments (the cuda engine's opt-in changes)")
+    ap.add_argument("--graph_experiments", default="", help="passed to goinfer predict --graph_experiments (cuda engine: fusions to turn off, e.g. noidentity)")
     ap.add_argument("--work_dir", default="/tmp/goinfer-parity", help="state dicts, inputs, references and outputs")
     ap.add_argument("--log", default="", help="log file (default results/models/parity-<engines>-<device>-<date>.log)")
     ap.add_argument("--jobs", type=int, default=4, help="goinfer processes at a time")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One-call GPU check of the cuda engine's opt-in changes (--graph_experiments,
-# engine.Options.GraphExperiments, internal/engine/cuda/graphprologue.go): "identity" (convolutions with an
+# One-call GPU A/B of the cuda engine's general-graph fusions, on by default
+# since 2026-11-27; each row turns some off with --graph_experiments
+# (noidentity, noprologue, nofindmath: engine.Options.GraphExperiments,
+# internal/engine/cuda/graphprologue.go): "identity" (convolutions with an
 # activation cuDNN's fused call lacks run that call with the identity, bias
 # fused, then the activation), "prologue" (the expansion's SiLU / hard
 # swish / ReLU6 applied by graph.cu's depthwise kernels as they load) and
@@ -14,16 +16,17 @@
 #
 # writes into $OUT:
 #   ab.log, ab-*.md   goinfer compute (fp16, 224, --profile) of mobilenet_v3_large
-#                     and efficientnet_b0 at batch 256 and 1, each fusion mode
+#                     and efficientnet_b0 at batch 256 and 1, each fusion alone
 #                     in turn (batch 256: off, findmath, identity, prologue,
-#                     identity+prologue, all three; batch 1: off, all), main's
+#                     identity+prologue, all three = the default; batch 1:
+#                     off, all), main's
 #                     binary first if given
 #   find.log          cudnnFind's ranking of every convolution
 #                     (--graph_experiments findlog), mobilenet_v3_large batch 256:
 #                     why the unfused expansions ran the plain implicit GEMM
 #   gputest.log       with CUDA_TEST: TestGraphGPUDepthwiseLowerings
 #   parity.log        tools/models/parity.py, fp32 and fp16, eager and compiled,
-#                     batch 1 and 3, all three on
+#                     batch 1 and 3, the defaults
 #   memcheck.log      compute-sanitizer memcheck, batch 2, 64 pixels, all on
 #   graph.fatbin.gz, graph.sha256.line   with FATBIN=1 and nvcc: the fatbin of
 #                     tools/kernels/graph.cu to commit (else the PTX is JIT-
@@ -71,14 +74,14 @@ run() { # label binary fuse model batch
 for m in mobilenet_v3_large efficientnet_b0; do
   for b in 256 1; do
     [[ -n "${GOINFER_MAIN:-}" ]] && run main "$GOINFER_MAIN" "" "$m" "$b"
-    run off "$GOINFER" "" "$m" "$b"
+    run off "$GOINFER" noidentity,noprologue,nofindmath "$m" "$b"
     if [[ $b == 256 ]]; then
-      run findmath "$GOINFER" findmath "$m" "$b"
-      run identity "$GOINFER" identity "$m" "$b"
-      run prologue "$GOINFER" prologue "$m" "$b"
-      run both "$GOINFER" identity,prologue "$m" "$b"
+      run findmath "$GOINFER" noidentity,noprologue "$m" "$b"
+      run identity "$GOINFER" noprologue,nofindmath "$m" "$b"
+      run prologue "$GOINFER" noidentity,nofindmath "$m" "$b"
+      run both "$GOINFER" nofindmath "$m" "$b"
     fi
-    run all "$GOINFER" findmath,identity,prologue "$m" "$b"
+    run all "$GOINFER" "" "$m" "$b"
   done
 done
 grep -h "^==\|ms/forward\|^skipped" "$OUT"/ab.log >"$OUT/ab-summary.txt"
@@ -94,7 +97,7 @@ if [[ -n "${CUDA_TEST:-}" && $(left) -gt 90 ]]; then
 fi
 
 if [[ $(left) -gt 60 ]]; then
-  timeout $(($(left) - 40)) "$py" "${PARITY_PY:-tools/models/parity.py}" --engines cuda --graph_experiments findmath,identity,prologue \
+  timeout $(($(left) - 40)) "$py" "${PARITY_PY:-tools/models/parity.py}" --engines cuda \
     --precisions fp32,fp16 --models mobilenet_v3_large,efficientnet_b0 --goinfer "$GOINFER" --jobs 4 \
     --budget $(($(left) - 60)) --log "$OUT/parity.log" >"$OUT/parity.out" 2>&1
 fi
@@ -104,7 +107,6 @@ if [[ -x $san && $(left) -gt 20 ]]; then
   for m in mobilenet_v3_large efficientnet_b0; do
     timeout $(($(left) / 2)) "$san" --tool memcheck --error-exitcode 9 \
       "$GOINFER" compute --arch "$m" --engine cuda --precisions fp16 --compile true --batch_sizes 2 \
-      --graph_experiments findmath,identity,prologue \
       --image_sizes 64 --input_dtype fp32 --iters 2 --warmup 1 >>"$OUT/memcheck.log" 2>&1
     echo "memcheck $m exit $?" >>"$OUT/memcheck.log"
   done
