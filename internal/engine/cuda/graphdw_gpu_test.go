@@ -47,7 +47,7 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 			shapes = append(shapes, depthwiseShapes(b, nil)...)
 			shapes = append(shapes, depthwiseShapes(b, prologueCandidates(b, true))...)
 		}
-		for _, fuse := range []string{"", "findmath,identity,prologue"} {
+		for _, fuse := range []string{"", "noidentity,noprologue,nofindmath"} {
 			for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
 				for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {CuDNN: true}} {
 					dir := t.TempDir()
