@@ -205,8 +205,12 @@ func (s *Server) withStamps(ctx context.Context) context.Context {
 	return context.WithValue(ctx, stampsKey{}, st)
 }
 
-// stampsOf returns the stamps withStamps put in ctx, or nil.
-func stampsOf(ctx context.Context) *stamps {
+// stampsOf returns the stamps withStamps put in ctx, or nil; with the
+// breakdown off it does not search ctx.
+func (s *Server) stampsOf(ctx context.Context) *stamps {
+	if s.breakdown == nil {
+		return nil
+	}
 	st, _ := ctx.Value(stampsKey{}).(*stamps)
 	return st
 }

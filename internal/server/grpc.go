@@ -104,7 +104,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 	// gRPC has read the message by now: the request holds its decoded
 	// message from here on instead of the tap's receive reservation.
 	releaseRecvReservation(ctx)
-	if st := stampsOf(ctx); st != nil {
+	if st := s.stampsOf(ctx); st != nil {
 		st[stepHandler] = start
 	}
 	held := lease{b: s.budget}
@@ -124,7 +124,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 		return nil, grpcError(err)
 	}
 	s.metrics.observeRequest("grpc", 0, true, time.Since(start), res.QueueWait)
-	if st := stampsOf(ctx); st != nil && s.fast == nil {
+	if st := s.stampsOf(ctx); st != nil && s.fast == nil {
 		// gRPC-Go encodes and writes the answer after this returns,
 		// unseen: the last step is the answer built.
 		st[stepEncoded] = time.Now()
@@ -200,8 +200,9 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 		}
 		pinned = s.reqs.Pinned(data)
 	}
-	if st := stampsOf(ctx); st != nil {
-		st[stepInput] = time.Now()
+	stp := s.stampsOf(ctx)
+	if stp != nil {
+		stp[stepInput] = time.Now()
 	}
 	// The response is marshalled after this returns, so its bytes cannot
 	// come from a pool.
@@ -209,7 +210,6 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	logits := tensor.BytesF32(raw)
 	bin := batcher.Input{DType: p.dtype, N: p.n, Data: data, Pinned: pinned}
 	p.ranking(&bin)
-	stp := stampsOf(ctx)
 	if stp != nil {
 		stp[stepSubmit] = time.Now()
 	}

@@ -82,7 +82,7 @@ func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
 			for i, b := range bs {
 				parts[i] = b.ReadOnlyData()
 			}
-			if st := stampsOf(ctx); st != nil && method == inferMethod {
+			if st := s.stampsOf(ctx); st != nil && method == inferMethod {
 				// done runs once the answer is written.
 				st[stepEncoded] = time.Now()
 				return parts, func() {
