@@ -77,7 +77,7 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 		if err := ir.BatchIndependent(g); err != nil {
 			return nil, fmt.Errorf("cpu: --cpu_split_batch needs a model whose images are independent: %w", err)
 		}
-	case opts.SplitBatch == engine.SplitAuto && opts.Threads > 1 && ir.BatchIndependent(g) == nil:
+	case opts.SplitBatch == engine.SplitAuto && irexec.SplitPossible(opts.MaxBatch, opts.Threads) && ir.BatchIndependent(g) == nil:
 		if m.autoSplit, err = irexec.SplitPays(g); err != nil {
 			return nil, fmt.Errorf("cpu: %w", err)
 		}

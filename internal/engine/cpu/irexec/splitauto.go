@@ -59,13 +59,21 @@ func activationRatio(g *ir.Graph) (float64, error) {
 	return float64(act) / float64(weights), nil
 }
 
+// SplitPossible reports whether SplitChunk splits any batch of up to
+// maxBatch images on threads workers: one needs at least two chunks of one
+// image per worker. Where it does not, a caller can skip SplitPays (an
+// Optimize of the graph at load).
+func SplitPossible(maxBatch, threads int) bool {
+	return threads >= 2 && maxBatch >= 2*threads
+}
+
 // SplitChunk returns the chunk size in which threads workers should run a
 // batch of n images that SplitPays, or 0 to run the whole batch as one.
 // Every worker gets the same number of chunks, at least two so that a
 // worker that starts late does not hold the others up a whole chunk; the
 // chunk is the largest up to splitMaxChunk that allows that.
 func SplitChunk(n, threads int) int {
-	if threads < 2 {
+	if !SplitPossible(n, threads) {
 		return 0
 	}
 	for c := min(splitMaxChunk, n); c >= 1; c-- {

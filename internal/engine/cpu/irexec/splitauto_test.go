@@ -19,5 +19,8 @@ func TestSplitChunk(t *testing.T) {
 		if got := SplitChunk(c.n, c.threads); got != c.want {
 			t.Errorf("SplitChunk(%d, %d) = %d, want %d", c.n, c.threads, got, c.want)
 		}
+		if c.want > 0 && !SplitPossible(c.n, c.threads) {
+			t.Errorf("SplitPossible(%d, %d) = false where SplitChunk splits", c.n, c.threads)
+		}
 	}
 }
