@@ -1,7 +1,12 @@
 package backend
 
 import (
+	"errors"
+	"fmt"
 	"time"
+
+	"goinfer/internal/engine"
+	"goinfer/internal/tensor"
 )
 
 // An inline run takes a request that arrives at an idle device through the
@@ -80,6 +85,9 @@ func (p *pipeline) inline(s *slot, it item) Response {
 	}
 	p.inlined.Add(1)
 	s.reset(it, n, now)
+	if p.computeInPlace(s) {
+		return p.finish(s)
+	}
 	// Copy streams let one batch's copies overlap another's forward; a
 	// run on an idle device has nothing to overlap, and its pinned input
 	// (copied without the staging ring) can go on the worker's stream,
@@ -93,4 +101,36 @@ func (p *pipeline) inline(s *slot, it item) Response {
 		p.copyBack(s)
 	}
 	return p.finish(s)
+}
+
+// computeInPlace runs s's forward on worker 0's instance straight from the
+// request's page-locked input to the slot's page-locked logits, without
+// the two copies, where the instance can (engine.HostIO) and the request
+// is a plain pinned tensor whose logits come back whole. It reports
+// whether it ran; false leaves s as it found it.
+func (p *pipeline) computeInPlace(s *slot) bool {
+	req := &s.it.req
+	hio, ok := p.insts[0].(engine.HostIO)
+	if !ok || !req.Pinned || len(req.Encoded) > 0 || len(req.Parts) > 0 || p.ranks(req) {
+		return false
+	}
+	st := p.insts[0].Stream()
+	s.worker = 0
+	s.st.WorkerStart = time.Now()
+	s.st.Staged = s.st.WorkerStart
+	// The compute span includes the input's reads over the bus, which
+	// the copy path times as its H2D copy.
+	s.record(st, evComputeStart)
+	err := hio.ForwardHost(req.Input.Data[:s.n*p.inBytes], tensor.F32Bytes(s.out[:s.n*p.classes]), s.n)
+	if errors.Is(err, engine.ErrNotHostMapped) {
+		s.worker = -1
+		s.st.WorkerStart, s.st.Staged = time.Time{}, time.Time{}
+		return false
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("worker 0: forward of %d images from host memory: %w", s.n, err))
+	}
+	s.record(st, evComputeEnd)
+	s.st.WorkerEnd = time.Now()
+	return true
 }

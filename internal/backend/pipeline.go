@@ -456,7 +456,8 @@ func (p *pipeline) stageOut(s *slot, st engine.Stream) {
 		s.record(st, evD2HStart)
 	}
 	req := &s.it.req
-	if k := req.TopK; p.post != nil && k > 0 && 2*k <= p.classes {
+	if p.ranks(req) {
+		k := req.TopK
 		n := s.n * k * TopPairBytes
 		if err := p.post.TopK(s.devOut, s.n, p.classes, k, req.Softmax, s.devTop, st); err != nil {
 			s.fail(fmt.Errorf("ranking the logits: %w", err))
@@ -468,6 +469,13 @@ func (p *pipeline) stageOut(s *slot, st engine.Stream) {
 		s.fail(fmt.Errorf("D2H copy: %w", err))
 	}
 	s.record(st, evD2HEnd)
+}
+
+// ranks reports whether req's best classes are ranked on the device (and
+// only they come back), rather than its logits.
+func (p *pipeline) ranks(req *Request) bool {
+	k := req.TopK
+	return p.post != nil && k > 0 && 2*k <= p.classes
 }
 
 // ranked decodes the classes a Postprocessor wrote for s into dst (or a

@@ -32,6 +32,9 @@ type Driver struct {
 	moduleUnload     func(m uintptr) int32
 
 	launchKernel uintptr // hot: through SyscallN
+	// Stream memory operations; 0 when the driver lacks them.
+	waitValue32  uintptr
+	writeValue32 uintptr
 }
 
 func newDriver(l *library) (*Driver, error) {
@@ -55,7 +58,47 @@ func newDriver(l *library) (*Driver, error) {
 	if err := d.check("cuInit", d.init_(0)); err != nil {
 		return nil, err
 	}
+	d.waitValue32 = l.sym("cuStreamWaitValue32_v2")
+	d.writeValue32 = l.sym("cuStreamWriteValue32_v2")
 	return d, nil
+}
+
+// Comparisons of StreamWaitValue32.
+const (
+	WaitValueGEQ = 0 // until *addr >= value (as a wrapping 32-bit difference)
+	WaitValueEQ  = 1
+)
+
+// HasStreamMemOps says whether the driver has StreamWaitValue32 and
+// StreamWriteValue32.
+func (d *Driver) HasStreamMemOps() bool { return d.waitValue32 != 0 && d.writeValue32 != 0 }
+
+// StreamWaitValue32 makes s wait, on the device, until the 32-bit word at
+// addr (device memory, or page-locked host memory through its device
+// address) satisfies cmp against value: work enqueued on s after it
+// starts only then, without the host taking part.
+func (d *Driver) StreamWaitValue32(s Stream, addr DevPtr, value uint32, cmp int) error {
+	if d.waitValue32 == 0 {
+		return fmt.Errorf("cuStreamWaitValue32: %w", ErrNotSupported)
+	}
+	c, _, _ := purego.SyscallN(d.waitValue32, uintptr(s), uintptr(addr), uintptr(value), uintptr(cmp))
+	if int32(c) != cuSuccess {
+		return d.check("cuStreamWaitValue32", int32(c))
+	}
+	return nil
+}
+
+// StreamWriteValue32 enqueues on s a write of value to the 32-bit word at
+// addr.
+func (d *Driver) StreamWriteValue32(s Stream, addr DevPtr, value uint32) error {
+	if d.writeValue32 == 0 {
+		return fmt.Errorf("cuStreamWriteValue32: %w", ErrNotSupported)
+	}
+	c, _, _ := purego.SyscallN(d.writeValue32, uintptr(s), uintptr(addr), uintptr(value), 0)
+	if int32(c) != cuSuccess {
+		return d.check("cuStreamWriteValue32", int32(c))
+	}
+	return nil
 }
 
 func (d *Driver) check(call string, code int32) error {

@@ -11,6 +11,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -326,6 +327,21 @@ type Instance interface {
 	MemoryBytes() int64
 	Close() error
 }
+
+// HostIO is an Instance whose forward pass can read its input from, and
+// write its logits to, page-locked host memory in place (the GPU reaching
+// it over the bus), sparing a lone small request the calls and transfers
+// of its two copies. in holds n images as Forward's in does and out
+// receives n*Classes float32 logits; both must lie in memory the device
+// can address (Device.AllocHost's, or registered through HostRegisterer).
+// Neither may be touched until the stream has passed this point.
+type HostIO interface {
+	ForwardHost(in, out []byte, n int) error
+}
+
+// ErrNotHostMapped is ForwardHost's error, before it has enqueued
+// anything, for memory the device cannot address in place: copy instead.
+var ErrNotHostMapped = errors.New("host memory is not mapped for the device")
 
 // Device is where buffers live and streams run.
 type Device interface {

@@ -499,6 +499,13 @@ func (s *Server) inferHTTP(ctx context.Context, w http.ResponseWriter, r *http.R
 		return res, s.writeShmResponse(w, st, req.ID, p, logits, res, &use)
 	}
 	s.writeInferResponse(w, st, req.ID, p, logits, res)
+	if !inShm {
+		// The answer's last bytes would otherwise wait in net/http's
+		// buffer for the handler's clean-up and return. An input in
+		// shared memory is unpinned by that clean-up, which must come
+		// before the client can see the answer and reuse the region.
+		http.NewResponseController(w).Flush()
+	}
 	return res, nil
 }
 

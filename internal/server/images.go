@@ -261,6 +261,7 @@ func (s *Server) inferImagesHTTP(ctx context.Context, w http.ResponseWriter, bod
 		return res, err
 	}
 	s.writeInferResponse(w, st, req.ID, p, logits, res)
+	http.NewResponseController(w).Flush() // no shared memory to release first
 	return res, nil
 }
 

@@ -138,7 +138,7 @@ func goldenCases(t *testing.T) []goldenCase {
 	return out
 }
 
-func loadGraph(t *testing.T, path string) *model.Graph {
+func loadGraph(t testing.TB, path string) *model.Graph {
 	t.Helper()
 	sd, err := checkpoint.Load(path)
 	if err != nil {

@@ -703,19 +703,14 @@ func (i *graphInstance) Stream() engine.Stream { return i.streamW }
 // storage dtype into its arena slot, the batch's graph (or steps) runs,
 // and the first output is converted to float32 into out.
 func (i *graphInstance) Forward(in, out engine.Buffer, n int) error {
-	m := i.m
-	if i.closed {
-		return errors.New("cuda engine: Forward on a closed instance")
+	if err := i.checkBatch(n); err != nil {
+		return err
 	}
-	if n < 1 || n > m.info.MaxBatch {
-		return fmt.Errorf("cuda engine: batch of %d is outside 1..%d", n, m.info.MaxBatch)
-	}
-	inElems, outElems := n*m.info.Input().Elems(), n*m.info.Output().Elems()
-	inB, err := asBuffer(in, 0, inElems*4)
+	inB, err := asBuffer(in, 0, n*i.m.info.Input().Elems()*4)
 	if err != nil {
 		return fmt.Errorf("cuda engine: input: %w", err)
 	}
-	outB, err := asBuffer(out, 0, outElems*4)
+	outB, err := asBuffer(out, 0, n*i.m.info.Output().Elems()*4)
 	if err != nil {
 		return fmt.Errorf("cuda engine: output: %w", err)
 	}
@@ -724,6 +719,42 @@ func (i *graphInstance) Forward(in, out engine.Buffer, n int) error {
 	if err := i.d.rt.SetDevice(i.d.ordinal); err != nil {
 		return err
 	}
+	return i.forward(inB.ptr, outB.ptr, n)
+}
+
+// ForwardHost implements engine.HostIO: Forward with the input read by its
+// conversion kernel, and the output written by its own, in page-locked
+// host memory.
+func (i *graphInstance) ForwardHost(in, out []byte, n int) error {
+	if err := i.checkBatch(n); err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := i.d.rt.SetDevice(i.d.ordinal); err != nil {
+		return err
+	}
+	inP, outP, err := i.d.hostPointers(in, n*i.m.info.Input().Elems()*4, out, n*i.m.info.Output().Elems()*4)
+	if err != nil {
+		return err
+	}
+	return i.forward(inP, outP, n)
+}
+
+func (i *graphInstance) checkBatch(n int) error {
+	if i.closed {
+		return errors.New("cuda engine: Forward on a closed instance")
+	}
+	if n < 1 || n > i.m.info.MaxBatch {
+		return fmt.Errorf("cuda engine: batch of %d is outside 1..%d", n, i.m.info.MaxBatch)
+	}
+	return nil
+}
+
+// forward enqueues batch n from in to out; the device is current.
+func (i *graphInstance) forward(in, out cu.DevPtr, n int) error {
+	m := i.m
+	inElems, outElems := n*m.info.Input().Elems(), n*m.info.Output().Elems()
 	pr, err := i.prepare(n)
 	if err != nil {
 		return err
@@ -731,7 +762,7 @@ func (i *graphInstance) Forward(in, out engine.Buffer, n int) error {
 	p := pr.dp.p
 	grid, block := gridFor(int64(inElems))
 	if err := i.d.libs.Driver.Launch(m.kern.castIn, grid, block, i.stream,
-		pr.inArg.Reset().Ptr(i.ptr(p, p.input)).Ptr(inB.ptr).Int64(int64(inElems))); err != nil {
+		pr.inArg.Reset().Ptr(i.ptr(p, p.input)).Ptr(in).Int64(int64(inElems))); err != nil {
 		return err
 	}
 	if pr.exec != 0 {
@@ -743,7 +774,7 @@ func (i *graphInstance) Forward(in, out engine.Buffer, n int) error {
 	}
 	grid, block = gridFor(int64(outElems))
 	return i.d.libs.Driver.Launch(m.kern.castOut, grid, block, i.stream,
-		pr.out.Reset().Ptr(outB.ptr).Ptr(i.ptr(p, p.outputs[0])).Int64(int64(outElems)))
+		pr.out.Reset().Ptr(out).Ptr(i.ptr(p, p.outputs[0])).Int64(int64(outElems)))
 }
 
 // MemoryBytes implements engine.Instance.

@@ -841,19 +841,14 @@ func (i *instance) Stream() engine.Stream { return i.streamW }
 // prepared builds its plan (descriptors and heuristic algorithms) first and,
 // compiled, runs it once to check its fused calls (a one-time wait).
 func (i *instance) Forward(in, out engine.Buffer, n int) error {
-	m := i.m
-	if i.closed {
-		return errors.New("cuda engine: Forward on a closed instance")
-	}
-	if n < 1 || n > m.opts.MaxBatch {
-		return fmt.Errorf("cuda engine: batch of %d images is outside 1..%d", n, m.opts.MaxBatch)
+	if err := i.checkBatch(n); err != nil {
+		return err
 	}
 	inB, err := asBuffer(in, 0, n*i.inBytes)
 	if err != nil {
 		return fmt.Errorf("cuda engine: input: %w", err)
 	}
-	classes := m.graph.Classes
-	outB, err := asBuffer(out, 0, n*classes*4)
+	outB, err := asBuffer(out, 0, n*i.m.graph.Classes*4)
 	if err != nil {
 		return fmt.Errorf("cuda engine: output: %w", err)
 	}
@@ -862,13 +857,48 @@ func (i *instance) Forward(in, out engine.Buffer, n int) error {
 	if err := i.d.rt.SetDevice(i.d.ordinal); err != nil {
 		return err
 	}
+	return i.forward(inB.ptr, outB.ptr, n)
+}
+
+// ForwardHost implements engine.HostIO: Forward with the input read by its
+// conversion kernel, and the logits written by the bias kernel, in
+// page-locked host memory.
+func (i *instance) ForwardHost(in, out []byte, n int) error {
+	if err := i.checkBatch(n); err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := i.d.rt.SetDevice(i.d.ordinal); err != nil {
+		return err
+	}
+	inP, outP, err := i.d.hostPointers(in, n*i.inBytes, out, n*i.m.graph.Classes*4)
+	if err != nil {
+		return err
+	}
+	return i.forward(inP, outP, n)
+}
+
+func (i *instance) checkBatch(n int) error {
+	if i.closed {
+		return errors.New("cuda engine: Forward on a closed instance")
+	}
+	if n < 1 || n > i.m.opts.MaxBatch {
+		return fmt.Errorf("cuda engine: batch of %d images is outside 1..%d", n, i.m.opts.MaxBatch)
+	}
+	return nil
+}
+
+// forward enqueues batch n from in to out; the device is current.
+func (i *instance) forward(in, out cu.DevPtr, n int) error {
 	p := i.plans[n]
 	if p == nil {
+		var err error
 		if p, err = i.lazyPlan(n); err != nil {
 			return err
 		}
 	}
-	if err := i.enqueueInput(inB.ptr, n); err != nil {
+	if err := i.enqueueInput(in, n); err != nil {
 		return err
 	}
 	if p.exec != 0 {
@@ -878,7 +908,7 @@ func (i *instance) Forward(in, out engine.Buffer, n int) error {
 	} else if err := i.runOps(p); err != nil {
 		return err
 	}
-	return i.enqueueLogits(outB.ptr, n)
+	return i.enqueueLogits(out, n)
 }
 
 func (i *instance) enqueueInput(in cu.DevPtr, n int) error {
