@@ -145,23 +145,22 @@ func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi in
 	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
 	k, kk, hw, st, pad := c.K, c.K*c.K, id.H*id.W, c.Stride, c.Pad
 	taps := icg * kk
-	wf := make([]float64, (hi-lo)*taps)
-	for i := range wf {
-		wf[i] = float64(c.Weight[lo*taps+i])
-	}
 	bias := make([]float64, hi-lo)
 	if c.Bias != nil {
 		for o := range bias {
 			bias[o] = float64(c.Bias[lo+o])
 		}
 	}
+	buf := refBufs.Get().(*[]float64)
+	defer refBufs.Put(buf)
+	segs := refSegments(c.Weight, buf, lo, hi, ocg, taps)
 	pv := make([]float64, taps) // the patch's values
 	pw := make([]int32, taps)   // their offsets in an output channel's weights
+	var acc [refLanes]float64
 	for b := 0; b < n; b++ {
-		for g0 := lo; g0 < hi; g0 = (g0/ocg + 1) * ocg {
-			grp := g0 / ocg
-			g1 := min(hi, (grp+1)*ocg)
-			planes := in[(b*id.C+grp*icg)*hw:]
+		for _, sg := range segs {
+			g0, g1 := sg.lo, sg.hi
+			planes := in[(b*id.C+sg.group*icg)*hw:]
 			for oy := 0; oy < od.H; oy++ {
 				iy0 := oy*st - pad
 				kyLo, kyHi := max(0, -iy0), min(k, id.H-iy0)
@@ -182,11 +181,20 @@ func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi in
 					vs, ws := pv[:m], pw[:m]
 					j := (b*od.C)*od.H*od.W + oy*od.W + ox
 					o := g0
-					for ; o+4 <= g1; o += 4 {
-						w0 := wf[(o-lo)*taps:][:taps]
-						w1 := wf[(o+1-lo)*taps:][:taps]
-						w2 := wf[(o+2-lo)*taps:][:taps]
-						w3 := wf[(o+3-lo)*taps:][:taps]
+					for bi, wt := range sg.blocks {
+						copy(acc[:], bias[o-lo:])
+						refDot32(&acc, vs, ws, wt)
+						for l, s := range acc {
+							refConvStore(c, res, out, j+(o+l)*od.H*od.W, s)
+						}
+						o = g0 + (bi+1)*refLanes
+					}
+					wf := sg.tail[:len(sg.tail):len(sg.tail)]
+					for ; o+4 <= g1; o, wf = o+4, wf[4*taps:] {
+						w0 := wf[:taps]
+						w1 := wf[taps:][:taps]
+						w2 := wf[2*taps:][:taps]
+						w3 := wf[3*taps:][:taps]
 						s0, s1, s2, s3 := bias[o-lo], bias[o+1-lo], bias[o+2-lo], bias[o+3-lo]
 						for t, v := range vs {
 							q := ws[t]
@@ -200,8 +208,8 @@ func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi in
 						refConvStore(c, res, out, j+(o+2)*od.H*od.W, s2)
 						refConvStore(c, res, out, j+(o+3)*od.H*od.W, s3)
 					}
-					for ; o < g1; o++ {
-						w := wf[(o-lo)*taps:][:taps]
+					for ; o < g1; o, wf = o+1, wf[taps:] {
+						w := wf[:taps]
 						s := bias[o-lo]
 						for t, v := range vs {
 							s += v * w[ws[t]]
@@ -210,6 +218,76 @@ func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi in
 					}
 				}
 			}
+		}
+	}
+}
+
+// refLanes is the output channels refDot32 sums at once.
+const refLanes = 32
+
+// refSegment is the part of refConvRange's output channels [lo, hi) in one
+// group: channels [lo, hi) of the segment. blocks holds, where refDot32
+// runs, the weights of its first len(blocks)*refLanes channels, each block
+// tap-major (tap q's refLanes weights at q*refLanes) as refDot32 reads
+// them; tail the weights of the channels after them, channel-major.
+type refSegment struct {
+	lo, hi, group int
+	blocks        [][]float64
+	tail          []float64
+}
+
+// refSegments splits output channels [lo, hi) at group boundaries (ocg
+// channels a group) and converts their weights w (taps a channel) to
+// float64 in buf, grown as needed, for refConvRange.
+func refSegments(w []float32, buf *[]float64, lo, hi, ocg, taps int) []refSegment {
+	if need := (hi - lo) * taps; cap(*buf) < need {
+		*buf = make([]float64, need)
+	}
+	b := (*buf)[:(hi-lo)*taps]
+	var segs []refSegment
+	for g0 := lo; g0 < hi; g0 = (g0/ocg + 1) * ocg {
+		sg := refSegment{lo: g0, hi: min(hi, (g0/ocg+1)*ocg), group: g0 / ocg}
+		o := sg.lo
+		for ; useRefDot32 && o+refLanes <= sg.hi; o += refLanes {
+			wt := b[:taps*refLanes]
+			b = b[taps*refLanes:]
+			src := w[o*taps : (o+refLanes)*taps]
+			// A cache line of each channel's weights at a time: the
+			// channels lie taps*4 bytes apart, often a multiple of 2 KiB,
+			// where reading all 32 a tap at a time evicts lines before
+			// their next tap is read.
+			for q0 := 0; q0 < taps; q0 += 16 {
+				q1 := min(q0+16, taps)
+				for l := range refLanes {
+					for q, v := range src[l*taps+q0 : l*taps+q1] {
+						wt[(q0+q)*refLanes+l] = float64(v)
+					}
+				}
+			}
+			sg.blocks = append(sg.blocks, wt)
+		}
+		sg.tail = b[:(sg.hi-o)*taps]
+		b = b[(sg.hi-o)*taps:]
+		for i, v := range w[o*taps : sg.hi*taps] {
+			sg.tail[i] = float64(v)
+		}
+		segs = append(segs, sg)
+	}
+	return segs
+}
+
+// refBufs holds refConvRange's float64 weights between calls: a
+// calibration runs a few dozen convolutions, whose fresh buffers would
+// each be paged in anew.
+var refBufs = sync.Pool{New: func() any { return new([]float64) }}
+
+// refDot32Go is refDot32 in Go: for each tap t in order,
+// acc[l] += vals[t] * w[offs[t]*refLanes+l].
+func refDot32Go(acc *[refLanes]float64, vals []float64, offs []int32, w []float64) {
+	for t, v := range vals {
+		row := w[int(offs[t])*refLanes:][:refLanes]
+		for l := range acc {
+			acc[l] += v * row[l]
 		}
 	}
 }
