@@ -56,7 +56,7 @@ func TestRefConvLanes(t *testing.T) {
 				defer func(old bool) { useRefDot32 = old }(useRefDot32)
 				useRefDot32 = useRefDot32 && lanes
 				out := make([]float64, n*od.Elements())
-				refConvRange(c, in, res, out, n, id, od, lo, hi)
+				refConvRange(c, in, res, out, make([]float64, len(c.Weight)), n, id, od, lo, hi)
 				return out
 			}
 			want := run(false, 0, tt.outC)

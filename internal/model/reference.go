@@ -6,6 +6,8 @@ import (
 	"math"
 	"runtime"
 	"sync"
+
+	"goinfer/internal/hugepage"
 )
 
 // Reference runs the graph in float64 with direct loops: slow, obviously
@@ -28,8 +30,32 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 	if want := n * dims[0].Elements(); len(x) != want {
 		return nil, fmt.Errorf("input has %d values, want %d for %d images of %v", len(x), want, n, dims[0])
 	}
+	// The activations and the convolutions' float64 weights come from
+	// blocks made once, in huge pages where the platform has them: a fresh
+	// 4 KiB page costs a fault at its first touch, and a calibration's
+	// activations would otherwise be paged in node by node.
+	total, wmax := len(x), 0
+	for _, nd := range g.Nodes {
+		total += n * dims[nd.Output].Elements()
+		if c := nd.Conv; nd.Op == OpConv {
+			wmax = max(wmax, c.OutC*c.InC/c.Groups*c.K*c.K)
+		}
+	}
+	var arena []float64
+	if 8*total <= maxRefArena {
+		arena = hugepage.Float64s(total)
+	}
+	newVal := func(m int) []float64 {
+		if len(arena) < m {
+			return make([]float64, m)
+		}
+		v := arena[:m:m]
+		arena = arena[m:]
+		return v
+	}
+	wbuf := hugepage.Float64s(wmax)
 	vals := make([][]float64, g.NumValues)
-	vals[0] = make([]float64, len(x))
+	vals[0] = newVal(len(x))
 	for i, v := range x {
 		vals[0][i] = float64(v)
 	}
@@ -40,14 +66,14 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 		}
 		in := vals[nd.Inputs[0]]
 		id, od := dims[nd.Inputs[0]], dims[nd.Output]
-		out := make([]float64, n*od.Elements())
+		out := newVal(n * od.Elements())
 		switch nd.Op {
 		case OpConv:
 			var res []float64
 			if nd.Conv.Residual {
 				res = vals[nd.Inputs[1]]
 			}
-			refConv(nd.Conv, in, res, out, n, id, od)
+			refConv(nd.Conv, in, res, out, wbuf, n, id, od)
 		case OpBatchNorm:
 			if hook != nil {
 				hook(nd, in, id, n)
@@ -111,20 +137,26 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 	return vals[g.Output], nil
 }
 
-func refConv(c *Conv, in, res, out []float64, n int, id, od Dims) {
+// maxRefArena bounds the bytes of activations reference takes from one
+// block (which it cannot free node by node); a bigger run allocates each.
+const maxRefArena = 64 << 20
+
+// refConv runs convolution c; wbuf holds at least its weights' count of
+// float64s, for refConvRange's converted weights.
+func refConv(c *Conv, in, res, out, wbuf []float64, n int, id, od Dims) {
 	// Output channels are split across the cores: each output value is
 	// still one sum in one order, so the result is the same bits as on one
 	// core.
 	macs := n * c.OutC * od.H * od.W * (c.InC / c.Groups) * c.K * c.K
 	workers := min(runtime.GOMAXPROCS(0), c.OutC, max(1, macs/refConvMinMACs))
 	if workers <= 1 {
-		refConvRange(c, in, res, out, n, id, od, 0, c.OutC)
+		refConvRange(c, in, res, out, wbuf, n, id, od, 0, c.OutC)
 		return
 	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo, hi := w*c.OutC/workers, (w+1)*c.OutC/workers
-		wg.Go(func() { refConvRange(c, in, res, out, n, id, od, lo, hi) })
+		wg.Go(func() { refConvRange(c, in, res, out, wbuf, n, id, od, lo, hi) })
 	}
 	wg.Wait()
 }
@@ -141,7 +173,9 @@ const refConvMinMACs = 1 << 18
 // several output channels at a time: independent sums, each in its own
 // order, that the core overlaps, where one row of outputs per tap spent
 // more on bounds than on arithmetic for the small maps of deep layers.
-func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi int) {
+// wbuf's float64s [lo*taps, hi*taps), taps being a channel's weights, take
+// the range's converted weights.
+func refConvRange(c *Conv, in, res, out, wbuf []float64, n int, id, od Dims, lo, hi int) {
 	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
 	k, kk, hw, st, pad := c.K, c.K*c.K, id.H*id.W, c.Stride, c.Pad
 	taps := icg * kk
@@ -151,9 +185,7 @@ func refConvRange(c *Conv, in, res, out []float64, n int, id, od Dims, lo, hi in
 			bias[o] = float64(c.Bias[lo+o])
 		}
 	}
-	buf := refBufs.Get().(*[]float64)
-	defer refBufs.Put(buf)
-	segs := refSegments(c.Weight, buf, lo, hi, ocg, taps)
+	segs := refSegments(c.Weight, wbuf[lo*taps:hi*taps], lo, hi, ocg, taps)
 	pv := make([]float64, taps) // the patch's values
 	pw := make([]int32, taps)   // their offsets in an output channel's weights
 	var acc [refLanes]float64
@@ -238,12 +270,8 @@ type refSegment struct {
 
 // refSegments splits output channels [lo, hi) at group boundaries (ocg
 // channels a group) and converts their weights w (taps a channel) to
-// float64 in buf, grown as needed, for refConvRange.
-func refSegments(w []float32, buf *[]float64, lo, hi, ocg, taps int) []refSegment {
-	if need := (hi - lo) * taps; cap(*buf) < need {
-		*buf = make([]float64, need)
-	}
-	b := (*buf)[:(hi-lo)*taps]
+// float64 in b, (hi-lo)*taps of them, for refConvRange.
+func refSegments(w []float32, b []float64, lo, hi, ocg, taps int) []refSegment {
 	var segs []refSegment
 	for g0 := lo; g0 < hi; g0 = (g0/ocg + 1) * ocg {
 		sg := refSegment{lo: g0, hi: min(hi, (g0/ocg+1)*ocg), group: g0 / ocg}
@@ -275,11 +303,6 @@ func refSegments(w []float32, buf *[]float64, lo, hi, ocg, taps int) []refSegmen
 	}
 	return segs
 }
-
-// refBufs holds refConvRange's float64 weights between calls: a
-// calibration runs a few dozen convolutions, whose fresh buffers would
-// each be paged in anew.
-var refBufs = sync.Pool{New: func() any { return new([]float64) }}
 
 // refDot32Go is refDot32 in Go: for each tap t in order,
 // acc[l] += vals[t] * w[offs[t]*refLanes+l].
