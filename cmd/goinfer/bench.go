@@ -353,6 +353,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil {
 				return nil, err
 			}
+			if len(devices) == 1 && g.resnet != nil {
+				// This load is the graph's only reader: compiling may
+				// fold the batch norms into its weights in place.
+				g.resnet.Owned = true
+			}
 			ph.Done("model graph")
 			if i == 0 {
 				if macs, err = g.macs(o.imageSize, o.imageSize); err != nil {
