@@ -56,7 +56,7 @@ func TestRefConvLanes(t *testing.T) {
 				defer func(old bool) { useRefDot32 = old }(useRefDot32)
 				useRefDot32 = useRefDot32 && lanes
 				out := make([]float64, n*od.Elements())
-				refConvRange(c, in, res, out, make([]float64, len(c.Weight)), n, id, od, lo, hi)
+				refConvRange(c, in, res, out, make([]float32, len(c.Weight)), n, id, od, lo, hi)
 				return out
 			}
 			want := run(false, 0, tt.outC)
@@ -74,12 +74,12 @@ func TestRefConvLanes(t *testing.T) {
 			// The lanes' Go definition, as the assembly reads them.
 			const m = 5
 			vals, offs := make([]float64, m), make([]int32, m)
-			w := make([]float64, 7*refLanes)
+			w := make([]float32, 7*refLanes)
 			for i := range vals {
 				vals[i], offs[i] = rng.NormFloat64(), int32(rng.IntN(7))
 			}
 			for i := range w {
-				w[i] = rng.NormFloat64()
+				w[i] = float32(rng.NormFloat64())
 			}
 			var a, b [refLanes]float64
 			for i := range a {

@@ -9,11 +9,11 @@ import "golang.org/x/sys/cpu"
 var useRefDot32 = cpu.X86.HasAVX512F
 
 //go:noescape
-func refDot32AVX512(acc *float64, vals *float64, offs *int32, m int, w *float64)
+func refDot32AVX512(acc *float64, vals *float64, offs *int32, m int, w *float32)
 
 // refDot32 adds, tap by tap, vals[t] times the 32 weights at
-// w[offs[t]*32:] to acc's 32 sums.
-func refDot32(acc *[refLanes]float64, vals []float64, offs []int32, w []float64) {
+// w[offs[t]*32:] (widened to float64, exactly) to acc's 32 sums.
+func refDot32(acc *[refLanes]float64, vals []float64, offs []int32, w []float32) {
 	if len(vals) == 0 {
 		return
 	}

@@ -2,10 +2,11 @@
 
 #include "textflag.h"
 
-// func refDot32AVX512(acc *float64, vals *float64, offs *int32, m int, w *float64)
+// func refDot32AVX512(acc *float64, vals *float64, offs *int32, m int, w *float32)
 // For each tap t < m in order, acc[j] = acc[j] + vals[t]*w[offs[t]*32+j]
-// for the 32 lanes j: a rounded multiply, then a rounded add (VMULPD,
-// VADDPD; no FMA), so each lane is the scalar loop's sum bit for bit.
+// for the 32 lanes j, the float32 weight widened exactly (VCVTPS2PD): a
+// rounded multiply, then a rounded add (VMULPD, VADDPD; no FMA), so each
+// lane is the scalar loop's sum bit for bit.
 TEXT ·refDot32AVX512(SB), NOSPLIT, $0-40
 	MOVQ acc+0(FP), DI
 	MOVQ vals+8(FP), SI
@@ -21,12 +22,16 @@ TEXT ·refDot32AVX512(SB), NOSPLIT, $0-40
 
 loop:
 	MOVLQSX (DX), AX
-	SHLQ    $8, AX
+	SHLQ    $7, AX
 	VBROADCASTSD (SI), Z4
-	VMULPD  0(BX)(AX*1), Z4, Z5
-	VMULPD  64(BX)(AX*1), Z4, Z6
-	VMULPD  128(BX)(AX*1), Z4, Z7
-	VMULPD  192(BX)(AX*1), Z4, Z8
+	VCVTPS2PD 0(BX)(AX*1), Z5
+	VCVTPS2PD 32(BX)(AX*1), Z6
+	VCVTPS2PD 64(BX)(AX*1), Z7
+	VCVTPS2PD 96(BX)(AX*1), Z8
+	VMULPD  Z5, Z4, Z5
+	VMULPD  Z6, Z4, Z6
+	VMULPD  Z7, Z4, Z7
+	VMULPD  Z8, Z4, Z8
 	VADDPD  Z5, Z0, Z0
 	VADDPD  Z6, Z1, Z1
 	VADDPD  Z7, Z2, Z2

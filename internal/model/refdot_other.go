@@ -6,6 +6,6 @@ package model
 // loop is as fast.
 var useRefDot32 = false
 
-func refDot32(acc *[refLanes]float64, vals []float64, offs []int32, w []float64) {
+func refDot32(acc *[refLanes]float64, vals []float64, offs []int32, w []float32) {
 	refDot32Go(acc, vals, offs, w)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"goinfer/internal/hugepage"
@@ -30,22 +31,47 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 	if want := n * dims[0].Elements(); len(x) != want {
 		return nil, fmt.Errorf("input has %d values, want %d for %d images of %v", len(x), want, n, dims[0])
 	}
-	// The activations and the convolutions' float64 weights come from
+	// The activations and the convolutions' transposed weights come from
 	// blocks made once, in huge pages where the platform has them: a fresh
-	// 4 KiB page costs a fault at its first touch, and a calibration's
-	// activations would otherwise be paged in node by node.
-	total, wmax := len(x), 0
-	for _, nd := range g.Nodes {
-		total += n * dims[nd.Output].Elements()
+	// page costs a fault at its first touch, and a calibration's
+	// activations would otherwise be paged in node by node. A value's
+	// memory is reused, once its last reader has run, by a later value of
+	// the same size; the block holds what that leaves to allocate.
+	last := g.LastUse()
+	size := func(v Value) int {
+		if v == 0 {
+			return len(x)
+		}
+		return n * dims[v].Elements()
+	}
+	fresh, wmax, spare := len(x), 0, map[int]int{}
+	for i, nd := range g.Nodes {
+		if m := size(nd.Output); spare[m] > 0 {
+			spare[m]--
+		} else {
+			fresh += m
+		}
+		for j, v := range nd.Inputs {
+			if last[v] == i && !slices.Contains(nd.Inputs[:j], v) {
+				spare[size(v)]++
+			}
+		}
 		if c := nd.Conv; nd.Op == OpConv {
 			wmax = max(wmax, c.OutC*c.InC/c.Groups*c.K*c.K)
 		}
 	}
 	var arena []float64
-	if 8*total <= maxRefArena {
-		arena = hugepage.Float64s(total)
+	if 8*fresh <= maxRefArena {
+		arena = hugepage.Float64s(fresh)
 	}
+	free := map[int][][]float64{}
 	newVal := func(m int) []float64 {
+		if l := free[m]; len(l) > 0 {
+			v := l[len(l)-1]
+			free[m] = l[:len(l)-1]
+			clear(v)
+			return v
+		}
 		if len(arena) < m {
 			return make([]float64, m)
 		}
@@ -53,13 +79,12 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 		arena = arena[m:]
 		return v
 	}
-	wbuf := hugepage.Float64s(wmax)
+	wbuf := hugepage.Float32s(wmax)
 	vals := make([][]float64, g.NumValues)
 	vals[0] = newVal(len(x))
 	for i, v := range x {
 		vals[0][i] = float64(v)
 	}
-	last := g.LastUse()
 	for i, nd := range g.Nodes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -129,7 +154,8 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 		}
 		vals[nd.Output] = out
 		for _, v := range nd.Inputs {
-			if last[v] == i {
+			if last[v] == i && vals[v] != nil {
+				free[len(vals[v])] = append(free[len(vals[v])], vals[v])
 				vals[v] = nil
 			}
 		}
@@ -142,8 +168,8 @@ func (g *Graph) reference(ctx context.Context, x []float32, n, h, w int, hook bn
 const maxRefArena = 64 << 20
 
 // refConv runs convolution c; wbuf holds at least its weights' count of
-// float64s, for refConvRange's converted weights.
-func refConv(c *Conv, in, res, out, wbuf []float64, n int, id, od Dims) {
+// float32s, for refConvRange's transposed weights.
+func refConv(c *Conv, in, res, out []float64, wbuf []float32, n int, id, od Dims) {
 	// Output channels are split across the cores: each output value is
 	// still one sum in one order, so the result is the same bits as on one
 	// core.
@@ -173,9 +199,9 @@ const refConvMinMACs = 1 << 18
 // several output channels at a time: independent sums, each in its own
 // order, that the core overlaps, where one row of outputs per tap spent
 // more on bounds than on arithmetic for the small maps of deep layers.
-// wbuf's float64s [lo*taps, hi*taps), taps being a channel's weights, take
-// the range's converted weights.
-func refConvRange(c *Conv, in, res, out, wbuf []float64, n int, id, od Dims, lo, hi int) {
+// wbuf's float32s [lo*taps, hi*taps), taps being a channel's weights, take
+// the range's transposed weights.
+func refConvRange(c *Conv, in, res, out []float64, wbuf []float32, n int, id, od Dims, lo, hi int) {
 	icg, ocg := c.InC/c.Groups, c.OutC/c.Groups
 	k, kk, hw, st, pad := c.K, c.K*c.K, id.H*id.W, c.Stride, c.Pad
 	taps := icg * kk
@@ -261,17 +287,18 @@ const refLanes = 32
 // group: channels [lo, hi) of the segment. blocks holds, where refDot32
 // runs, the weights of its first len(blocks)*refLanes channels, each block
 // tap-major (tap q's refLanes weights at q*refLanes) as refDot32 reads
-// them; tail the weights of the channels after them, channel-major.
+// them; tail the float64 weights of the channels after them,
+// channel-major.
 type refSegment struct {
 	lo, hi, group int
-	blocks        [][]float64
+	blocks        [][]float32
 	tail          []float64
 }
 
 // refSegments splits output channels [lo, hi) at group boundaries (ocg
-// channels a group) and converts their weights w (taps a channel) to
-// float64 in b, (hi-lo)*taps of them, for refConvRange.
-func refSegments(w []float32, b []float64, lo, hi, ocg, taps int) []refSegment {
+// channels a group) and lays out their weights w (taps a channel) for
+// refConvRange: the blocks in b, which has (hi-lo)*taps float32s.
+func refSegments(w, b []float32, lo, hi, ocg, taps int) []refSegment {
 	var segs []refSegment
 	for g0 := lo; g0 < hi; g0 = (g0/ocg + 1) * ocg {
 		sg := refSegment{lo: g0, hi: min(hi, (g0/ocg+1)*ocg), group: g0 / ocg}
@@ -288,14 +315,13 @@ func refSegments(w []float32, b []float64, lo, hi, ocg, taps int) []refSegment {
 				q1 := min(q0+16, taps)
 				for l := range refLanes {
 					for q, v := range src[l*taps+q0 : l*taps+q1] {
-						wt[(q0+q)*refLanes+l] = float64(v)
+						wt[(q0+q)*refLanes+l] = v
 					}
 				}
 			}
 			sg.blocks = append(sg.blocks, wt)
 		}
-		sg.tail = b[:(sg.hi-o)*taps]
-		b = b[(sg.hi-o)*taps:]
+		sg.tail = make([]float64, (sg.hi-o)*taps)
 		for i, v := range w[o*taps : sg.hi*taps] {
 			sg.tail[i] = float64(v)
 		}
@@ -306,11 +332,11 @@ func refSegments(w []float32, b []float64, lo, hi, ocg, taps int) []refSegment {
 
 // refDot32Go is refDot32 in Go: for each tap t in order,
 // acc[l] += vals[t] * w[offs[t]*refLanes+l].
-func refDot32Go(acc *[refLanes]float64, vals []float64, offs []int32, w []float64) {
+func refDot32Go(acc *[refLanes]float64, vals []float64, offs []int32, w []float32) {
 	for t, v := range vals {
 		row := w[int(offs[t])*refLanes:][:refLanes]
 		for l := range acc {
-			acc[l] += v * row[l]
+			acc[l] += v * float64(row[l])
 		}
 	}
 }
