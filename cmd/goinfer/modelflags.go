@@ -202,6 +202,9 @@ func loadModel(ctx context.Context, e engine.Engine, src source, opts engine.Opt
 	if err != nil {
 		return nil, loadTimes{}, err
 	}
+	if g.resnet != nil {
+		g.resnet.Owned = true // read for this load alone
+	}
 	return loadNetGraph(ctx, e, g, opts)
 }
 

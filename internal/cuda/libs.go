@@ -129,16 +129,28 @@ func load(env Env) (*Libs, error) {
 	ls.Infos = []LibInfo{rt.info, drv.info, dnn.info, blas.info}
 	switch {
 	case driverMissing:
-		return ls, errors.New("no NVIDIA driver (libcuda.so.1 not found): this machine has no usable GPU; `goinfer doctor` lists where goinfer looked")
+		return ls, errNoDriver
 	case len(missing) > 0:
 		return ls, fmt.Errorf("GPU libraries missing: %s; `goinfer doctor` lists where goinfer looked", strings.Join(missing, "; "))
 	}
 	return ls, nil
 }
 
+// errNoDriver is Load's and Usable's error where the driver is missing.
+var errNoDriver = errors.New("no NVIDIA driver (libcuda.so.1 not found): this machine has no usable GPU; `goinfer doctor` lists where goinfer looked")
+
+// driverFound reports, once per process, whether the driver library opens:
+// without it no GPU is usable, and Load's search for the other libraries
+// (directory scans of pip's and conda's trees, ~15-25 ms) would only delay
+// every start of a machine without a GPU.
+var driverFound = sync.OnceValue(func() bool { return open(SpecDriver, OSEnv()).info.Err == nil })
+
 // Usable reports whether the libraries loaded and at least one GPU is
 // visible; the error says what is missing.
 func Usable() error {
+	if !driverFound() {
+		return errNoDriver
+	}
 	ls, err := Load()
 	if err != nil {
 		return err

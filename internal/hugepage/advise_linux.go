@@ -1,3 +1,5 @@
+//go:build linux
+
 package hugepage
 
 import (
@@ -6,23 +8,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// hugeSize is the size of a transparent huge page on the platforms Go
+// supports (x86-64, arm64 with 4 KiB base pages).
 const hugeSize = 2 << 20
 
-// advise asks for huge pages on the 2 MiB-aligned pages inside b; errors
-// (a kernel without transparent huge pages) leave b as it is, which is
-// what advice is for.
-func advise[T any](b []T) {
-	if len(b) == 0 {
-		return
+// alloc returns n zeroed Ts (size bytes each, a divisor of hugeSize); from
+// minBytes on, they start at a huge-page boundary and the whole huge pages
+// they reach are advised MADV_HUGEPAGE before anything touches them.
+func alloc[T any](n, size int) []T {
+	if n*size < minBytes {
+		return make([]T, n)
 	}
-	var zero T
-	p := unsafe.Pointer(&b[0])
-	start := uintptr(p)
-	end := start + uintptr(len(b))*unsafe.Sizeof(zero)
-	lo := (start + hugeSize - 1) &^ (hugeSize - 1)
-	hi := end &^ (hugeSize - 1)
-	if hi <= lo {
-		return
-	}
-	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(p, lo-start)), hi-lo), unix.MADV_HUGEPAGE)
+	span := (n*size + hugeSize - 1) &^ (hugeSize - 1)
+	raw := make([]T, (span+hugeSize)/size)
+	start := uintptr(unsafe.Pointer(&raw[0]))
+	off := int((hugeSize-start%hugeSize)%hugeSize) / size
+	b := raw[off : off+n : off+n]
+	// The advice is a hint: where the kernel refuses it the buffer is
+	// still ordinary memory.
+	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Pointer(&raw[off])), span), unix.MADV_HUGEPAGE)
+	return b
 }

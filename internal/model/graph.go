@@ -117,6 +117,12 @@ type Graph struct {
 	Classes    int
 	// Fused is true once Fuse has folded batch norms and fused epilogues.
 	Fused bool
+	// Owned marks a graph whose weights nothing else reads: a loader built
+	// it for one engine load. Fuse then folds the batch norms into its
+	// convolution weights where they are instead of into a copy, and the
+	// graph must not be used again. Graphs are not owned unless a loader
+	// says so.
+	Owned bool
 }
 
 // Dims is the per-image shape of a value: channels, height, width.

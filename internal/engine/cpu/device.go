@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"goinfer/internal/engine"
+	"goinfer/internal/hugepage"
 )
 
 // device is the host seen through the engine's device interface: buffers
@@ -43,9 +44,18 @@ type Buffer struct {
 // error rather than an out-of-memory crash.
 const maxAlloc = 1 << 40
 
+// hugeBuffer is the size from which a buffer comes from hugepage.
+const hugeBuffer = 1 << 20
+
 func newBuffer(n int) (*Buffer, error) {
 	if n < 0 || n > maxAlloc {
 		return nil, fmt.Errorf("cpu: cannot allocate %d bytes", n)
+	}
+	if n >= hugeBuffer {
+		// Request tensors and staging buffers (a few MiB each, first
+		// touched by a copy) in huge pages; big Go allocations are
+		// page-aligned, so float32 views are aligned too.
+		return &Buffer{data: hugepage.Bytes(n)}, nil
 	}
 	// Back the bytes with uint64s so that float32 views are aligned.
 	words := make([]uint64, (n+7)/8)
