@@ -55,7 +55,8 @@ func (in *hostIOInstance) ForwardHost(src, dst []byte, n int) error {
 // can read and write host memory in place runs without its copies, that
 // its logits are right (the device's jitter would show a logits read
 // before the forward wrote them), and that requests it cannot take that
-// way (not pinned, or memory the device cannot address) take the copies.
+// way (not pinned, memory the device cannot address, or more than
+// inPlaceMaxBytes) take the copies.
 func TestInlineInPlace(t *testing.T) {
 	const n = 10
 	for _, c := range []struct {
@@ -67,15 +68,20 @@ func TestInlineInPlace(t *testing.T) {
 		{"pinned", true, false, true},
 		{"not_pinned", false, false, false},
 		{"unmapped", true, true, false},
+		{"large", true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			checkNoLeak(t)
-			m := &hostIOModel{asyncModel: newAsyncModel(tClasses, tC, tH, tW, tMaxBatch, 200*time.Microsecond), unmapped: c.unmapped}
+			h, w := tH, tW
+			if c.name == "large" {
+				h, w = 256, 256 // 768 KiB an image: batches of 2 and more are over the bound
+			}
+			m := &hostIOModel{asyncModel: newAsyncModel(tClasses, tC, h, w, tMaxBatch, 200*time.Microsecond), unmapped: c.unmapped}
 			b := startReady(t, Config{CopyStreams: true}, loaderOf(m))
 			rng := rand.New(rand.NewPCG(41, 42))
 			reply := make(chan Response, 1)
 			for i := range n {
-				in := randInput(rng, 1+i%tMaxBatch)
+				in := randInputSized(rng, 1+i%tMaxBatch, h, w)
 				if err := b.Submit(Request{ID: uint64(i), Input: in, Reply: reply, Inline: true, Pinned: c.pinned}); err != nil {
 					t.Fatal(err)
 				}
@@ -88,7 +94,13 @@ func TestInlineInPlace(t *testing.T) {
 				}
 			}
 			want := int64(0)
-			if c.want {
+			switch {
+			case c.name == "large":
+				want = n / tMaxBatch // batch 1 only
+				if n%tMaxBatch > 0 {
+					want++
+				}
+			case c.want:
 				want = n
 			}
 			if got := m.inPlace.Load(); got != want {
@@ -102,4 +114,17 @@ func TestInlineInPlace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randInputSized is randInput for h x w images.
+func randInputSized(rng *rand.Rand, n, h, w int) *tensor.Tensor {
+	v := make([]float32, n*tC*h*w)
+	for i := range v {
+		v[i] = rng.Float32()*2 - 1
+	}
+	t, err := tensor.FromFloat32(tensor.Shape{n, tC, h, w}, v)
+	if err != nil {
+		panic(err)
+	}
+	return t
 }

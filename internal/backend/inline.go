@@ -103,15 +103,21 @@ func (p *pipeline) inline(s *slot, it item) Response {
 	return p.finish(s)
 }
 
+// inPlaceMaxBytes bounds the input a request may have to run in place. In
+// place saves a small request the calls of its two copies, which cost
+// more than its bytes; a large one is better moved by the copy engine at
+// full bus speed than read by the conversion kernel over the bus.
+const inPlaceMaxBytes = 1 << 20
+
 // computeInPlace runs s's forward on worker 0's instance straight from the
 // request's page-locked input to the slot's page-locked logits, without
 // the two copies, where the instance can (engine.HostIO) and the request
-// is a plain pinned tensor whose logits come back whole. It reports
-// whether it ran; false leaves s as it found it.
+// is a plain pinned tensor of at most inPlaceMaxBytes whose logits come back
+// whole. It reports whether it ran; false leaves s as it found it.
 func (p *pipeline) computeInPlace(s *slot) bool {
 	req := &s.it.req
 	hio, ok := p.insts[0].(engine.HostIO)
-	if !ok || !req.Pinned || len(req.Encoded) > 0 || len(req.Parts) > 0 || p.ranks(req) {
+	if !ok || !req.Pinned || len(req.Encoded) > 0 || len(req.Parts) > 0 || p.ranks(req) || s.n*p.inBytes > inPlaceMaxBytes {
 		return false
 	}
 	st := p.insts[0].Stream()
