@@ -85,7 +85,7 @@ type Runtime struct {
 	eventRecord     uintptr
 	eventQuery      uintptr
 	graphLaunch     uintptr
-	pointerAttrs    uintptr
+	hostDevPtr      uintptr
 }
 
 func newRuntime(l *library) (*Runtime, error) {
@@ -126,7 +126,7 @@ func newRuntime(l *library) (*Runtime, error) {
 		"cudaEventRecord":               &r.eventRecord,
 		"cudaEventQuery":                &r.eventQuery,
 		"cudaGraphLaunch":               &r.graphLaunch,
-		"cudaPointerGetAttributes":      &r.pointerAttrs,
+		"cudaHostGetDevicePointer":      &r.hostDevPtr,
 	})
 	if err != nil {
 		return nil, err
@@ -467,27 +467,20 @@ func FormatBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// pointerAttributes is cudaPointerAttributes (CUDA 11 and later).
-type pointerAttributes struct {
-	memType int32 // cudaMemoryType: 0 unregistered, 1 host, 2 device, 3 managed
-	device  int32
-	devPtr  uintptr
-	hostPtr uintptr
-}
-
 // HostDevicePointer returns the address at which the current device reads
 // and writes the page-locked host memory at p in place (under unified
 // addressing, p itself for cudaHostAlloc's memory), or 0 when p is not
-// page-locked host memory the device can address.
+// page-locked host memory the device can address. It asks
+// cudaHostGetDevicePointer, which writes one pointer: a call that fills a
+// structure would write past a Go value wherever a CUDA release grows it.
 func (r *Runtime) HostDevicePointer(p unsafe.Pointer) (DevPtr, error) {
-	var a pointerAttributes
-	c, _, _ := purego.SyscallN(r.pointerAttrs, uintptr(unsafe.Pointer(&a)), uintptr(p))
-	if err := r.checkHot("cudaPointerGetAttributes", c); err != nil {
-		return 0, err
-	}
-	const hostMemory = 1
-	if a.memType != hostMemory {
+	var d uintptr
+	c, _, _ := purego.SyscallN(r.hostDevPtr, uintptr(unsafe.Pointer(&d)), uintptr(p), 0)
+	if c != 0 {
+		// Not mapped (cudaErrorInvalidValue): clear the runtime's last
+		// error so that a later check does not report it.
+		r.getLastError()
 		return 0, nil
 	}
-	return DevPtr(a.devPtr), nil
+	return DevPtr(d), nil
 }
