@@ -62,11 +62,27 @@ type Pool struct {
 	quit             chan struct{}
 	exits            sync.WaitGroup
 
+	// record, when set, makes the pool a recorder (NewRecorder).
+	record func([]time.Duration)
+	times  []time.Duration
+
+	// The job, read by every worker for every task, the task counter,
+	// which each task's taker writes, and the state word, which idle
+	// helpers poll, each have a cache line of their own: sharing one, each
+	// task taken would evict the job and the state from every other core.
+	_     cacheLinePad
 	job   Job
 	tasks int64
+	_     cacheLinePad
 	next  atomic.Int64
+	_     cacheLinePad
 	state atomic.Uint64
+	_     cacheLinePad
 }
+
+// cacheLinePad is two 64-byte cache lines: Intel cores fetch lines in
+// adjacent pairs.
+type cacheLinePad [128]byte
 
 // Cores counts the workers of pools that run side by side (the instances
 // of one model serving several requests at once). Their workers poll only
@@ -189,6 +205,10 @@ func (p *Pool) work(worker int) {
 // Run runs tasks [0, tasks) of j and returns when all are done.
 func (p *Pool) Run(j Job, tasks int) {
 	if tasks <= 0 {
+		return
+	}
+	if p.record != nil {
+		p.recordRun(j, tasks)
 		return
 	}
 	if tasks == 1 || p.size == 1 {
