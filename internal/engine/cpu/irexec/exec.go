@@ -26,11 +26,13 @@ type Exec struct {
 	job     taskJob
 	rjob    rangeJob
 	// Convolution state: the job structs and their buffers.
-	conv     convJob
-	phaseJ   phaseJob
-	packJ    packJob
-	phaseBuf []float32
-	sharedB  []float32
+	conv   convJob
+	phaseJ phaseJob
+	packJ  packJob
+	// convSplits caches each convolution's split for this pool's size.
+	convSplits map[*convStep]convSplit
+	phaseBuf   []float32
+	sharedB    []float32
 	// wino is the Winograd convolutions' state, nil without any.
 	wino *winograd.Scratch
 	// mmRun counts matrix-product steps run, and mmPacked says, per

@@ -161,7 +161,7 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 		return
 	}
 	nb := l.blockTiles(n)
-	target := 4 * pool.Size()
+	target := tasksPerWorker * pool.Size()
 	for t0 := 0; t0 < total; t0 += nb {
 		b := l.newBlock(s.buf, t0, min(total, t0+nb), n)
 		if useAsm {
@@ -201,10 +201,17 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 	s.inT.b, s.inT.src, s.in.b, s.in.src, s.mul.b, s.out.b, s.out.dst, s.out.res = nil, nil, nil, nil, nil, nil, nil, nil
 }
 
+// tasksPerWorker is how many tasks per worker a phase aims for.
+const tasksPerWorker = 4
+
 // chunk is the channels per task when np panels share c channels, aiming
-// at target tasks of at least 8 channels.
+// at target tasks of at least 8 channels, or 4 where 8 leave some of the
+// target's workers idle (64 channels at batch 1 made 8 tasks for 16).
 func chunk(c, np, target int) int {
 	parts := min(max(1, (target+np-1)/np), max(1, c/8))
+	if parts*np < target/tasksPerWorker {
+		parts = min(max(1, (target+np-1)/np), max(1, c/4))
+	}
 	return (c + parts - 1) / parts
 }
 
