@@ -65,7 +65,7 @@ func TestEvenRanges(t *testing.T) {
 	}
 }
 
-// TestConvManyThreads runs GEMM convolutions split for many workers (on
+// TestConvManyThreads runs convolutions split for many workers (on
 // however many cores there are) and checks them against the reference and,
 // bit for bit, against one thread: a split moves no sum across tasks.
 func TestConvManyThreads(t *testing.T) {
@@ -79,6 +79,7 @@ func TestConvManyThreads(t *testing.T) {
 		{"1x1 s2 to 7x7", 1, 96, 14, 14, 200, 1, 2},
 		{"3x3 14x14", 2, 32, 14, 14, 70, 3, 1},
 		{"1x1 28x28", 1, 24, 28, 28, 40, 1, 1},
+		{"7x7 s2 stem (direct taps)", 1, 3, 60, 60, 20, 7, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			op := &ir.Conv{Strides: []int{c.stride, c.stride}, Pads: []int{c.k / 2, c.k / 2, c.k / 2, c.k / 2}, Epilogue: ir.Epilogue{Act: ir.ActRelu}}

@@ -90,6 +90,9 @@ func TestSimThreads(t *testing.T) {
 					}
 					m := parallel.Makespan(r, threads)
 					detail += fmt.Sprintf(" [%d tasks %.0f/%.0f us]", len(r), us(w), us(m))
+					if os.Getenv("IREXEC_SIM_TASKS") != "" {
+						detail += fmt.Sprint(r)
+					}
 					work += w
 					span += m
 					tasks += len(r)
