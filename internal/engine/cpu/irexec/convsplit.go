@@ -50,7 +50,14 @@ func chooseConvSplit(groups, ntot, m, workers int, shared bool) convSplit {
 	target := tasksPerThread * workers
 	np, mp := (ntot+nr-1)/nr, (m+mr-1)/mr
 	minN := (ntot + ncMax - 1) / ncMax // a task's columns fit its scratch
-	maxN, maxM := max(minN, ntot/(4*nr)), max(1, m/(4*mr))
+	// Tasks of at least four panels each way, as the first fit's, or two
+	// where those leave workers without a task (a 7x7 map of 160
+	// channels made 6 tasks for 16 workers).
+	thin := 4
+	if groups*first.nch*first.mch < workers {
+		thin = 2
+	}
+	maxN, maxM := max(minN, ntot/(thin*nr)), max(1, m/(thin*mr))
 	maxTasks := max(2*target, groups*first.nch*first.mch)
 	firstCost := splitCost(groups, np, mp, first, workers, shared)
 	best, bestCost := first, firstCost
