@@ -38,9 +38,10 @@ const (
 // tasksPerThread tasks per worker or tasks would get thinner than four
 // panels each way; it balances where the task count is a multiple of the
 // workers or several times it, but 16 workers over a 7x7 map's 86 row
-// panels get 21 tasks, two rounds for five workers. So every split with
-// tasks at least as thick is costed as dynamic scheduling would run it,
-// and the cheapest replaces the first fit where it is clearly better.
+// panels get 18 tasks of 5 panels, two rounds for two of them. So, from
+// splitMinWorkers on, every split of tasks about as thick is costed as
+// dynamic scheduling would run it, and the cheapest replaces the first fit
+// where it is clearly better.
 func chooseConvSplit(groups, ntot, m, workers int, shared bool) convSplit {
 	const nr, mr = gemm.NR, gemm.MR
 	first := firstConvSplit(groups, ntot, m, workers)

@@ -19,7 +19,7 @@ func TestChooseConvSplit(t *testing.T) {
 	}{
 		{1, 49, 512, 1, 4, 4},     // as many as before: the pool runs them in turn
 		{1, 49, 512, 2, 8, 8},     // the first fit: 4 per worker
-		{1, 49, 512, 16, 16, 16},  // not 21 tasks (two rounds for five)
+		{1, 49, 512, 16, 16, 16},  // not 18 (two rounds for two)
 		{1, 196, 256, 16, 16, 64}, // 14x14 maps
 		{1, 784, 128, 16, 16, 64},
 		{1, 3136, 64, 16, 16, 128},
