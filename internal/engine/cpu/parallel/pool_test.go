@@ -239,3 +239,20 @@ func BenchmarkGaps(b *testing.B) {
 		}
 	}
 }
+
+func TestSpinTimes(t *testing.T) {
+	us := time.Microsecond
+	for _, c := range []struct {
+		size           int
+		helper, caller time.Duration
+	}{
+		{2, 50 * us, 20 * us}, // what two threads ran before the scaling
+		{4, 100 * us, 40 * us},
+		{16, 300 * us, 100 * us},
+		{64, 300 * us, 100 * us},
+	} {
+		if h, cl := spinTimes(c.size); h != c.helper || cl != c.caller {
+			t.Errorf("spinTimes(%d) = %v, %v; want %v, %v", c.size, h, cl, c.helper, c.caller)
+		}
+	}
+}
