@@ -323,8 +323,11 @@ func (s *convStep) run(x *Exec) error {
 	if s.layout == layoutPhases {
 		pj := &x.phaseJ
 		pj.s, pj.in, pj.out = s, j.in, x.phaseBuf[:s.phaseElems()]
-		pj.per = max(1, (1<<14)/(s.ih*s.iw))
 		pj.planes = s.n * s.inC
+		// Tasks of about 64 KB of input, but at least tasksPerThread
+		// per worker where there are planes enough: stage 4's input at
+		// batch 1 made 4 tasks for 16 workers.
+		pj.per = max(1, min((1<<14)/(s.ih*s.iw), pj.planes/(tasksPerThread*x.pool.Size())))
 		x.pool.Run(pj, (pj.planes+pj.per-1)/pj.per)
 		j.in = pj.out
 	}
@@ -334,24 +337,11 @@ func (s *convStep) run(x *Exec) error {
 	}
 	// The GEMM's N runs over the output pixels of all images, so that
 	// small late-stage images still fill whole NR-wide panels.
-	m, ntot := s.ocg, s.n*s.oh*s.ow
-	nch, mch := (ntot+ncMax-1)/ncMax, 1
-	target := tasksPerThread * x.pool.Size()
-split:
-	for s.groups*nch*mch < target {
-		switch {
-		case ntot/(nch+1) >= 4*gemm.NR:
-			nch++
-		case m/(mch+1) >= 4*gemm.MR:
-			mch++
-		default:
-			break split // tasks would get too thin
-		}
-	}
-	j.ntot = ntot
-	j.nw = roundUp((ntot+nch-1)/nch, gemm.NR)
-	j.mw = roundUp((m+mch-1)/mch, gemm.MR)
-	j.nch, j.mch = (ntot+j.nw-1)/j.nw, (m+j.mw-1)/j.mw
+	j.ntot = s.n * s.oh * s.ow
+	sp := x.convSplitFor(s)
+	j.nch, j.mch = sp.nch, sp.mch
+	j.np, j.mp = (j.ntot+gemm.NR-1)/gemm.NR, (s.ocg+gemm.MR-1)/gemm.MR
+	j.nw = (j.np + j.nch - 1) / j.nch * gemm.NR
 	j.shared = nil
 	kdim := s.icg * s.kh * s.kw
 	if size := s.groups * j.nch * kdim * j.nw; j.mch > 1 && !s.direct && size <= len(x.sharedB) {
@@ -360,7 +350,11 @@ split:
 		j.shared = x.sharedB[:size]
 		pk := &x.packJ
 		pk.c, pk.nkb = j, s.a[0].Blocks()
-		x.pool.Run(pk, s.groups*j.nch*pk.nkb)
+		// Each K-block of a chunk in a few panel ranges where K-blocks
+		// alone are too few tasks for the workers (9 to 18 at batch 1 in
+		// ResNet-18's late stages).
+		pk.pparts = max(1, min(j.nw/gemm.NR, tasksPerThread*x.pool.Size()/(s.groups*j.nch*pk.nkb)))
+		x.pool.Run(pk, s.groups*j.nch*pk.nkb*pk.pparts)
 	}
 	x.pool.Run(j, s.groups*j.nch*j.mch)
 	j.in, j.out, j.res, j.shared = nil, nil, nil, nil
@@ -374,10 +368,13 @@ type convJob struct {
 	in, res, out []float32
 	ntot         int // images x output pixels
 	// shared, when set, holds B packed once for all M-ranges.
-	shared   []float32
-	nw, mw   int // task width in pixels and channels
-	nch, mch int // tasks per group along N and M
-	scratch  []convScratch
+	shared []float32
+	// np and mp are a group's column and row panels, dealt out evenly
+	// to nch column ranges and mch row ranges (see convSplit); nw is the
+	// widest column range's pixels, the stride of the shared packing.
+	np, mp, nch, mch int
+	nw               int
+	scratch          []convScratch
 }
 
 // sharedBlock returns the packed K-block (rows k0...) of group g's N chunk
@@ -388,24 +385,43 @@ func (j *convJob) sharedBlock(g, jn, k0 int) []float32 {
 	return j.shared[off : off+(kdim-k0)*j.nw]
 }
 
+// nRange is column range jn's output columns [n0, n1).
+func (j *convJob) nRange(jn int) (n0, n1 int) {
+	return jn * j.np / j.nch * gemm.NR, min(j.ntot, (jn+1)*j.np/j.nch*gemm.NR)
+}
+
+// mRange is row range jm's output channels [m0, m1) within a group.
+func (j *convJob) mRange(jm int) (m0, m1 int) {
+	return jm * j.mp / j.mch * gemm.MR, min(j.s.ocg, (jm+1)*j.mp/j.mch*gemm.MR)
+}
+
 // packJob packs B for a convJob's shared mode: one task per group, N chunk
 // and K-block.
 type packJob struct {
 	c   *convJob
 	nkb int
+	// pparts is how many panel ranges each chunk's K-block is packed in.
+	pparts int
 }
 
 func (p *packJob) Run(w, t int) {
+	const nr = gemm.NR
 	j := p.c
 	s := j.s
+	t, pr := t/p.pparts, t%p.pparts
 	g, r := t/(j.nch*p.nkb), t%(j.nch*p.nkb)
 	jn, kb := r/p.nkb, r%p.nkb
-	n0 := jn * j.nw
-	n1 := min(j.ntot, n0+j.nw)
+	n0, n1 := j.nRange(jn)
+	np := (n1 - n0 + nr - 1) / nr
+	p0, p1 := evenRange0(pr, p.pparts, np), evenRange0(pr+1, p.pparts, np)
+	if p0 == p1 {
+		return
+	}
+	c0, c1 := n0+p0*nr, min(n1, n0+p1*nr)
 	ws := &j.scratch[w]
-	s.prepare(ws, n0, n1-n0, true)
+	s.prepare(ws, c0, c1-c0, true)
 	k0, kc := s.a[g].BlockK(kb)
-	s.pack(j.sharedBlock(g, jn, k0), j.in[g*s.icg*s.inPlane():], ws, k0, kc, n1-n0)
+	s.pack(j.sharedBlock(g, jn, k0)[p0*nr*kc:], j.in[g*s.icg*s.inPlane():], ws, k0, kc, c1-c0)
 }
 
 // convScratch is one worker's private memory for convolution tasks.
@@ -455,10 +471,9 @@ func (j *convJob) Run(w, t int) {
 	if s.bias != nil {
 		bias = s.bias[g*s.ocg : (g+1)*s.ocg]
 	}
-	n0 := (r / j.mch) * j.nw
-	n1 := min(j.ntot, n0+j.nw)
-	m0 := (r % j.mch) * j.mw
-	m1 := min(s.ocg, m0+j.mw)
+	jn := r / j.mch
+	n0, n1 := j.nRange(jn)
+	m0, m1 := j.mRange(r % j.mch)
 	a := s.a[g]
 	ws := &j.scratch[w]
 	tile := &ws.tile
@@ -469,7 +484,7 @@ func (j *convJob) Run(w, t int) {
 		k0, kc := a.BlockK(kb)
 		bp := ws.packB
 		if j.shared != nil {
-			bp = j.sharedBlock(g, n0/j.nw, k0)
+			bp = j.sharedBlock(g, jn, k0)
 		} else {
 			s.pack(bp, in, ws, k0, kc, n1-n0)
 		}

@@ -66,29 +66,45 @@ func newTapsConvStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act
 func (s *tapsConvStep) planesLen() int { return s.inC * s.sw * s.hq * s.wq }
 
 func (s *tapsConvStep) run(x *Exec) error {
-	x.parRange(s, s.n*s.nstrip, 1)
+	_, nstrip := s.strips(x.pool.Size(), s.n)
+	x.parRange(s, s.n*nstrip, 1)
 	return nil
+}
+
+// strips is the output rows of a task and the tasks per image when
+// workers workers share n images: the strip that fits the cache, or,
+// from 4 workers on where that makes too few tasks to balance, thinner
+// strips for a whole number of rounds (a 224x224 stem at batch 1 made 14
+// tasks for 16 workers).
+func (s *tapsConvStep) strips(workers, n int) (strip, nstrip int) {
+	strip, nstrip = s.strip, s.nstrip
+	if tasks := n * nstrip; workers >= 4 && tasks < tasksPerThread*workers && tasks%workers != 0 {
+		per := ((tasks+workers-1)/workers*workers + n - 1) / n
+		strip = (s.oh + per - 1) / per
+		nstrip = (s.oh + strip - 1) / strip
+	}
+	return strip, nstrip
 }
 
 // rng computes tasks [lo, hi): strips of output rows, image-major.
 func (s *tapsConvStep) rng(x *Exec, wk, lo, hi int) {
+	strip, nstrip := s.strips(x.pool.Size(), s.n)
 	for task := lo; task < hi; task++ {
-		img := task / s.nstrip
-		s.rows(x, wk, img, img, task%s.nstrip)
+		img := task / nstrip
+		s.rows(x, wk, img, img, task%nstrip*strip, strip)
 	}
 }
 
-// rows computes strip st of image img's output rows into image dimg's
-// place of the output.
-func (s *tapsConvStep) rows(x *Exec, wk, img, dimg, st int) {
+// rows computes the strip of image img's output rows from r0 on (at most
+// strip <= s.strip of them) into image dimg's place of the output.
+func (s *tapsConvStep) rows(x *Exec, wk, img, dimg, r0, strip int) {
 	const L = vec.DWLanes
 	pl := s.planesLen()
 	planes := x.scratch[wk][:pl]
 	row := x.scratch[wk][pl : pl+s.wq*s.sw]
 	src, dst := x.f32(s.src), x.f32(s.dst)
 	ihw, ohw, taps := s.ih*s.iw, s.oh*s.ow, s.inC*s.kh*s.kw
-	r0 := st * s.strip
-	rows := min(s.oh, r0+s.strip) - r0
+	rows := min(s.oh, r0+strip) - r0
 	s.fill(planes, row, src[img*s.inC*ihw:(img+1)*s.inC*ihw], r0*s.sh-s.pt, (rows-1)*s.sh+(s.kh-1)*s.dh+1)
 	out := dst[dimg*s.outC*ohw : (dimg+1)*s.outC*ohw]
 	for grp := 0; grp < s.ngrp; grp++ {

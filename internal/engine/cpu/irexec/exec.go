@@ -26,11 +26,13 @@ type Exec struct {
 	job     taskJob
 	rjob    rangeJob
 	// Convolution state: the job structs and their buffers.
-	conv     convJob
-	phaseJ   phaseJob
-	packJ    packJob
-	phaseBuf []float32
-	sharedB  []float32
+	conv   convJob
+	phaseJ phaseJob
+	packJ  packJob
+	// convSplits caches each convolution's split for this pool's size.
+	convSplits map[*convStep]convSplit
+	phaseBuf   []float32
+	sharedB    []float32
 	// wino is the Winograd convolutions' state, nil without any.
 	wino *winograd.Scratch
 	// mmRun counts matrix-product steps run, and mmPacked says, per
@@ -279,12 +281,18 @@ func (j *rangeJob) Run(w, t int) {
 }
 
 // parRange runs r over [0, n) in chunks of at least grain indices, about
-// four per worker so that uneven chunks even out.
+// four per worker so that uneven chunks even out. From 4 workers on, a
+// range of more than one grain may go in chunks as thin as a quarter grain
+// where whole grains would leave workers without one (batch 1's squeeze-and-excitation steps made 4
+// tasks for 16 workers).
 func (x *Exec) parRange(r ranger, n, grain int) {
 	if n <= 0 {
 		return
 	}
 	workers := x.pool.Size()
+	if workers >= 4 && n > grain {
+		grain = min(grain, max(grain/4, (n+workers-1)/workers))
+	}
 	chunk := max(grain, (n+4*workers-1)/(4*workers), 1)
 	if workers == 1 || chunk >= n {
 		r.rng(x, 0, 0, n)

@@ -21,15 +21,17 @@ func (s *stemPoolStep) run(x *Exec) error {
 	p := s.pool
 	for img := range s.conv.n {
 		x.fuseImg = img
-		x.parRange((*stemConvPart)(s), s.conv.nstrip, 1)
+		_, nstrip := s.conv.strips(x.pool.Size(), 1)
+		x.parRange((*stemConvPart)(s), nstrip, 1)
 		x.parRange((*stemPoolPart)(s), p.inC, max(1, 4096/(p.oh*p.ow)))
 	}
 	return nil
 }
 
 func (s *stemConvPart) rng(x *Exec, wk, lo, hi int) {
+	strip, _ := s.conv.strips(x.pool.Size(), 1)
 	for st := lo; st < hi; st++ {
-		s.conv.rows(x, wk, x.fuseImg, 0, st)
+		s.conv.rows(x, wk, x.fuseImg, 0, st*strip, strip)
 	}
 }
 

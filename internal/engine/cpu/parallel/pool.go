@@ -31,17 +31,30 @@ const (
 	spinChecks = 64 // spin iterations between clock reads
 )
 
-// Spin times: a helper that finished a job polls for the next one this long
-// before it parks, because at batch 1 jobs follow each other every few tens
-// of microseconds and a parked helper takes about as long to be woken (the
+// Spin times per worker of the pool, and their caps: a helper that
+// finished a job polls for the next one for helperSpin per worker before it
+// parks, because at batch 1 jobs follow each other every few tens of
+// microseconds and a parked helper takes about as long to be woken (the
 // scheduler wakes a thread, which then steals the helper from the caller's
-// processor); the caller polls for its last helpers this long before it
-// sleeps, for the same reason. Both are short enough that an idle pool
-// costs nothing measurable.
+// processor); the caller polls for its last helpers for callerSpin per
+// worker before it sleeps, for the same reason. What parking costs a job
+// grows with the helpers to wake: on a 16-core VM (BenchmarkGaps) 3 us a
+// job for 2 workers, 23 us for 4, 40-70 us for 16, so larger pools poll
+// longer (2 workers: 50 and 20 us; 16: 300 and 100 us). Both are short
+// enough that an idle pool costs nothing measurable.
 const (
-	helperSpin = 50 * time.Microsecond
-	callerSpin = 20 * time.Microsecond
+	helperSpin    = 25 * time.Microsecond
+	callerSpin    = 10 * time.Microsecond
+	helperSpinMax = 300 * time.Microsecond
+	callerSpinMax = 100 * time.Microsecond
 )
+
+// spinTimes is how long the helpers and the caller of a pool of size
+// workers poll before they sleep.
+func spinTimes(size int) (helper, caller time.Duration) {
+	n := time.Duration(size)
+	return min(helperSpinMax, n*helperSpin), min(callerSpinMax, n*callerSpin)
+}
 
 // Pool is a fixed set of goroutines that, with the calling goroutine,
 // share the tasks of one job at a time, taking them in order from an atomic
@@ -62,11 +75,27 @@ type Pool struct {
 	quit             chan struct{}
 	exits            sync.WaitGroup
 
+	// record, when set, makes the pool a recorder (NewRecorder).
+	record func([]time.Duration)
+	times  []time.Duration
+
+	// The job, read by every worker for every task, the task counter,
+	// which each task's taker writes, and the state word, which idle
+	// helpers poll, each have a cache line of their own: sharing one, each
+	// task taken would evict the job and the state from every other core.
+	_     cacheLinePad
 	job   Job
 	tasks int64
+	_     cacheLinePad
 	next  atomic.Int64
+	_     cacheLinePad
 	state atomic.Uint64
+	_     cacheLinePad
 }
+
+// cacheLinePad is two 64-byte cache lines: Intel cores fetch lines in
+// adjacent pairs.
+type cacheLinePad [128]byte
 
 // Cores counts the workers of pools that run side by side (the instances
 // of one model serving several requests at once). Their workers poll only
@@ -92,7 +121,7 @@ func NewIn(c *Cores, size int) *Pool {
 		c.workers.Add(int64(size))
 	}
 	if runtime.GOMAXPROCS(0) >= size {
-		p.poll, p.callerPoll = helperSpin, callerSpin
+		p.poll, p.callerPoll = spinTimes(size)
 	}
 	p.wake = make([]chan struct{}, size-1)
 	p.parked = make([]atomic.Bool, size-1)
@@ -189,6 +218,10 @@ func (p *Pool) work(worker int) {
 // Run runs tasks [0, tasks) of j and returns when all are done.
 func (p *Pool) Run(j Job, tasks int) {
 	if tasks <= 0 {
+		return
+	}
+	if p.record != nil {
+		p.recordRun(j, tasks)
 		return
 	}
 	if tasks == 1 || p.size == 1 {

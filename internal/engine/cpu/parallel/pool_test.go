@@ -151,7 +151,7 @@ func BenchmarkRun(b *testing.B) {
 // spinJob is a task of about n multiply-adds of work.
 type spinJob struct {
 	n   int
-	out [64]float64 // per worker, padded apart enough for two workers
+	out [16 * 16]float64 // per worker (up to 16), 128 bytes apart
 }
 
 func (j *spinJob) Run(w, _ int) {
@@ -210,5 +210,49 @@ func TestCoresCountWorkers(t *testing.T) {
 	a.Close()
 	if w := c.workers.Load(); w != 0 {
 		t.Errorf("all closed: %d workers counted", w)
+	}
+}
+
+// BenchmarkGaps runs 100 jobs of 2 tasks per worker of a few microseconds
+// each, the caller working alone for a gap between them (a batch-1
+// forward's serial steps): with gaps longer than the helpers poll, every
+// job must wake them. ns/op is per 100 jobs; the work alone is
+// 100*(gap + 2*task) on size workers.
+func BenchmarkGaps(b *testing.B) {
+	for _, size := range []int{2, 4, 16} {
+		if size > runtime.GOMAXPROCS(0) {
+			continue
+		}
+		for _, gap := range []int{0, 4000, 20000, 100000} {
+			b.Run(strconv.Itoa(size)+"/gap"+strconv.Itoa(gap), func(b *testing.B) {
+				p := New(size)
+				defer p.Close()
+				j := &spinJob{n: 4000}
+				g := &spinJob{n: gap}
+				for b.Loop() {
+					for range 100 {
+						g.Run(0, 0)
+						p.Run(j, 2*size)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestSpinTimes(t *testing.T) {
+	us := time.Microsecond
+	for _, c := range []struct {
+		size           int
+		helper, caller time.Duration
+	}{
+		{2, 50 * us, 20 * us}, // what two threads ran before the scaling
+		{4, 100 * us, 40 * us},
+		{16, 300 * us, 100 * us},
+		{64, 300 * us, 100 * us},
+	} {
+		if h, cl := spinTimes(c.size); h != c.helper || cl != c.caller {
+			t.Errorf("spinTimes(%d) = %v, %v; want %v, %v", c.size, h, cl, c.helper, c.caller)
+		}
 	}
 }

@@ -161,7 +161,7 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 		return
 	}
 	nb := l.blockTiles(n)
-	target := 4 * pool.Size()
+	target := tasksPerWorker * pool.Size()
 	for t0 := 0; t0 < total; t0 += nb {
 		b := l.newBlock(s.buf, t0, min(total, t0+nb), n)
 		if useAsm {
@@ -179,10 +179,8 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 		}
 		mj := &s.mul
 		mj.l, mj.b = l, &b
-		mch := min((target+Points-1)/Points, (l.K+4*gemm.MR-1)/(4*gemm.MR))
-		mj.mw = (l.K + mch - 1) / mch
-		mj.mw = (mj.mw + gemm.MR - 1) / gemm.MR * gemm.MR
-		mj.mch = (l.K + mj.mw - 1) / mj.mw
+		mj.mch = gemmChunks(l.K, target, pool.Size())
+		mj.mp = (l.K + gemm.MR - 1) / gemm.MR
 		pool.Run(mj, Points*mj.mch)
 
 		if useAsm {
@@ -201,10 +199,17 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 	s.inT.b, s.inT.src, s.in.b, s.in.src, s.mul.b, s.out.b, s.out.dst, s.out.res = nil, nil, nil, nil, nil, nil, nil, nil
 }
 
+// tasksPerWorker is how many tasks per worker a phase aims for.
+const tasksPerWorker = 4
+
 // chunk is the channels per task when np panels share c channels, aiming
-// at target tasks of at least 8 channels.
+// at target tasks of at least 8 channels, or 4 where 8 leave some of the
+// target's workers idle (64 channels at batch 1 made 8 tasks for 16).
 func chunk(c, np, target int) int {
 	parts := min(max(1, (target+np-1)/np), max(1, c/8))
+	if parts*np < target/tasksPerWorker {
+		parts = min(max(1, (target+np-1)/np), max(1, c/4))
+	}
 	return (c + parts - 1) / parts
 }
 
@@ -413,15 +418,36 @@ func (j *inputJob) Run(w, t int) {
 }
 
 // gemmJob runs mul: one task per transform point and output channel range.
+// Each point's mp row panels are dealt out evenly to mch ranges.
 type gemmJob struct {
 	l       *Layer
 	b       *block
-	mw, mch int
+	mp, mch int
 }
 
 func (j *gemmJob) Run(_, t int) {
-	m0 := (t % j.mch) * j.mw
-	j.l.mul(j.b, t/j.mch, m0, min(j.l.K, m0+j.mw))
+	r := t % j.mch
+	m0, m1 := r*j.mp/j.mch*gemm.MR, min(j.l.K, (r+1)*j.mp/j.mch*gemm.MR)
+	j.l.mul(j.b, t/j.mch, m0, m1)
+}
+
+// gemmChunks is how many ranges of output channels each transform point's
+// GEMM is split into for workers workers: enough for target tasks, and up
+// to twice that where more fill the workers' last round better (36 points
+// in 2 ranges are 72 tasks, four and a half rounds for 16 workers; in 4,
+// nine), each range at least 4*MR channels.
+func gemmChunks(k, target, workers int) int {
+	first := (target + Points - 1) / Points
+	most := max(1, (k+4*gemm.MR-1)/(4*gemm.MR))
+	best, bestEff := min(first, most), 0.0
+	for m := best; m <= min(most, 2*first); m++ {
+		tasks := Points * m
+		eff := float64(tasks) / float64(workers*((tasks+workers-1)/workers))
+		if eff > bestEff+1e-9 {
+			best, bestEff = m, eff
+		}
+	}
+	return best
 }
 
 // outputJob runs output: one task per panel and output channel range.

@@ -1,0 +1,155 @@
+package irexec
+
+import (
+	"goinfer/internal/engine/cpu/gemm"
+)
+
+// convSplit is how a GEMM convolution's tasks divide one group's output:
+// nch ranges of NR-wide column panels by mch ranges of MR-row panels, the
+// panels dealt out evenly (range i of c over p panels holds panels
+// i*p/c..(i+1)*p/c), so that no range is a thin remainder.
+type convSplit struct{ nch, mch int }
+
+// Per-task costs of the split model in units of one MR x NR panel pair
+// over the whole depth: packing a column panel of B for a task (its
+// gather loads, against the MR-row kernel's FMAs), and a task's fixed
+// costs (its masks and panel lanes, the hand-off).
+const (
+	splitPackCost = 0.5
+	splitTaskCost = 1
+	// splitGain is how much shorter the best split must make the loop
+	// than the first-fit one to replace it: the model ignores memory
+	// traffic, and the first-fit split is what two threads have run well.
+	splitGain = 0.85
+	// splitMinWorkers is the fewest workers the model is used for: on
+	// two, four tasks per worker already balance within the model's
+	// error, and the first-fit split is what was tuned there.
+	splitMinWorkers = 4
+	// splitTail is the share of its largest task a split's makespan is
+	// charged on top: tasks of one size still take uneven times (cache
+	// misses, a worker that loses its core), and a late large one is
+	// what the others wait for.
+	splitTail = 0.5
+)
+
+// chooseConvSplit picks the split of a convolution with groups groups of
+// np column panels and mp row panels for workers workers. The first-fit
+// split adds column ranges, then row ranges, until there are
+// tasksPerThread tasks per worker or tasks would get thinner than four
+// panels each way; it balances where the task count is a multiple of the
+// workers or several times it, but 16 workers over a 7x7 map's 86 row
+// panels get 18 tasks of 5 panels, two rounds for two of them. So, from
+// splitMinWorkers on, every split of tasks about as thick is costed as
+// dynamic scheduling would run it, and the cheapest replaces the first fit
+// where it is clearly better.
+func chooseConvSplit(groups, ntot, m, workers int, shared bool) convSplit {
+	const nr, mr = gemm.NR, gemm.MR
+	first := firstConvSplit(groups, ntot, m, workers)
+	if workers < splitMinWorkers {
+		return first
+	}
+	target := tasksPerThread * workers
+	np, mp := (ntot+nr-1)/nr, (m+mr-1)/mr
+	minN := (ntot + ncMax - 1) / ncMax // a task's columns fit its scratch
+	// Tasks of at least four panels each way, as the first fit's, or two
+	// where those leave workers without a task (a 7x7 map of 160
+	// channels made 6 tasks for 16 workers).
+	thin := 4
+	if groups*first.nch*first.mch < workers {
+		thin = 2
+	}
+	maxN, maxM := max(minN, ntot/(thin*nr)), max(1, m/(thin*mr))
+	maxTasks := max(2*target, groups*first.nch*first.mch)
+	firstCost := splitCost(groups, np, mp, first, workers, shared)
+	best, bestCost := first, firstCost
+	for nch := minN; nch <= maxN && groups*nch <= maxTasks; nch++ {
+		for mch := 1; mch <= maxM && groups*nch*mch <= maxTasks; mch++ {
+			c := convSplit{nch, mch}
+			cost := splitCost(groups, np, mp, c, workers, shared)
+			// Of splits within 1%, the one of more tasks: it leaves
+			// fewer workers idle.
+			if cost < bestCost*0.99 || cost <= bestCost*1.01 && nch*mch > best.nch*best.mch {
+				best, bestCost = c, cost
+			}
+		}
+	}
+	if bestCost < firstCost*splitGain {
+		return best
+	}
+	return first
+}
+
+// firstConvSplit is the first-fit split: column ranges, then row ranges,
+// until there are tasksPerThread tasks per worker or tasks would get
+// thinner than four panels each way.
+func firstConvSplit(groups, ntot, m, workers int) convSplit {
+	const nr, mr = gemm.NR, gemm.MR
+	nch, mch := (ntot+ncMax-1)/ncMax, 1
+	target := tasksPerThread * workers
+split:
+	for groups*nch*mch < target {
+		switch {
+		case ntot/(nch+1) >= 4*nr:
+			nch++
+		case m/(mch+1) >= 4*mr:
+			mch++
+		default:
+			break split // tasks would get too thin
+		}
+	}
+	nw, mw := roundUp((ntot+nch-1)/nch, nr), roundUp((m+mch-1)/mch, mr)
+	return convSplit{nch: (ntot + nw - 1) / nw, mch: (m + mw - 1) / mw}
+}
+
+// splitCost is the makespan, in panel units, of split c's tasks taken in
+// order by workers workers as each finishes its last, plus splitTail of
+// its largest task.
+func splitCost(groups, np, mp int, c convSplit, workers int, shared bool) float64 {
+	var free [64]float64
+	w := min(workers, len(free))
+	end, largest := 0.0, 0.0
+	for range groups {
+		for jn := range c.nch {
+			n := float64(evenRange(jn, c.nch, np))
+			for jm := range c.mch {
+				cost := n*float64(evenRange(jm, c.mch, mp)) + splitTaskCost
+				if !shared || c.mch == 1 {
+					cost += n * splitPackCost
+				}
+				// The earliest free worker takes it.
+				k := 0
+				for i := 1; i < w; i++ {
+					if free[i] < free[k] {
+						k = i
+					}
+				}
+				free[k] += cost
+				end = max(end, free[k])
+				largest = max(largest, cost)
+			}
+		}
+	}
+	return end + splitTail*largest
+}
+
+// evenRange is how many of p items range i of c holds when they are dealt
+// out evenly.
+func evenRange(i, c, p int) int { return (i+1)*p/c - i*p/c }
+
+// convSplitFor is s's split on x's pool, worked out on first use.
+func (x *Exec) convSplitFor(s *convStep) convSplit {
+	if sp, ok := x.convSplits[s]; ok {
+		return sp
+	}
+	if x.convSplits == nil {
+		x.convSplits = map[*convStep]convSplit{}
+	}
+	ntot := s.n * s.oh * s.ow
+	shared := !s.direct && s.groups*s.icg*s.kh*s.kw*roundUp(ntot, gemm.NR) <= len(x.sharedB)
+	sp := chooseConvSplit(s.groups, ntot, s.ocg, x.pool.Size(), shared)
+	x.convSplits[s] = sp
+	return sp
+}
+
+// evenRange0 is where range i of c over p items dealt out evenly starts.
+func evenRange0(i, c, p int) int { return i * p / c }

@@ -1,0 +1,121 @@
+package irexec
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/ir"
+	"goinfer/internal/tensor"
+)
+
+func TestChooseConvSplit(t *testing.T) {
+	for _, c := range []struct {
+		groups, ntot, m, workers int
+		minTasks, maxTasks       int // 0: no bound
+	}{
+		{1, 49, 512, 1, 4, 4},     // as many as before: the pool runs them in turn
+		{1, 49, 512, 2, 8, 8},     // the first fit: 4 per worker
+		{1, 49, 512, 16, 16, 16},  // not 18 (two rounds for two)
+		{1, 196, 256, 16, 16, 64}, // 14x14 maps
+		{1, 784, 128, 16, 16, 64},
+		{1, 3136, 64, 16, 16, 128},
+		{4, 49, 64, 16, 4, 64},
+		{1, 100352, 64, 16, 392, 0}, // batch 32: columns bound the task width
+		{1, 100352, 64, 2, 392, 0},
+		{1, 10, 5, 16, 1, 1},
+	} {
+		t.Run(fmt.Sprint(c.groups, c.ntot, c.m, c.workers), func(t *testing.T) {
+			for _, shared := range []bool{false, true} {
+				sp := chooseConvSplit(c.groups, c.ntot, c.m, c.workers, shared)
+				np, mp := (c.ntot+gemm.NR-1)/gemm.NR, (c.m+gemm.MR-1)/gemm.MR
+				if sp.nch < 1 || sp.nch > np || sp.mch < 1 || sp.mch > mp {
+					t.Fatalf("split %+v of %d x %d panels", sp, np, mp)
+				}
+				if w := (np + sp.nch - 1) / sp.nch * gemm.NR; w > ncMax {
+					t.Errorf("split %+v: %d columns a task, over %d", sp, w, ncMax)
+				}
+				tasks := c.groups * sp.nch * sp.mch
+				if tasks < c.minTasks || c.maxTasks > 0 && tasks > c.maxTasks {
+					t.Errorf("split %+v: %d tasks, want %d to %d", sp, tasks, c.minTasks, c.maxTasks)
+				}
+			}
+		})
+	}
+}
+
+func TestEvenRanges(t *testing.T) {
+	for _, c := range [][2]int{{1, 1}, {3, 10}, {16, 86}, {5, 5}, {7, 100}} {
+		n, p := c[0], c[1]
+		sum, lo, hi := 0, p, 0
+		for i := range n {
+			k := evenRange(i, n, p)
+			if evenRange0(i, n, p) != sum {
+				t.Errorf("range %d of %d over %d starts at %d, want %d", i, n, p, evenRange0(i, n, p), sum)
+			}
+			sum += k
+			lo, hi = min(lo, k), max(hi, k)
+		}
+		if sum != p || hi-lo > 1 {
+			t.Errorf("%d ranges over %d: total %d, sizes %d to %d", n, p, sum, lo, hi)
+		}
+	}
+}
+
+// TestConvManyThreads runs convolutions split for many workers (on
+// however many cores there are) and checks them against the reference and,
+// bit for bit, against one thread: a split moves no sum across tasks.
+func TestConvManyThreads(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		name                     string
+		n, c, h, w, m, k, stride int
+	}{
+		{"3x3 7x7 deep", 1, 300, 7, 7, 200, 3, 1},
+		{"3x3 s2 to 7x7", 1, 64, 14, 14, 130, 3, 2},
+		{"1x1 s2 to 7x7", 1, 96, 14, 14, 200, 1, 2},
+		{"3x3 14x14", 2, 32, 14, 14, 70, 3, 1},
+		{"1x1 28x28", 1, 24, 28, 28, 40, 1, 1},
+		{"7x7 s2 stem (direct taps)", 1, 3, 60, 60, 20, 7, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			op := &ir.Conv{Strides: []int{c.stride, c.stride}, Pads: []int{c.k / 2, c.k / 2, c.k / 2, c.k / 2}, Epilogue: ir.Epilogue{Act: ir.ActRelu}}
+			g := oneNode(op, 1, f32in(c.n, c.c, c.h, c.w), randConst(r, c.m, c.c, c.k, c.k), randConst(r, c.m))
+			var outs [][]byte
+			for _, threads := range []int{1, 3, 16} {
+				p := checkOpts(t, g, 1e-5, 5, Options{Threads: threads})
+				outs = append(outs, runRandom(t, p, 9))
+			}
+			for i := 1; i < len(outs); i++ {
+				if !bytes.Equal(outs[0], outs[i]) {
+					t.Errorf("run %d differs from one thread's", i)
+				}
+			}
+		})
+	}
+}
+
+// runRandom runs p on seeded random inputs and returns its first output's
+// bytes.
+func runRandom(t *testing.T, p *Plan, seed uint64) []byte {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	var ins []*tensor.Tensor
+	for _, v := range p.inputs {
+		x := tensor.New(tensor.Float32, p.vals[v].shape...)
+		for i := range f32(x.Data) {
+			f32(x.Data)[i] = float32(r.NormFloat64())
+		}
+		ins = append(ins, x)
+	}
+	x := p.NewExec()
+	defer x.Close()
+	got, err := x.RunTensors(context.Background(), ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[0].Data
+}
