@@ -729,16 +729,8 @@ func (i *graphInstance) ForwardHost(in, out []byte, n int) error {
 	if err := i.checkBatch(n); err != nil {
 		return err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := i.d.rt.SetDevice(i.d.ordinal); err != nil {
-		return err
-	}
-	inP, outP, err := i.d.hostPointers(in, n*i.m.info.Input().Elems()*4, out, n*i.m.info.Output().Elems()*4)
-	if err != nil {
-		return err
-	}
-	return i.forward(inP, outP, n)
+	inN, outN := n*i.m.info.Input().Elems()*4, n*i.m.info.Output().Elems()*4
+	return i.d.forwardHost(in, inN, out, outN, func(in, out cu.DevPtr) error { return i.forward(in, out, n) })
 }
 
 func (i *graphInstance) checkBatch(n int) error {

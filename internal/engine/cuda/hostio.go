@@ -2,11 +2,29 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/engine"
 )
+
+// forwardHost makes the device current and runs forward (an instance's
+// enqueue of one batch) from the first inN bytes of in to the first outN
+// bytes of out, page-locked host memory the device reads and writes in
+// place: engine.HostIO for both instance kinds.
+func (d *device) forwardHost(in []byte, inN int, out []byte, outN int, forward func(in, out cu.DevPtr) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.rt.SetDevice(d.ordinal); err != nil {
+		return err
+	}
+	inP, outP, err := d.hostPointers(in, inN, out, outN)
+	if err != nil {
+		return err
+	}
+	return forward(inP, outP)
+}
 
 // hostPointers returns the device addresses of in's first inN bytes and
 // out's first outN bytes, both page-locked host memory the device reads

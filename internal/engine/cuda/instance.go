@@ -867,16 +867,7 @@ func (i *instance) ForwardHost(in, out []byte, n int) error {
 	if err := i.checkBatch(n); err != nil {
 		return err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := i.d.rt.SetDevice(i.d.ordinal); err != nil {
-		return err
-	}
-	inP, outP, err := i.d.hostPointers(in, n*i.inBytes, out, n*i.m.graph.Classes*4)
-	if err != nil {
-		return err
-	}
-	return i.forward(inP, outP, n)
+	return i.d.forwardHost(in, n*i.inBytes, out, n*i.m.graph.Classes*4, func(in, out cu.DevPtr) error { return i.forward(in, out, n) })
 }
 
 func (i *instance) checkBatch(n int) error {
