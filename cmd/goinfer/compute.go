@@ -95,7 +95,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	stem := fs.String("stem", "", "cuda engine, compiled ResNet path, fp16/bf16: how the image reaches the first convolution: s2d (space to depth, the default), pad (zero channels up to --stem_channels) or none; for A/B runs")
 	stemChannels := fs.Int("stem_channels", 0, "cuda engine: the channel count --stem pad pads the image to (0: 8)")
 	kernelFile := fs.String("kernels", "", "cuda engine, ResNet path: load the elementwise kernels from this PTX, cubin or fatbin `FILE` instead of the embedded ones (to try kernels without rebuilding)")
-	experiments := fs.String("graph_experiments", "", "cuda engine, general graphs, for A/B runs: comma-separated fusion changes to turn off (noidentity, noprologue, nofindmath) and findlog (print cudnnFind's ranking of each convolution)")
+	experiments := fs.String("graph_experiments", "", "cuda engine, for A/B runs: comma-separated changes to turn off or force: ResNet path nomma (cuDNN only, no split tensor-core convolutions), forcemma, mmanosplit; general graphs noidentity, noprologue, nofindmath, and findlog (print cudnnFind's ranking of each convolution)")
 	split := engine.SplitAuto
 	fs.Var((*splitFlag)(&split), "cpu_split_batch", "cpu engine, ONNX/general graphs: run a batch as `N`-image chunks, one per thread at a time (auto: where the model's images are independent and its activations outweigh its weights; 0: off), as bench, predict and serve do")
 	profile := fs.Bool("profile", false, "also time each layer on its own (cuda engine: as a CUDA graph of repeated calls) and print the breakdown")

@@ -131,8 +131,11 @@ type Options struct {
 	// loaded instead of the embedded elementwise kernels, for trying
 	// kernels without rebuilding.
 	KernelFile string
-	// GraphExperiments (cuda engine, general graphs) is a comma-separated
-	// list of fusion changes to turn off, for A/B runs: "noidentity" (a
+	// GraphExperiments (cuda engine) is a comma-separated list of fusion
+	// changes to turn off or force, for A/B runs and tests. ResNet path:
+	// "nomma" (no split tensor-core convolutions: cuDNN only), "forcemma"
+	// (every convolution they can run uses them, faster or not),
+	// "mmanosplit" (only their unsplit form). General graphs: "noidentity" (a
 	// convolution whose activation cuDNN's fused call lacks runs that call
 	// with the identity, bias fused, then the activation), "noprologue" (a
 	// 1x1 expansion's SiLU, hard swish or ReLU6 applied by the depthwise

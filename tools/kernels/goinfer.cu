@@ -426,3 +426,289 @@ CONVERT(u8, u8, bf16, bf16)
 ELEMENTWISE(f32, float)
 ELEMENTWISE(f16, f16)
 ELEMENTWISE(bf16, bf16)
+
+// conv_mma: a convolution of channels-last 16-bit tensors on the tensor
+// cores (mma.sync m16n8k16, float32 accumulation) as an implicit GEMM whose
+// reduction is split over gridDim.y slices. cuDNN's kernels for a batch of
+// one leave most of the GPU idle on small maps (a 7x7 map is 49 GEMM rows:
+// one tile row); splitting the reduction gives every SM work. The splits
+// add their float32 sums into a zeroed buffer (red.global.add: no round
+// trip), and the split that finishes last for a tile reads the total,
+// applies the epilogue and zeroes the tile again, so that the whole
+// convolution is one kernel.
+//
+// GEMM view: row m is output pixel (image, oh, ow) of M, column n an output
+// channel of Cout, and the reduction runs over (r, s, c) in chunks of 32
+// channels of one filter tap (C % 32 == 0, Cout % 64 == 0). A block of 4
+// warps (2 x 2) computes a 64 x 64 tile of rows x columns, each warp 32 x
+// 32 as 2 x 4 fragments. Chunks stream through a ring of CM_STAGES shared
+// memory buffers by cp.async (zero-filled outside the image and past M), so
+// that several chunks' loads are in flight while one is multiplied. Each
+// thread reads 16 contiguous bytes (8 channels) per fragment row and
+// column, which serve two mma steps: within a chunk the reduction order is
+// permuted the same way for both operands (thread t's logical k 2t+e and
+// 2t+8+e of step j are channels 8t+4j+e and 8t+4j+2+e), so no shuffles are
+// needed, and a warp's reads are 512 contiguous bytes (no bank conflicts).
+//
+// x: [N, H, W, C]; w: [Cout, KS, KS, C]; bias: float32 [Cout]; res: [M,
+// Cout] or null; y: [M, Cout]; part: float32 [M, Cout], zero (used with
+// more than one split); count: one zero word per tile, left zero. chunks:
+// reduction chunks per split.
+template <typename T> struct ConvMma;
+template <> struct ConvMma<f16> {
+  static __device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct ConvMma<bf16> {
+  static __device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ void ldcg8(const float* p, float* r) {
+  asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];" : "=f"(r[0]), "=f"(r[1]) : "l"(p));
+}
+
+#ifdef __clang__
+#define __shared__ __attribute__((shared))
+#define LAUNCH_BOUNDS(n) __attribute__((launch_bounds(n)))
+#define CTAID_Y __nvvm_read_ptx_sreg_ctaid_y()
+#define NCTAID_Y __nvvm_read_ptx_sreg_nctaid_y()
+#else
+#define LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define CTAID_Y blockIdx.y
+#define NCTAID_Y gridDim.y
+#endif
+#define SYNC_THREADS() asm volatile("bar.sync 0;" ::: "memory")
+#define FENCE() asm volatile("membar.gl;" ::: "memory")
+
+__device__ __forceinline__ unsigned atomic_inc_u32(unsigned* p) {
+  unsigned old;
+  asm volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
+  return old;
+}
+
+#define CM_MB 2
+#define CM_NB 4
+#define CM_STAGES 4
+// One chunk's tile of one operand: 64 rows of 32 channels (64 bytes).
+#define CM_TILE_BYTES (64 * 64)
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// cp_async16 copies 16 bytes from global p to shared s, or zeros when !ok.
+__device__ __forceinline__ void cp_async16(unsigned s, const void* p, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(p), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void lds16(unsigned s, unsigned* r) {
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+// red_add2 adds (a, b) to p[0], p[1] at L2 (one vector reduction where
+// the target has it: nvcc for sm_90 and later).
+__device__ __forceinline__ void red_add2(float* p, float a, float b) {
+#if !defined(__clang__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1,%2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(a) : "memory");
+  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p + 1), "f"(b) : "memory");
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bias, const T* res, T* y, float* part,
+                                         unsigned* count, int H, int W, int C, int OH, int OW, int Cout, int KS,
+                                         int stride, int pad, int M, int chunks, int relu) {
+  __shared__ __attribute__((aligned(16))) unsigned char smem[CM_STAGES][2][CM_TILE_BYTES];
+  __shared__ unsigned last;
+  const int tid = TID_X, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int tilesN = Cout >> 6;
+  const int tile = CTAID_X, mt = tile / tilesN, nt = tile - mt * tilesN;
+  const int split = CTAID_Y, splits = NCTAID_Y;
+  const int CC = C >> 5, total = KS * KS * CC;
+  const int q0 = split * chunks, q1 = q0 + chunks < total ? q0 + chunks : total;
+  const int ohw = OH * OW, K = KS * KS * C;
+
+  // Loader: this thread copies 16 bytes (piece p) of tile rows lr and
+  // lr + 32 of both operands per chunk.
+  const int lr = tid >> 2, piece = tid & 3;
+  const T* xrow[2];
+  int ih0[2], iw0[2];
+  const T* wcol[2];
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    int m = mt * 64 + lr + 32 * i;
+    if (m < M) {
+      int img = m / ohw, p = m - img * ohw, oh = p / OW, ow = p - oh * OW;
+      xrow[i] = x + (sz)img * H * W * C + 8 * piece;
+      ih0[i] = oh * stride - pad;
+      iw0[i] = ow * stride - pad;
+    } else {
+      xrow[i] = x;
+      ih0[i] = iw0[i] = -0x40000000;
+    }
+    wcol[i] = w + (sz)(nt * 64 + lr + 32 * i) * K + 8 * piece;
+  }
+  const unsigned sbase = smem_addr(&smem[0][0][0]);
+  const unsigned soff = (unsigned)(lr * 64 + piece * 16);
+  auto fetch = [&](int q, int stage) {
+    if (q < q1) {
+      int rs = q / CC, c0 = (q - rs * CC) << 5, r = rs / KS, s = rs - r * KS;
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        int ih = ih0[i] + r, iw = iw0[i] + s;
+        bool ok = ih >= 0 && ih < H && iw >= 0 && iw < W;
+        const T* src = ok ? xrow[i] + ((sz)ih * W + iw) * C + c0 : x;
+        cp_async16(sbase + (unsigned)((stage * 2 + 0) * CM_TILE_BYTES) + soff + i * 32 * 64, src, ok);
+        cp_async16(sbase + (unsigned)((stage * 2 + 1) * CM_TILE_BYTES) + soff + i * 32 * 64, wcol[i] + rs * C + c0, true);
+      }
+    }
+    cp_async_commit();
+  };
+
+  float acc[CM_MB][CM_NB][4];
+#pragma unroll
+  for (int i = 0; i < CM_MB; i++)
+#pragma unroll
+    for (int j = 0; j < CM_NB; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+  const int rowBase = (warp & 1) * 32, colBase = (warp >> 1) * 32;
+#pragma unroll
+  for (int s = 0; s < CM_STAGES - 1; s++) fetch(q0 + s, s);
+  // The epilogue's operands, read now so that their latency hides behind
+  // the main loop's.
+  const int row0 = mt * 64 + rowBase, col0 = nt * 64 + colBase;
+  float bv[CM_NB][2];
+  unsigned rv[CM_MB][2][CM_NB];
+#pragma unroll
+  for (int j = 0; j < CM_NB; j++) {
+    bv[j][0] = bias[col0 + j * 8 + 2 * t];
+    bv[j][1] = bias[col0 + j * 8 + 2 * t + 1];
+  }
+#pragma unroll
+  for (int i = 0; i < CM_MB; i++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      int m = row0 + i * 16 + h * 8 + g;
+#pragma unroll
+      for (int j = 0; j < CM_NB; j++)
+        rv[i][h][j] = res && m < M ? *(const unsigned*)(res + (sz)m * Cout + col0 + j * 8 + 2 * t) : 0u;
+    }
+  for (int q = q0; q < q1; q++) {
+    const int stage = (q - q0) % CM_STAGES;
+    cp_async_wait<CM_STAGES - 2>();
+    SYNC_THREADS();
+    // The buffer refilled here was read in the previous iteration, before
+    // the barrier above.
+    fetch(q + CM_STAGES - 1, (q - q0 + CM_STAGES - 1) % CM_STAGES);
+    const unsigned sa = sbase + (unsigned)(stage * 2 * CM_TILE_BYTES), sb = sa + CM_TILE_BYTES;
+    unsigned a[CM_MB][2][4], b[CM_NB][4];
+#pragma unroll
+    for (int i = 0; i < CM_MB; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) lds16(sa + (unsigned)((rowBase + i * 16 + h * 8 + g) * 64 + t * 16), a[i][h]);
+#pragma unroll
+    for (int j = 0; j < CM_NB; j++) lds16(sb + (unsigned)((colBase + j * 8 + g) * 64 + t * 16), b[j]);
+#pragma unroll
+    for (int st = 0; st < 2; st++) {
+#pragma unroll
+      for (int i = 0; i < CM_MB; i++) {
+        unsigned fa[4] = {a[i][0][2 * st], a[i][1][2 * st], a[i][0][2 * st + 1], a[i][1][2 * st + 1]};
+#pragma unroll
+        for (int j = 0; j < CM_NB; j++) ConvMma<T>::mma(acc[i][j], fa, b[j][2 * st], b[j][2 * st + 1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  if (splits > 1) {
+    // Add this split's sums into the tile; the last split to arrive
+    // reads the total back and zeroes it for the next launch.
+#pragma unroll
+    for (int i = 0; i < CM_MB; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        int m = row0 + i * 16 + h * 8 + g;
+        if (m >= M) continue;
+        float* pr = part + (sz)m * Cout + col0 + 2 * t;
+#pragma unroll
+        for (int j = 0; j < CM_NB; j++) red_add2(pr + j * 8, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+      }
+    FENCE();
+    SYNC_THREADS();
+    if (tid == 0) {
+      unsigned prev = atomic_inc_u32(count + tile);
+      last = prev == (unsigned)(splits - 1);
+      if (last) count[tile] = 0;
+    }
+    SYNC_THREADS();
+    if (!last) return;
+    FENCE();
+#pragma unroll
+    for (int i = 0; i < CM_MB; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        int m = row0 + i * 16 + h * 8 + g;
+        if (m >= M) continue;
+        float* pr = part + (sz)m * Cout + col0 + 2 * t;
+#pragma unroll
+        for (int j = 0; j < CM_NB; j++) ldcg8(pr + j * 8, &acc[i][j][2 * h]);
+      }
+#pragma unroll
+    for (int i = 0; i < CM_MB; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        int m = row0 + i * 16 + h * 8 + g;
+        if (m >= M) continue;
+        float* pr = part + (sz)m * Cout + col0 + 2 * t;
+#pragma unroll
+        for (int j = 0; j < CM_NB; j++)
+          asm volatile("st.global.cg.v2.f32 [%0], {%1,%1};" ::"l"(pr + j * 8), "f"(0.f) : "memory");
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < CM_MB; i++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      int m = row0 + i * 16 + h * 8 + g;
+      if (m >= M) continue;
+#pragma unroll
+      for (int j = 0; j < CM_NB; j++) {
+        int n = col0 + j * 8 + 2 * t;
+        float v0 = acc[i][j][2 * h] + bv[j][0], v1 = acc[i][j][2 * h + 1] + bv[j][1];
+        sz off = (sz)m * Cout + n;
+        if (res) {
+          const T* r2 = (const T*)&rv[i][h][j];
+          v0 += load(r2);
+          v1 += load(r2 + 1);
+        }
+        if (relu) {
+          v0 = v0 > 0.f ? v0 : 0.f;
+          v1 = v1 > 0.f ? v1 : 0.f;
+        }
+        store(y + off, v0);
+        store(y + off + 1, v1);
+      }
+    }
+}
+
+#define CONV_MMA(S, T)                                                                                           \
+  extern "C" __global__ void LAUNCH_BOUNDS(128) conv_mma_##S(                                                \
+      const T* x, const T* w, const float* bias, const T* res, T* y, float* part, unsigned* count, int H, int W, \
+      int C, int OH, int OW, int Cout, int KS, int stride, int pad, int M, int chunks, int relu) {               \
+    conv_mma<T>(x, w, bias, res, y, part, count, H, W, C, OH, OW, Cout, KS, stride, pad, M, chunks, relu);       \
+  }
+CONV_MMA(f16, f16)
+CONV_MMA(bf16, bf16)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,13 +37,7 @@ var (
 
 // graphImage picks the kernels to load: the fatbin when it is current.
 func graphImage() []byte {
-	sums := map[string]string{}
-	for _, line := range strings.Split(graphSums, "\n") {
-		if sum, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
-			sums[name] = sum
-		}
-	}
-	if f := sums["graph.fatbin"]; f != "" && f == sums["graph.ptx"] && len(graphFatbinGz) > 0 {
+	if img := currentImage(graphSums, "graph", graphFatbinGz, nil); img != nil {
 		if fat, err := graphFatbin(); err == nil {
 			return fat
 		}

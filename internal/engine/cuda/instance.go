@@ -87,6 +87,10 @@ type planOp struct {
 	block    int
 	args     *cu.KernelArgs
 	n        int
+	// mma, when set, runs the convolution and its epilogue as conv_mma
+	// (convmma.go) with mmaArgs instead of cuDNN.
+	mma     *mmaGeom
+	mmaArgs *cu.KernelArgs
 }
 
 // plan is a forward pass lowered for one batch size.
@@ -117,6 +121,10 @@ type instance struct {
 	ws       cu.DevPtr
 	wsSize   int64
 	blasWs   cu.DevPtr
+	// mmaScratch: conv_mma's tile counters (zero between launches) then
+	// its split partials; 0 where the precision has no conv_mma.
+	mmaScratch cu.DevPtr
+	sms        int
 
 	filters  []cu.FilterDesc // per layer (convs)
 	biasDesc []cu.TensorDesc // per layer (convs with bias)
@@ -214,6 +222,11 @@ func (i *instance) init(ctx context.Context) error {
 	}
 	if err := rt.MemsetAsync(i.acts, 0, i.actBytes, i.stream); err != nil {
 		return err
+	}
+	if m.kern.convMMA != 0 && m.opts.Compile {
+		if err := i.initMMA(); err != nil {
+			return err
+		}
 	}
 
 	// Per-layer descriptors that do not depend on the batch size.
@@ -521,6 +534,9 @@ type tuned struct {
 	fused int // algorithm of the fused call, or -1: convolution + epilogue
 	plain int // algorithm of the convolution when not fused
 	math  int // math type of the plain convolution (-1: the default)
+	// splits and chunks, when splits > 0: conv_mma runs the convolution
+	// and its epilogue instead of cuDNN (convmma.go).
+	splits, chunks int
 }
 
 // tuneFused picks how a convolution with an epilogue runs, by timing the
@@ -556,6 +572,9 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 		return nil
 	}
 	apply := func(c tuned) error {
+		if c.splits > 0 {
+			return i.applyMMA(o, c)
+		}
 		if c.fused >= 0 {
 			o.fused, o.epilogue, o.algoF = true, false, c.fused
 			o.ws = max(o.ws, wsOf(c.fused))
@@ -645,11 +664,18 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	// Fused wins ties: a separate epilogue pass costs memory traffic that
 	// short timings understate.
 	choice = plain
+	cudnnT := plainT
 	if best >= 0 && plainT >= 0.8*bestT {
 		choice = tuned{fused: best, plain: o.algo, math: fusedMath}
+		cudnnT = bestT
 		if err := setMath(fusedMath); err != nil {
 			return err
 		}
+	}
+	// conv_mma must win clearly: cuDNN's kernels are the tested default.
+	force := hasExperiment(m.opts.GraphExperiments, "forcemma")
+	if g, t, ok := i.tuneMMA(o, reps, &log); ok && (force || t < 0.9*cudnnT) {
+		choice = tuned{fused: -1, plain: o.algo, math: o.math, splits: g.splits, chunks: g.chunks}
 	}
 	m.progress("cuda: tuning %s (batch %d): %s", o.l.name, o.n, strings.Join(log, ", "))
 	m.mu.Lock()
@@ -741,6 +767,9 @@ func (i *instance) runOp(o *planOp) error {
 	m := i.m
 	switch o.l.spec.kind {
 	case opConv:
+		if o.mma != nil {
+			return i.drv.Launch2D(m.kern.convMMA, o.mma.tiles, o.mma.splits, mmaThreads, i.stream, o.mmaArgs)
+		}
 		if o.fused {
 			act := i.relu
 			if !o.l.spec.relu {
@@ -1016,10 +1045,10 @@ func (i *instance) release() {
 	if i.blas != 0 {
 		i.m.libs.BLAS.Destroy(i.blas)
 	}
-	for _, p := range []cu.DevPtr{i.acts, i.logits, i.ws, i.blasWs} {
+	for _, p := range []cu.DevPtr{i.acts, i.logits, i.ws, i.blasWs, i.mmaScratch} {
 		rt.Free(p)
 	}
-	i.acts, i.logits, i.ws, i.blasWs = 0, 0, 0, 0
+	i.acts, i.logits, i.ws, i.blasWs, i.mmaScratch = 0, 0, 0, 0, 0
 	if i.stream != 0 {
 		rt.StreamDestroy(i.stream)
 		i.stream = 0

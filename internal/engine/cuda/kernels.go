@@ -4,8 +4,10 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"strings"
 
 	cu "goinfer/internal/cuda"
+	"goinfer/internal/engine"
 	"goinfer/internal/tensor"
 )
 
@@ -25,6 +27,14 @@ var kernelFatbin []byte
 //go:embed kernels/goinfer.ptx
 var kernelPTX []byte
 
+// kernelSums records the source each of the two was built from: the fatbin
+// is loaded only when it was built from the same source as the PTX (a
+// kernel edited where only clang is installed leaves the fatbin behind
+// until nvcc rebuilds it, and an old fatbin lacks the new kernels).
+//
+//go:embed kernels/sources.sha256
+var kernelSums string
+
 // kernels are the custom kernels of one precision, loaded in a device's
 // primary context.
 type kernels struct {
@@ -32,6 +42,8 @@ type kernels struct {
 	convert                                           cu.Function // input dtype -> compute dtype
 	scaleShift, relu, add, epilogue, maxpool, avgpool cu.Function
 	addBias                                           cu.Function
+	// convMMA: conv_mma (convmma.go), 16-bit precisions only.
+	convMMA cu.Function
 }
 
 // loadKernels loads the embedded kernels, or those of file (a PTX, cubin
@@ -48,7 +60,7 @@ func loadKernels(d *cu.Driver, file string, in tensor.DType, p precision) (*kern
 		}
 	} else {
 		var err error
-		if mod, err = d.ModuleLoad(kernelFatbin); err != nil {
+		if mod, err = d.ModuleLoad(currentImage(kernelSums, "goinfer", kernelFatbin, kernelPTX)); err != nil {
 			var perr error
 			if mod, perr = d.ModuleLoad(kernelPTX); perr != nil {
 				return nil, fmt.Errorf("loading goinfer's kernels: %w (and their PTX: %w)", err, perr)
@@ -88,5 +100,29 @@ func loadKernels(d *cu.Driver, file string, in tensor.DType, p precision) (*kern
 		}
 		*f.dst = fn
 	}
+	if p.p == engine.FP16 || p.p == engine.BF16 {
+		fn, err := d.ModuleFunction(mod, "conv_mma_"+p.suffix)
+		if err != nil {
+			d.ModuleUnload(mod)
+			return nil, err
+		}
+		k.convMMA = fn
+	}
 	return k, nil
+}
+
+// currentImage returns fat, the nvcc build of kernel source name, when sums
+// (a sources.sha256 file) records it as built from the same source as
+// name's PTX, and ptx otherwise.
+func currentImage(sums, name string, fat, ptx []byte) []byte {
+	got := map[string]string{}
+	for _, line := range strings.Split(sums, "\n") {
+		if sum, file, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			got[file] = sum
+		}
+	}
+	if f := got[name+".fatbin"]; f != "" && f == got[name+".ptx"] && len(fat) > 0 {
+		return fat
+	}
+	return ptx
 }

@@ -102,7 +102,9 @@ func (i *instance) ProfileLayers(n, iters int) ([]LayerTime, error) {
 	for k, o := range p.ops {
 		lt := LayerTime{Name: o.l.name, Kind: o.l.spec.kind.String(), Time: mean(k + 1)}
 		if o.l.spec.kind == opConv {
-			if o.fused {
+			if o.mma != nil {
+				lt.Algo = fmt.Sprintf("conv_mma split %d", o.mma.splits)
+			} else if o.fused {
 				lt.Algo = cu.ConvFwdAlgoName(o.algoF) + " fused"
 			} else {
 				lt.Algo = cu.ConvFwdAlgoName(o.algo)

@@ -17,7 +17,7 @@ import (
 
 // tuneFormat versions the tuning cache's file: a goinfer whose tuning
 // changes what an entry means bumps it, and older files are ignored.
-const tuneFormat = 1
+const tuneFormat = 2
 
 // tuneFile is the on-disk form of a model's autotuning results
 // (Options.TuningCache), as TensorRT keeps a timing cache: cuDNN's
@@ -90,6 +90,9 @@ type fusedEntry struct {
 	Fused          int `json:"fused"`
 	Plain          int `json:"plain"`
 	Math           int `json:"math"`
+	// Splits and Chunks: conv_mma's launch, when Splits > 0.
+	Splits int `json:"splits,omitempty"`
+	Chunks int `json:"chunks,omitempty"`
 }
 
 func toTuneKey(k algoKey) tuneKey {
@@ -206,7 +209,7 @@ func (f *tuneFile) entries() (map[algoKey][]cu.ConvFwdPerf, map[fusedKey]tuned) 
 	}
 	for _, e := range f.Fused {
 		if k, ok := fromTuneKey(e.Key); ok {
-			fused[fusedKey{k, e.ReLU, e.Residual}] = tuned{fused: e.Fused, plain: e.Plain, math: e.Math}
+			fused[fusedKey{k, e.ReLU, e.Residual}] = tuned{fused: e.Fused, plain: e.Plain, math: e.Math, splits: e.Splits, chunks: e.Chunks}
 		}
 	}
 	return algos, fused
@@ -223,7 +226,7 @@ func newTuneFile(device string, algos map[algoKey][]cu.ConvFwdPerf, fused map[fu
 		f.Find = append(f.Find, e)
 	}
 	for k, t := range fused {
-		f.Fused = append(f.Fused, fusedEntry{Key: toTuneKey(k.algoKey), ReLU: k.relu, Residual: k.residual, Fused: t.fused, Plain: t.plain, Math: t.math})
+		f.Fused = append(f.Fused, fusedEntry{Key: toTuneKey(k.algoKey), ReLU: k.relu, Residual: k.residual, Fused: t.fused, Plain: t.plain, Math: t.math, Splits: t.splits, Chunks: t.chunks})
 	}
 	return f
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -53,7 +54,8 @@ func TestReadTuneFileErrors(t *testing.T) {
 		name, body, err string
 	}{
 		{"corrupt", `{"format": 1, "device": `, "not a tuning cache"},
-		{"other device", `{"format": 1, "device": "GPU sm_90 driver 1 cudnn 2"}`, "not format 1 on"},
+		{"other device", fmt.Sprintf(`{"format": %d, "device": "GPU sm_90 driver 1 cudnn 2"}`, tuneFormat), fmt.Sprintf("not format %d on", tuneFormat)},
+		{"before split convolutions", `{"format": 1, "device": "` + device + `"}`, "written for format 1"},
 		{"other format", `{"format": 99, "device": "` + device + `"}`, "written for format 99"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
