@@ -439,7 +439,10 @@ ELEMENTWISE(bf16, bf16)
 //
 // GEMM view: row m is output pixel (image, oh, ow) of M, column n an output
 // channel of Cout, and the reduction runs over (r, s, c) in chunks of 32
-// channels of one filter tap (C % 32 == 0, Cout % 64 == 0). A block of 4
+// consecutive elements of one filter row, whose (s, c) are contiguous in
+// both the input and the filter (KS*C % 32 == 0, C % 8 == 0: a 16-byte
+// piece never straddles two taps; Cout % 64 == 0). Channels-last input
+// makes even a narrow stem (C = 16 after space-to-depth) a full chunk. A block of 4
 // warps (2 x 2) computes a 64 x 64 tile of rows x columns, each warp 32 x
 // 32 as 2 x 4 fragments. Chunks stream through a ring of CM_STAGES shared
 // memory buffers by cp.async (zero-filled outside the image and past M), so
@@ -537,7 +540,7 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
   const int tilesN = Cout >> 6;
   const int tile = CTAID_X, mt = tile / tilesN, nt = tile - mt * tilesN;
   const int split = CTAID_Y, splits = NCTAID_Y;
-  const int CC = C >> 5, total = KS * KS * CC;
+  const int RC = KS * C >> 5, total = KS * RC;
   const int q0 = split * chunks, q1 = q0 + chunks < total ? q0 + chunks : total;
   const int ohw = OH * OW, K = KS * KS * C;
 
@@ -552,27 +555,29 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
     int m = mt * 64 + lr + 32 * i;
     if (m < M) {
       int img = m / ohw, p = m - img * ohw, oh = p / OW, ow = p - oh * OW;
-      xrow[i] = x + (sz)img * H * W * C + 8 * piece;
+      xrow[i] = x + (sz)img * H * W * C;
       ih0[i] = oh * stride - pad;
       iw0[i] = ow * stride - pad;
     } else {
       xrow[i] = x;
       ih0[i] = iw0[i] = -0x40000000;
     }
-    wcol[i] = w + (sz)(nt * 64 + lr + 32 * i) * K + 8 * piece;
+    wcol[i] = w + (sz)(nt * 64 + lr + 32 * i) * K;
   }
   const unsigned sbase = smem_addr(&smem[0][0][0]);
   const unsigned soff = (unsigned)(lr * 64 + piece * 16);
   auto fetch = [&](int q, int stage) {
     if (q < q1) {
-      int rs = q / CC, c0 = (q - rs * CC) << 5, r = rs / KS, s = rs - r * KS;
+      // This piece's 8 elements of the chunk: filter row r, element e of
+      // the row's KS*C (tap s, channel c).
+      int r = q / RC, e = ((q - r * RC) << 5) + 8 * piece, s = e / C, c = e - s * C;
 #pragma unroll
       for (int i = 0; i < 2; i++) {
         int ih = ih0[i] + r, iw = iw0[i] + s;
         bool ok = ih >= 0 && ih < H && iw >= 0 && iw < W;
-        const T* src = ok ? xrow[i] + ((sz)ih * W + iw) * C + c0 : x;
+        const T* src = ok ? xrow[i] + ((sz)ih * W + iw) * C + c : x;
         cp_async16(sbase + (unsigned)((stage * 2 + 0) * CM_TILE_BYTES) + soff + i * 32 * 64, src, ok);
-        cp_async16(sbase + (unsigned)((stage * 2 + 1) * CM_TILE_BYTES) + soff + i * 32 * 64, wcol[i] + rs * C + c0, true);
+        cp_async16(sbase + (unsigned)((stage * 2 + 1) * CM_TILE_BYTES) + soff + i * 32 * 64, wcol[i] + r * KS * C + e, true);
       }
     }
     cp_async_commit();

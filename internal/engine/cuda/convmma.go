@@ -15,15 +15,17 @@ import (
 
 const (
 	// mmaTile is the kernel's tile of GEMM rows (output pixels) and of
-	// columns (output channels); mmaChunk the channels of one reduction step.
+	// columns (output channels); mmaChunk the elements of one reduction
+	// step (consecutive taps and channels of one filter row).
 	mmaTile  = 64
 	mmaChunk = 32
 	// mmaThreads is the kernel's block size (launch bounds).
 	mmaThreads = 128
 	// mmaMaxRows bounds the problems the tuner tries the kernel on: past
-	// a few thousand output pixels cuDNN fills the GPU by itself, and
-	// timing more candidates would only lengthen the compile.
-	mmaMaxRows = 8192
+	// about ten thousand output pixels (a 224-pixel ResNet's stem at batch
+	// 1 has 12,544) cuDNN fills the GPU by itself, and timing more
+	// candidates would only lengthen the compile.
+	mmaMaxRows = 16384
 	// mmaCounters is the number of tile counters (one word each) and
 	// mmaPartBytes the float32 sums' space of split launches, per instance.
 	mmaCounters  = 4096
@@ -45,13 +47,14 @@ func (p mmaProblem) rows() int   { return p.n * p.outH * p.outW }
 func (p mmaProblem) chunks() int { return p.k * p.k * p.c / mmaChunk }
 
 // mmaEligible reports whether conv_mma runs p at precision prec: 16-bit
-// channels-last tensors, no groups, channels in whole chunks and output
-// channels in whole tiles, and a problem small enough to be worth trying.
+// channels-last tensors, no groups, filter rows in whole chunks with
+// channels in 16-byte pieces, output channels in whole tiles, and a
+// problem small enough to be worth trying.
 func mmaEligible(prec precision, p mmaProblem) bool {
 	if prec.p != engine.FP16 && prec.p != engine.BF16 || !prec.nhwc {
 		return false
 	}
-	return p.groups == 1 && p.k >= 1 && p.c%mmaChunk == 0 && p.outC%mmaTile == 0 &&
+	return p.groups == 1 && p.k >= 1 && p.c%8 == 0 && p.k*p.c%mmaChunk == 0 && p.outC%mmaTile == 0 &&
 		p.rows() > 0 && p.rows() <= mmaMaxRows
 }
 

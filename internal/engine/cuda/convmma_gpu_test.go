@@ -79,8 +79,8 @@ func TestConvMMA(t *testing.T) {
 				switch {
 				case exp == "nomma" && mma != 0:
 					t.Errorf("%d convolutions on conv_mma under nomma", mma)
-				case exp != "nomma" && mma != 19:
-					t.Errorf("%d convolutions on conv_mma, want all 19 past the stem", mma)
+				case exp != "nomma" && mma != 20:
+					t.Errorf("%d convolutions on conv_mma, want all 20 (the stem included)", mma)
 				}
 			})
 		}

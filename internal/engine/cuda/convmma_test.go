@@ -18,11 +18,13 @@ func TestMMAEligible(t *testing.T) {
 		{"resnet stage 4, fp16", fp16, stage4, true},
 		{"bf16", bf16, stage4, true},
 		{"fp32 has no tensor-core form here", fp32, stage4, false},
-		{"stem channels", fp16, mmaProblem{n: 1, c: 16, h: 112, w: 112, outC: 64, outH: 112, outW: 112, k: 4, stride: 1, groups: 1}, false},
+		{"space-to-depth stem: 4 taps of 16 channels per row", fp16, mmaProblem{n: 1, c: 16, h: 115, w: 115, outC: 64, outH: 112, outW: 112, k: 4, stride: 1, groups: 1}, true},
+		{"channels not in 16-byte pieces", fp16, mmaProblem{n: 1, c: 12, h: 115, w: 115, outC: 64, outH: 112, outW: 112, k: 8, stride: 1, groups: 1}, false},
+		{"filter row not in whole chunks", fp16, mmaProblem{n: 1, c: 8, h: 56, w: 56, outC: 64, outH: 56, outW: 56, k: 3, stride: 1, pad: 1, groups: 1}, false},
 		{"grouped", fp16, func() mmaProblem { p := stage4; p.groups = 2; return p }(), false},
 		{"output channels not in tiles", fp16, func() mmaProblem { p := stage4; p.outC = 1000; return p }(), false},
 		{"downsample 1x1 stride 2", fp16, mmaProblem{n: 1, c: 256, h: 14, w: 14, outC: 512, outH: 7, outW: 7, k: 1, stride: 2, groups: 1}, true},
-		{"large batch left to cuDNN", fp16, func() mmaProblem { p := stage4; p.n = 256; return p }(), false},
+		{"large batch left to cuDNN", fp16, func() mmaProblem { p := stage4; p.n = 512; return p }(), false},
 	} {
 		if got := mmaEligible(c.prec, c.p); got != c.want {
 			t.Errorf("%s: eligible %v, want %v", c.name, got, c.want)
