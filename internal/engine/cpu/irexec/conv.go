@@ -133,10 +133,13 @@ const (
 type convStep struct {
 	convGeom
 	src, res, dst int // res is -1 without a residual input
-	bias          []float32
-	act           act
-	a             []*gemm.PackedA // per group: ocg x icg*kh*kw
-	layout        convLayout
+	// scale, when not -1, is a per-channel factor of the input (an SE
+	// block's, see fuseSEScale), applied to the weights' columns.
+	scale  int
+	bias   []float32
+	act    act
+	a      []*gemm.PackedA // per group: ocg x icg*kh*kw
+	layout convLayout
 	// ph, pw are the phase planes' height and width (layoutPhases), and
 	// usedPhase says which of the phases the kernel reads.
 	ph, pw    int
@@ -216,7 +219,7 @@ func buildConv(nc *nodeCtx) (step, error) {
 	if gs := newGemvStep(nc, g, wf, bias, res, ac); gs != nil {
 		return gs, nil
 	}
-	s := &convStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], bias: bias, act: ac}
+	s := &convStep{convGeom: g, src: nc.in[0], res: res, scale: -1, dst: nc.out[0], bias: bias, act: ac}
 	kk := g.kh * g.kw
 	kdim := g.icg * kk
 	packed, err := nc.c.p.weights.derived(nc.n.Input(1).Const, "conv", func(v any) int64 {
@@ -319,6 +322,10 @@ func (s *convStep) inPlane() int {
 func (s *convStep) run(x *Exec) error {
 	j := &x.conv
 	j.s = s
+	j.a = s.a
+	if s.scale >= 0 {
+		j.a = s.scaledA(x)
+	}
 	j.in, j.out = x.f32(s.src), x.f32(s.dst)
 	if s.layout == layoutPhases {
 		pj := &x.phaseJ
@@ -349,7 +356,7 @@ func (s *convStep) run(x *Exec) error {
 		// in parallel over K-blocks, and let the tasks share them.
 		j.shared = x.sharedB[:size]
 		pk := &x.packJ
-		pk.c, pk.nkb = j, s.a[0].Blocks()
+		pk.c, pk.nkb = j, j.a[0].Blocks()
 		// Each K-block of a chunk in a few panel ranges where K-blocks
 		// alone are too few tasks for the workers (9 to 18 at batch 1 in
 		// ResNet-18's late stages).
@@ -357,7 +364,7 @@ func (s *convStep) run(x *Exec) error {
 		x.pool.Run(pk, s.groups*j.nch*pk.nkb*pk.pparts)
 	}
 	x.pool.Run(j, s.groups*j.nch*j.mch)
-	j.in, j.out, j.res, j.shared = nil, nil, nil, nil
+	j.in, j.out, j.res, j.shared, j.a = nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -365,6 +372,7 @@ func (s *convStep) run(x *Exec) error {
 // M-range), N running over all images' output pixels.
 type convJob struct {
 	s            *convStep
+	a            []*gemm.PackedA // s.a, or its columns scaled (scaledA)
 	in, res, out []float32
 	ntot         int // images x output pixels
 	// shared, when set, holds B packed once for all M-ranges.
@@ -420,7 +428,7 @@ func (p *packJob) Run(w, t int) {
 	c0, c1 := n0+p0*nr, min(n1, n0+p1*nr)
 	ws := &j.scratch[w]
 	s.prepare(ws, c0, c1-c0, true)
-	k0, kc := s.a[g].BlockK(kb)
+	k0, kc := j.a[g].BlockK(kb)
 	s.pack(j.sharedBlock(g, jn, k0)[p0*nr*kc:], j.in[g*s.icg*s.inPlane():], ws, k0, kc, c1-c0)
 }
 
@@ -474,7 +482,7 @@ func (j *convJob) Run(w, t int) {
 	jn := r / j.mch
 	n0, n1 := j.nRange(jn)
 	m0, m1 := j.mRange(r % j.mch)
-	a := s.a[g]
+	a := j.a[g]
 	ws := &j.scratch[w]
 	tile := &ws.tile
 	s.prepare(ws, n0, n1-n0, j.shared == nil)
@@ -581,7 +589,7 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie, m0, m1 i
 	s := j.s
 	pn := &ws.panels[jp]
 	nb := gemm.WholeRun(ws.panels[jp:], (n1-n0+nr-1)/nr-jp)
-	a := s.a[g]
+	a := j.a[g]
 	k0, kc := a.BlockK(kb)
 	npix := s.oh * s.ow
 	last := kb == a.Blocks()-1
