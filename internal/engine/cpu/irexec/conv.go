@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -134,8 +135,10 @@ type convStep struct {
 	convGeom
 	src, res, dst int // res is -1 without a residual input
 	// scale, when not -1, is a per-channel factor of the input (an SE
-	// block's, see fuseSEScale), applied to the weights' columns.
+	// block's, see fuseSEScale), applied to the weights' columns, or with
+	// scaleB to the rows of B as they are packed.
 	scale  int
+	scaleB bool
 	bias   []float32
 	act    act
 	a      []*gemm.PackedA // per group: ocg x icg*kh*kw
@@ -322,8 +325,11 @@ func (s *convStep) inPlane() int {
 func (s *convStep) run(x *Exec) error {
 	j := &x.conv
 	j.s = s
-	j.a = s.a
-	if s.scale >= 0 {
+	j.a, j.scale = s.a, nil
+	switch {
+	case s.scale >= 0 && s.scaleB:
+		j.scale = x.f32(s.scale)
+	case s.scale >= 0:
 		j.a = s.scaledA(x)
 	}
 	j.in, j.out = x.f32(s.src), x.f32(s.dst)
@@ -364,7 +370,7 @@ func (s *convStep) run(x *Exec) error {
 		x.pool.Run(pk, s.groups*j.nch*pk.nkb*pk.pparts)
 	}
 	x.pool.Run(j, s.groups*j.nch*j.mch)
-	j.in, j.out, j.res, j.shared, j.a = nil, nil, nil, nil, nil
+	j.in, j.out, j.res, j.shared, j.a, j.scale = nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -373,6 +379,7 @@ func (s *convStep) run(x *Exec) error {
 type convJob struct {
 	s            *convStep
 	a            []*gemm.PackedA // s.a, or its columns scaled (scaledA)
+	scale        []float32       // the input channels' scales packing applies
 	in, res, out []float32
 	ntot         int // images x output pixels
 	// shared, when set, holds B packed once for all M-ranges.
@@ -429,7 +436,7 @@ func (p *packJob) Run(w, t int) {
 	ws := &j.scratch[w]
 	s.prepare(ws, c0, c1-c0, true)
 	k0, kc := j.a[g].BlockK(kb)
-	s.pack(j.sharedBlock(g, jn, k0)[p0*nr*kc:], j.in[g*s.icg*s.inPlane():], ws, k0, kc, c1-c0)
+	s.pack(j.sharedBlock(g, jn, k0)[p0*nr*kc:], j.in[g*s.icg*s.inPlane():], ws, k0, kc, c1-c0, j.scale)
 }
 
 // convScratch is one worker's private memory for convolution tasks.
@@ -446,6 +453,9 @@ type convScratch struct {
 	// contiguous says a panel's lanes are consecutive.
 	contiguous [ncMax / gemm.NR]bool
 	gather     gemm.Gather
+	// scaleRows holds, per row of a packed panel, its input channel's
+	// scale (pack).
+	scaleRows []float32
 	// cols holds the narrow last panel of a task's pixels, when it
 	// has at most gemm.ColsMax columns, expanded for KernelCols.
 	cols gemm.ColsCache
@@ -453,10 +463,11 @@ type convScratch struct {
 
 func newConvScratch(maxKK int) convScratch {
 	s := convScratch{
-		packB:   make([]float32, gemm.KCMax*ncMax),
-		cols:    gemm.NewColsCache(),
-		masks:   make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
-		allOnes: make([]int32, maxKK*gemm.NR),
+		packB:     make([]float32, gemm.KCMax*ncMax),
+		scaleRows: make([]float32, gemm.KCMax*gemm.NR),
+		cols:      gemm.NewColsCache(),
+		masks:     make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
+		allOnes:   make([]int32, maxKK*gemm.NR),
 	}
 	for i := range s.allOnes {
 		s.allOnes[i] = -1
@@ -494,7 +505,7 @@ func (j *convJob) Run(w, t int) {
 		if j.shared != nil {
 			bp = j.sharedBlock(g, jn, k0)
 		} else {
-			s.pack(bp, in, ws, k0, kc, n1-n0)
+			s.pack(bp, in, ws, k0, kc, n1-n0, j.scale)
 		}
 		last := kb == nb-1
 		for ic := m0; ic < m1; ic += mcMax {
@@ -788,11 +799,23 @@ func (s *convStep) pointwise() bool {
 }
 
 // pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw
-// columns, prepared by prepare) into NR-wide panels.
-func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int) {
+// columns, prepared by prepare) into NR-wide panels; with sc (a
+// pointwise convolution's input channel scales, see fuseSEScale) row k
+// is multiplied by sc[k].
+func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int, sc []float32) {
 	const nr = gemm.NR
 	g := &ws.gather
 	g.Offs, g.Mask = s.kOff[k0:k0+kc], s.kMask[k0:k0+kc]
+	var rows []float32
+	if sc != nil {
+		// A packed panel is kc rows of NR values.
+		rows = ws.scaleRows[:kc*nr]
+		for k, v := range sc[k0 : k0+kc] {
+			for l := range nr {
+				rows[k*nr+l] = v
+			}
+		}
+	}
 	for p := 0; p*nr < nw; p++ {
 		if s.direct && ws.panels[p].Whole {
 			continue // read in place
@@ -800,6 +823,10 @@ func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int) {
 		g.Contiguous = ws.contiguous[p]
 		g.Lanes = ws.lanes[p]
 		g.Masks = ws.maskOf[p]
-		gemm.PackGather(dst[p*nr*kc:(p+1)*nr*kc], src, g)
+		panel := dst[p*nr*kc : (p+1)*nr*kc]
+		gemm.PackGather(panel, src, g)
+		if rows != nil {
+			vec.Mul(panel, panel, rows)
+		}
 	}
 }

@@ -9,12 +9,14 @@ import (
 
 // fuseSEScale folds a squeeze-and-excitation block's channel scaling into
 // the pointwise convolution that reads it: Mul(x, s), s one value per
-// channel, followed by W*(s*x) is computed as (W diag(s))*x, the packed
-// weights' columns scaled per forward into the Exec's shared buffer, so the
-// scaled activations are never written and read back. It applies to single
-// images (s differs per image) and where the weights are smaller than x,
-// i.e. maps of at least 14x14 in MobileNetV3 and EfficientNet; on 7x7 maps
-// scaling the weights would cost more than the pass it saves.
+// channel, followed by W*(s*x), so that the scaled activations are never
+// written and read back. Where the convolution packs B (maps whose pixels
+// are not a whole number of panels: 7x7, 14x14), B's rows are scaled as
+// they are packed; where it reads B in place, it computes (W diag(s))*x,
+// the packed weights' columns scaled per forward into the Exec's shared
+// buffer, when the weights are smaller than x (28x28 and larger maps in
+// MobileNetV3 and EfficientNet). It applies to single images: s differs
+// per image, and a panel of B may span two.
 func (c *compiler) fuseSEScale() {
 	p := c.p
 	for i := 0; i+1 < len(p.steps); i++ {
@@ -35,12 +37,17 @@ func (c *compiler) fuseSEScale() {
 			p.vals[p.root(sv)].kind == kindConst {
 			continue
 		}
+		// B read in place (direct) can only be scaled through the
+		// weights; packed B is scaled as it is packed, for a multiply
+		// per packed value, in cache.
 		a := conv.a[0]
-		if len(a.Data) >= p.vals[xv].elems {
+		if conv.direct && len(a.Data) >= p.vals[xv].elems {
 			continue
 		}
-		conv.src, conv.scale = xv, sv
-		p.shared = max(p.shared, len(a.Data)+a.KC*gemm.MR)
+		conv.src, conv.scale, conv.scaleB = xv, sv, !conv.direct
+		if conv.direct {
+			p.shared = max(p.shared, len(a.Data)+a.KC*gemm.MR)
+		}
 		p.steps[i+1].node = p.steps[i].node + " + " + p.steps[i+1].node
 		p.steps = append(p.steps[:i], p.steps[i+1:]...)
 		u := &c.uses[i+1]

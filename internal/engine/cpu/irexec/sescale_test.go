@@ -41,9 +41,10 @@ func seGraph(r *rand.Rand, n, c, h, w, outC int, act ir.Activation, scaleFirst, 
 }
 
 // TestSEScale checks the SE scaling folded into the next pointwise
-// convolution's weights against ir, and that it happens only for single
-// images, where the weights are smaller than the scaled tensor and
-// nothing else reads the product.
+// convolution against ir (through packed B on maps that are not whole
+// panels, through the weights where B is read in place), and that it
+// happens only for single images, where nothing else reads the product,
+// and, through the weights, only where they are smaller than the tensor.
 func TestSEScale(t *testing.T) {
 	cases := []struct {
 		name           string
@@ -51,13 +52,14 @@ func TestSEScale(t *testing.T) {
 		act            ir.Activation
 		scaleFirst     bool
 		mulOut         bool
-		wantFused      bool
+		fusable        bool // fused unless B is read in place and the weights are larger
 	}{
 		{"14x14 project", 1, 72, 14, 14, 24, ir.ActNone, true, false, true},
-		{"x first, relu", 1, 40, 28, 28, 16, ir.ActRelu, false, false, true},
+		{"28x28, x first, relu", 1, 40, 28, 28, 16, ir.ActRelu, false, false, true},
 		{"two K blocks", 1, 300, 17, 19, 13, ir.ActNone, true, false, true},
 		{"odd map, hardswish", 1, 33, 9, 11, 7, ir.ActHardSwish, true, false, true},
-		{"weights larger", 1, 96, 7, 7, 160, ir.ActNone, true, false, false},
+		{"7x7, weights larger", 1, 96, 7, 7, 160, ir.ActNone, true, false, true},
+		{"16x16, weights larger", 1, 96, 16, 16, 300, ir.ActNone, true, false, false},
 		{"batch 2", 2, 72, 14, 14, 24, ir.ActNone, true, false, false},
 		{"product read too", 1, 72, 14, 14, 24, ir.ActNone, true, true, false},
 	}
@@ -65,17 +67,30 @@ func TestSEScale(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g := seGraph(rand.New(rand.NewPCG(3, uint64(c.c))), c.n, c.c, c.h, c.w, c.oc, c.act, c.scaleFirst, c.mulOut)
 			p := check(t, g, 1e-5)
-			fused := false
+			var conv *convStep
 			for _, s := range p.steps {
-				if cs, ok := s.s.(*convStep); ok && cs.scale >= 0 {
-					fused = true
+				if cs, ok := s.s.(*convStep); ok {
+					conv = cs
 				}
 			}
-			if fused != c.wantFused {
-				t.Errorf("fused %v, want %v (%d steps)", fused, c.wantFused, len(p.steps))
+			if conv == nil {
+				t.Fatalf("no GEMM convolution among %d steps", len(p.steps))
 			}
-			if c.wantFused && len(p.steps) != 1 {
+			want := c.fusable
+			if c.name == "16x16, weights larger" {
+				want = !conv.direct
+			}
+			if fused := conv.scale >= 0; fused != want {
+				t.Fatalf("fused %v, want %v (direct %v, %d steps)", fused, want, conv.direct, len(p.steps))
+			}
+			if !want {
+				return
+			}
+			if len(p.steps) != 1 {
 				t.Errorf("%d steps, want the convolution alone", len(p.steps))
+			}
+			if conv.scaleB == conv.direct {
+				t.Errorf("scales B %v, reads B in place %v: want exactly one", conv.scaleB, conv.direct)
 			}
 		})
 	}
