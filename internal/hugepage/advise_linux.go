@@ -13,10 +13,10 @@ import (
 const hugeSize = 2 << 20
 
 // alloc returns n zeroed Ts (size bytes each, a divisor of hugeSize); from
-// MinBytes on, they start at a huge-page boundary and the whole huge pages
+// minBytes on, they start at a huge-page boundary and the whole huge pages
 // they reach are advised MADV_HUGEPAGE before anything touches them.
 func alloc[T any](n, size int) []T {
-	if n*size < MinBytes {
+	if n*size < minBytes {
 		return make([]T, n)
 	}
 	span := (n*size + hugeSize - 1) &^ (hugeSize - 1)

@@ -7,10 +7,10 @@ import (
 	"unsafe"
 )
 
-// TestAligned checks that buffers from MinBytes on start on a huge-page
+// TestAligned checks that buffers from minBytes on start on a huge-page
 // boundary, whatever their element size, so that all of them is advised.
 func TestAligned(t *testing.T) {
-	for _, n := range []int{MinBytes, MinBytes + 3, 3*hugeSize + 1} {
+	for _, n := range []int{minBytes, minBytes + 3, 3*hugeSize + 1} {
 		f, d, b := Float32s(n/4), Float64s(n/8), Bytes(n)
 		for _, p := range []unsafe.Pointer{unsafe.Pointer(&f[0]), unsafe.Pointer(&d[0]), unsafe.Pointer(&b[0])} {
 			if uintptr(p)%hugeSize != 0 {

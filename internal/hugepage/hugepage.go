@@ -14,10 +14,10 @@
 // the advice only changes how the kernel backs the pages.
 package hugepage
 
-// MinBytes is the size below which a buffer is an ordinary allocation: a
+// minBytes is the size below which a buffer is an ordinary allocation: a
 // buffer this large or larger starts on a 2 MiB boundary and is advised
 // whole, so at most its last huge page is partly unused.
-const MinBytes = 1 << 20
+const minBytes = 1 << 20
 
 // Float32s returns a zeroed []float32 of length n, advised for huge pages
 // when it is large enough.

@@ -3,7 +3,7 @@ package hugepage
 import "testing"
 
 func TestZeroedAndSized(t *testing.T) {
-	for _, n := range []int{0, 1, MinBytes/4 - 1, MinBytes, 3*MinBytes + 5} {
+	for _, n := range []int{0, 1, minBytes/4 - 1, minBytes, 3*minBytes + 5} {
 		f := Float32s(n)
 		d := Float64s(n)
 		b := Bytes(n)

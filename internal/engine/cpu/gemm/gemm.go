@@ -100,7 +100,7 @@ func NewPackedAs(n, m, k, kc int) ([]*PackedA, error) {
 	}
 	panels := (m + MR - 1) / MR
 	size := panels * MR * k
-	data := hugepage.Small(n * size)
+	data := hugepage.Float32s(n * size)
 	ps := make([]*PackedA, n)
 	for i := range ps {
 		ps[i] = &PackedA{M: m, K: k, KC: kc, Panels: panels, Data: data[i*size : (i+1)*size : (i+1)*size]}

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"goinfer/internal/hugepage"
 	"goinfer/internal/tensor"
 )
 
@@ -38,17 +37,10 @@ func (w *WeightCache) Bytes() int64 {
 	return w.held
 }
 
-// alignedBytes returns n zeroed bytes aligned for any dtype. From
-// hugepage's threshold on they start on a huge-page boundary, advised for
-// huge pages: an arena or a large weight is read through every forward,
-// and with 4 KiB pages a batch-1 forward's activations and weights span
-// more pages than an Intel core's second-level TLB maps.
+// alignedBytes returns n zeroed bytes aligned for any dtype.
 func alignedBytes(n int) []byte {
 	if n == 0 {
 		return nil
-	}
-	if n >= hugepage.MinBytes {
-		return hugepage.Bytes(n)
 	}
 	u := make([]uint64, (n+7)/8)
 	return unsafe.Slice((*byte)(unsafe.Pointer(&u[0])), n)
