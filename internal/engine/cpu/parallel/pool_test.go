@@ -241,18 +241,14 @@ func BenchmarkGaps(b *testing.B) {
 }
 
 func TestSpinTimes(t *testing.T) {
-	us := time.Microsecond
-	for _, c := range []struct {
-		size           int
-		helper, caller time.Duration
-	}{
-		{2, 50 * us, 20 * us}, // what two threads ran before the scaling
-		{4, 100 * us, 40 * us},
-		{16, 300 * us, 100 * us},
-		{64, 300 * us, 100 * us},
-	} {
-		if h, cl := spinTimes(c.size); h != c.helper || cl != c.caller {
-			t.Errorf("spinTimes(%d) = %v, %v; want %v, %v", c.size, h, cl, c.helper, c.caller)
+	for _, size := range []int{2, 4, 16, 64} {
+		p := New(size)
+		if runtime.GOMAXPROCS(0) >= size && (p.poll != helperSpin || p.callerPoll != callerSpin) {
+			t.Errorf("New(%d) polls %v, %v; want %v, %v", size, p.poll, p.callerPoll, helperSpin, callerSpin)
 		}
+		if runtime.GOMAXPROCS(0) < size && (p.poll != 0 || p.callerPoll != 0) {
+			t.Errorf("New(%d) with %d processors polls %v, %v; want no polling", size, runtime.GOMAXPROCS(0), p.poll, p.callerPoll)
+		}
+		p.Close()
 	}
 }
