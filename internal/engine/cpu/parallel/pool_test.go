@@ -240,6 +240,8 @@ func BenchmarkGaps(b *testing.B) {
 	}
 }
 
+// TestSpinTimes checks that pools poll for the spin times where their
+// workers fit the Go processors, and not at all where they do not.
 func TestSpinTimes(t *testing.T) {
 	for _, size := range []int{2, 4, 16, 64} {
 		p := New(size)
