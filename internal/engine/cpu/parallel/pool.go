@@ -57,7 +57,7 @@ const (
 // EfficientNet-B0 at batch 1 0-19% faster (median about 12%, three
 // alternating rounds each) polling 300/100 us than 50/20 us. Where the
 // workers take every CPU, a longer poll holds a core that another process
-// may be waiting for (a 2-core VM shared by several runs was ~10% slower
+// may be waiting for (a 2-core VM shared by several runs was 10-20% slower
 // with it), so the poll grows with the workers as above.
 func spinTimes(size, cpus int) (helper, caller time.Duration) {
 	if cpus > size {
