@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"goinfer/internal/engine/cpu/gemm"
+	"goinfer/internal/engine/cpu/vec"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -133,10 +134,15 @@ const (
 type convStep struct {
 	convGeom
 	src, res, dst int // res is -1 without a residual input
-	bias          []float32
-	act           act
-	a             []*gemm.PackedA // per group: ocg x icg*kh*kw
-	layout        convLayout
+	// scale, when not -1, is a per-channel factor of the input (an SE
+	// block's, see fuseSEScale), applied to the weights' columns, or with
+	// scaleB to the rows of B as they are packed.
+	scale  int
+	scaleB bool
+	bias   []float32
+	act    act
+	a      []*gemm.PackedA // per group: ocg x icg*kh*kw
+	layout convLayout
 	// ph, pw are the phase planes' height and width (layoutPhases), and
 	// usedPhase says which of the phases the kernel reads.
 	ph, pw    int
@@ -216,7 +222,7 @@ func buildConv(nc *nodeCtx) (step, error) {
 	if gs := newGemvStep(nc, g, wf, bias, res, ac); gs != nil {
 		return gs, nil
 	}
-	s := &convStep{convGeom: g, src: nc.in[0], res: res, dst: nc.out[0], bias: bias, act: ac}
+	s := &convStep{convGeom: g, src: nc.in[0], res: res, scale: -1, dst: nc.out[0], bias: bias, act: ac}
 	kk := g.kh * g.kw
 	kdim := g.icg * kk
 	packed, err := nc.c.p.weights.derived(nc.n.Input(1).Const, "conv", func(v any) int64 {
@@ -319,6 +325,13 @@ func (s *convStep) inPlane() int {
 func (s *convStep) run(x *Exec) error {
 	j := &x.conv
 	j.s = s
+	j.a, j.scale = s.a, nil
+	switch {
+	case s.scale >= 0 && s.scaleB:
+		j.scale = x.f32(s.scale)
+	case s.scale >= 0:
+		j.a = s.scaledA(x)
+	}
 	j.in, j.out = x.f32(s.src), x.f32(s.dst)
 	if s.layout == layoutPhases {
 		pj := &x.phaseJ
@@ -349,7 +362,7 @@ func (s *convStep) run(x *Exec) error {
 		// in parallel over K-blocks, and let the tasks share them.
 		j.shared = x.sharedB[:size]
 		pk := &x.packJ
-		pk.c, pk.nkb = j, s.a[0].Blocks()
+		pk.c, pk.nkb = j, j.a[0].Blocks()
 		// Each K-block of a chunk in a few panel ranges where K-blocks
 		// alone are too few tasks for the workers (9 to 18 at batch 1 in
 		// ResNet-18's late stages).
@@ -357,7 +370,7 @@ func (s *convStep) run(x *Exec) error {
 		x.pool.Run(pk, s.groups*j.nch*pk.nkb*pk.pparts)
 	}
 	x.pool.Run(j, s.groups*j.nch*j.mch)
-	j.in, j.out, j.res, j.shared = nil, nil, nil, nil
+	j.in, j.out, j.res, j.shared, j.a, j.scale = nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -365,6 +378,8 @@ func (s *convStep) run(x *Exec) error {
 // M-range), N running over all images' output pixels.
 type convJob struct {
 	s            *convStep
+	a            []*gemm.PackedA // s.a, or its columns scaled (scaledA)
+	scale        []float32       // the input channels' scales packing applies
 	in, res, out []float32
 	ntot         int // images x output pixels
 	// shared, when set, holds B packed once for all M-ranges.
@@ -420,8 +435,8 @@ func (p *packJob) Run(w, t int) {
 	c0, c1 := n0+p0*nr, min(n1, n0+p1*nr)
 	ws := &j.scratch[w]
 	s.prepare(ws, c0, c1-c0, true)
-	k0, kc := s.a[g].BlockK(kb)
-	s.pack(j.sharedBlock(g, jn, k0)[p0*nr*kc:], j.in[g*s.icg*s.inPlane():], ws, k0, kc, c1-c0)
+	k0, kc := j.a[g].BlockK(kb)
+	s.pack(j.sharedBlock(g, jn, k0)[p0*nr*kc:], j.in[g*s.icg*s.inPlane():], ws, k0, kc, c1-c0, j.scale)
 }
 
 // convScratch is one worker's private memory for convolution tasks.
@@ -438,6 +453,9 @@ type convScratch struct {
 	// contiguous says a panel's lanes are consecutive.
 	contiguous [ncMax / gemm.NR]bool
 	gather     gemm.Gather
+	// scaleRows holds, per row of a packed panel, its input channel's
+	// scale (pack).
+	scaleRows []float32
 	// cols holds the narrow last panel of a task's pixels, when it
 	// has at most gemm.ColsMax columns, expanded for KernelCols.
 	cols gemm.ColsCache
@@ -445,10 +463,11 @@ type convScratch struct {
 
 func newConvScratch(maxKK int) convScratch {
 	s := convScratch{
-		packB:   make([]float32, gemm.KCMax*ncMax),
-		cols:    gemm.NewColsCache(),
-		masks:   make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
-		allOnes: make([]int32, maxKK*gemm.NR),
+		packB:     make([]float32, gemm.KCMax*ncMax),
+		scaleRows: make([]float32, gemm.KCMax*gemm.NR),
+		cols:      gemm.NewColsCache(),
+		masks:     make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
+		allOnes:   make([]int32, maxKK*gemm.NR),
 	}
 	for i := range s.allOnes {
 		s.allOnes[i] = -1
@@ -474,7 +493,7 @@ func (j *convJob) Run(w, t int) {
 	jn := r / j.mch
 	n0, n1 := j.nRange(jn)
 	m0, m1 := j.mRange(r % j.mch)
-	a := s.a[g]
+	a := j.a[g]
 	ws := &j.scratch[w]
 	tile := &ws.tile
 	s.prepare(ws, n0, n1-n0, j.shared == nil)
@@ -486,7 +505,7 @@ func (j *convJob) Run(w, t int) {
 		if j.shared != nil {
 			bp = j.sharedBlock(g, jn, k0)
 		} else {
-			s.pack(bp, in, ws, k0, kc, n1-n0)
+			s.pack(bp, in, ws, k0, kc, n1-n0, j.scale)
 		}
 		last := kb == nb-1
 		for ic := m0; ic < m1; ic += mcMax {
@@ -581,7 +600,7 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie, m0, m1 i
 	s := j.s
 	pn := &ws.panels[jp]
 	nb := gemm.WholeRun(ws.panels[jp:], (n1-n0+nr-1)/nr-jp)
-	a := s.a[g]
+	a := j.a[g]
 	k0, kc := a.BlockK(kb)
 	npix := s.oh * s.ow
 	last := kb == a.Blocks()-1
@@ -780,11 +799,23 @@ func (s *convStep) pointwise() bool {
 }
 
 // pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw
-// columns, prepared by prepare) into NR-wide panels.
-func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int) {
+// columns, prepared by prepare) into NR-wide panels; with sc (a
+// pointwise convolution's input channel scales, see fuseSEScale) row k
+// is multiplied by sc[k].
+func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int, sc []float32) {
 	const nr = gemm.NR
 	g := &ws.gather
 	g.Offs, g.Mask = s.kOff[k0:k0+kc], s.kMask[k0:k0+kc]
+	var rows []float32
+	if sc != nil {
+		// A packed panel is kc rows of NR values.
+		rows = ws.scaleRows[:kc*nr]
+		for k, v := range sc[k0 : k0+kc] {
+			for l := range nr {
+				rows[k*nr+l] = v
+			}
+		}
+	}
 	for p := 0; p*nr < nw; p++ {
 		if s.direct && ws.panels[p].Whole {
 			continue // read in place
@@ -792,6 +823,10 @@ func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int) {
 		g.Contiguous = ws.contiguous[p]
 		g.Lanes = ws.lanes[p]
 		g.Masks = ws.maskOf[p]
-		gemm.PackGather(dst[p*nr*kc:(p+1)*nr*kc], src, g)
+		panel := dst[p*nr*kc : (p+1)*nr*kc]
+		gemm.PackGather(panel, src, g)
+		if rows != nil {
+			vec.Mul(panel, panel, rows)
+		}
 	}
 }

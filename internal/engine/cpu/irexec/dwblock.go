@@ -27,6 +27,9 @@ type dwBlockStep struct {
 	// strip is the output rows of a task, nstrip the strips of a map,
 	// tileLen the floats of the largest strip's input tile.
 	strip, nstrip, tileLen int
+	// poolDst, when not -1, is the global average pooling of the output
+	// that the step also computes (fuseDWPool).
+	poolDst int
 }
 
 // dwStripFloats bounds a strip's input and output tiles together (in
@@ -44,7 +47,7 @@ func newDWBlockStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act)
 		return nil
 	}
 	const L = vec.DWLanes
-	s := &dwBlockStep{convGeom: g, src: nc.in[0], dst: nc.out[0], act: ac, nblk: (g.outC + L - 1) / L}
+	s := &dwBlockStep{convGeom: g, src: nc.in[0], dst: nc.out[0], act: ac, nblk: (g.outC + L - 1) / L, poolDst: -1}
 	s.wp = (g.ow-1)*g.sw + (g.kw-1)*g.dw + 1
 	for ky := 0; ky < g.kh; ky++ {
 		for kx := 0; kx < g.kw; kx++ {
@@ -65,6 +68,9 @@ func (s *dwBlockStep) tileRows(rows int) int { return (rows-1)*s.sh + (s.kh-1)*s
 
 func (s *dwBlockStep) run(x *Exec) error {
 	x.parRange(s, s.n*s.nblk*s.nstrip, 1)
+	if s.poolDst >= 0 {
+		s.finishPool(x)
+	}
 	return nil
 }
 
@@ -91,6 +97,9 @@ func (s *dwBlockStep) rng(x *Exec, wk, lo, hi int) {
 		s.act.apply(o)
 		base := (img*s.outC + c0) * ohw
 		vec.Deinterleave(dst[base+r0*s.ow:base+(nc-1)*ohw+(r0+rows)*s.ow], o, nc, ohw, rows*s.ow)
+		if s.poolDst >= 0 {
+			s.poolStrip(x, dst, img, c0, nc, st, r0, rows)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"goinfer/internal/engine/cpu/gemm"
 	"goinfer/internal/engine/cpu/parallel"
 	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/tensor"
@@ -39,6 +40,10 @@ type Exec struct {
 	// worker, which run and row block its scratch holds L packed for.
 	mmRun    uint64
 	mmPacked []mmPackedL
+	// seA and seAs hold a convolution's weights scaled per channel
+	// (convStep.scaledA).
+	seA  gemm.PackedA
+	seAs [1]*gemm.PackedA
 	// fuseImg is the image a stemPoolStep is computing.
 	fuseImg int
 	closed  bool

@@ -29,8 +29,11 @@ func newGemvStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act) *g
 }
 
 func (s *gemvStep) run(x *Exec) error {
-	// Rows of a few hundred channels are a few microseconds of work.
-	x.parRange(s, s.outC, 64)
+	// Rows of a few hundred channels are a few microseconds of work; a
+	// task gets at least 16K multiply-adds, so that an SE block's small
+	// layers (72 -> 24 -> 72 channels) run inline instead of paying a
+	// hand-off for a fraction of a microsecond of work.
+	x.parRange(s, s.outC, max(64, (16<<10)/max(1, s.inC*s.n)))
 	return nil
 }
 

@@ -96,36 +96,44 @@ func TestProfileArchs(t *testing.T) {
 		}
 		// Each step's fastest of several runs: the machine is shared, and
 		// the minimum is what the step costs without interference.
+		// The mean beside it shows what hand-offs and interference add.
 		best := make([]time.Duration, len(p.steps))
-		for it := range profileIters() {
+		sums := make([]time.Duration, len(p.steps))
+		iters := profileIters()
+		for it := range iters {
 			for i, s := range p.steps {
 				t0 := time.Now()
 				if err := s.s.run(x); err != nil {
 					t.Fatal(err)
 				}
-				if d := time.Since(t0); it == 0 || d < best[i] {
+				d := time.Since(t0)
+				if it == 0 || d < best[i] {
 					best[i] = d
 				}
+				sums[i] += d
 			}
 		}
-		per := map[string]time.Duration{}
+		per, perMean := map[string]time.Duration{}, map[string]time.Duration{}
 		count := map[string]int{}
-		const iters = 1
-		var total time.Duration
+		var total, totalMean time.Duration
 		for i, s := range p.steps {
 			k := stepKind(s)
 			per[k] += best[i]
+			perMean[k] += sums[i] / time.Duration(iters)
 			count[k]++
 			total += best[i]
+			totalMean += sums[i] / time.Duration(iters)
 		}
 		keys := make([]string, 0, len(per))
 		for k := range per {
 			keys = append(keys, k)
 		}
 		sort.Slice(keys, func(i, j int) bool { return per[keys[i]] > per[keys[j]] })
-		fmt.Printf("%s bs%d: %.2f ms/forward, %d steps\n", arch, batch, float64(total.Microseconds())/1e3/iters, len(p.steps))
+		fmt.Printf("%s bs%d: %.2f ms/forward (step means %.2f ms), %d steps\n", arch, batch, float64(total.Microseconds())/1e3,
+			float64(totalMean.Microseconds())/1e3, len(p.steps))
 		for _, k := range keys {
-			fmt.Printf("  %-40s %8.2f ms %5.1f%% (%d)\n", k, float64(per[k].Microseconds())/1e3/iters, 100*float64(per[k])/float64(total), count[k]/iters)
+			fmt.Printf("  %-40s %8.3f ms %5.1f%% (%d) mean %.3f ms\n", k, float64(per[k].Microseconds())/1e3, 100*float64(per[k])/float64(total), count[k],
+				float64(perMean[k].Microseconds())/1e3)
 		}
 		x.Close()
 	}

@@ -98,7 +98,7 @@ func TestRunSequences(t *testing.T) {
 			}
 		}
 		if i%50 == 49 {
-			time.Sleep(2 * (helperSpin + callerSpin)) // helpers park
+			time.Sleep(2 * (helperSpinMax + callerSpinMax)) // helpers park
 		}
 	}
 }
@@ -108,7 +108,7 @@ func TestRunSequences(t *testing.T) {
 // helpers must exit.
 func TestCloseIdle(t *testing.T) {
 	before := runtime.NumGoroutine()
-	for _, wait := range []time.Duration{0, time.Microsecond, 4 * helperSpin} {
+	for _, wait := range []time.Duration{0, time.Microsecond, 4 * helperSpinMax} {
 		for _, jobs := range []int{0, 1, 5} {
 			p := New(4)
 			for range jobs {
@@ -240,19 +240,22 @@ func BenchmarkGaps(b *testing.B) {
 	}
 }
 
+// TestSpinTimes checks the poll lengths: the caps where the machine has
+// CPUs beyond the workers, growing with the workers where it has not.
 func TestSpinTimes(t *testing.T) {
 	us := time.Microsecond
 	for _, c := range []struct {
-		size           int
+		size, cpus     int
 		helper, caller time.Duration
 	}{
-		{2, 50 * us, 20 * us}, // what two threads ran before the scaling
-		{4, 100 * us, 40 * us},
-		{16, 300 * us, 100 * us},
-		{64, 300 * us, 100 * us},
+		{2, 2, 50 * us, 20 * us}, // a 2-core VM
+		{2, 16, 300 * us, 100 * us},
+		{4, 4, 100 * us, 40 * us},
+		{16, 16, 300 * us, 100 * us},
+		{64, 16, 300 * us, 100 * us},
 	} {
-		if h, cl := spinTimes(c.size); h != c.helper || cl != c.caller {
-			t.Errorf("spinTimes(%d) = %v, %v; want %v, %v", c.size, h, cl, c.helper, c.caller)
+		if h, cl := spinTimes(c.size, c.cpus); h != c.helper || cl != c.caller {
+			t.Errorf("spinTimes(%d, %d) = %v, %v; want %v, %v", c.size, c.cpus, h, cl, c.helper, c.caller)
 		}
 	}
 }
