@@ -38,8 +38,9 @@ const (
 )
 
 // kSplitForce, when set (by the profiling tools), replaces the choice of
-// K split wherever one applies: {0, 0} turns them off, else the given
-// row ranges and K ranges (clamped to the panels and blocks).
+// K split for every pool size wherever the output is small enough for
+// one: {0, 0} turns them off, else the given row ranges and K ranges
+// (clamped to the panels and blocks).
 var kSplitForce *[2]int
 
 // chooseKSplit returns a split of the reduction for a one-group
@@ -53,7 +54,7 @@ func chooseKSplit(sp convSplit, ntot, m, nb, maxK, workers int) convSplit {
 	cols := (np + sp.nch - 1) / sp.nch * nr
 	rows := (mp + sp.mch - 1) / sp.mch * mr
 	maxK = min(maxK, nb)
-	if workers < kSplitMinWorkers || maxK < 2 || rows >= cols || sp.nch > 1 || np > kSplitMaxPanels {
+	if maxK < 2 || sp.nch > 1 || np > kSplitMaxPanels {
 		return sp
 	}
 	if f := kSplitForce; f != nil {
@@ -61,6 +62,9 @@ func chooseKSplit(sp convSplit, ntot, m, nb, maxK, workers int) convSplit {
 			return sp
 		}
 		return convSplit{nch: sp.nch, mch: max(1, min(f[0], mp)), kch: min(f[1], maxK)}
+	}
+	if workers < kSplitMinWorkers || rows >= cols {
+		return sp
 	}
 	target := tasksPerThread * workers
 	base := splitCost(1, np, mp, sp, workers, true)
