@@ -147,6 +147,9 @@ type convStep struct {
 	// direct says whole panels of B are read in place from the input
 	// (a pointwise convolution on a CPU whose kernel reads strided B).
 	direct bool
+	// phasesShared says the step before left this input's phase planes
+	// in the phase buffer (see sharePhases).
+	phasesShared bool
 }
 
 func buildConv(nc *nodeCtx) (step, error) {
@@ -320,7 +323,9 @@ func (s *convStep) run(x *Exec) error {
 	j := &x.conv
 	j.s = s
 	j.in, j.out = x.f32(s.src), x.f32(s.dst)
-	if s.layout == layoutPhases {
+	if s.layout == layoutPhases && s.phasesShared {
+		j.in = x.phaseBuf[:s.phaseElems()]
+	} else if s.layout == layoutPhases {
 		pj := &x.phaseJ
 		pj.s, pj.in, pj.out = s, j.in, x.phaseBuf[:s.phaseElems()]
 		pj.planes = s.n * s.inC

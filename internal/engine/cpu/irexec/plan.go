@@ -187,6 +187,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		c.p.outputs = append(c.p.outputs, i)
 	}
 	c.fuseStemPool()
+	c.sharePhases()
 	if err := c.materialize(); err != nil {
 		return nil, err
 	}
