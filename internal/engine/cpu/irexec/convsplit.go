@@ -149,10 +149,10 @@ func (x *Exec) convSplitFor(s *convStep) convSplit {
 	ntot := s.n * s.oh * s.ow
 	shared := !s.direct && s.groups*s.icg*s.kh*s.kw*roundUp(ntot, gemm.NR) <= len(x.sharedB)
 	sp := chooseConvSplit(s.groups, ntot, s.ocg, x.pool.Size(), shared)
-	if !s.direct && s.groups == 1 {
+	if out := s.n * s.outC * s.oh * s.ow; !s.direct && s.groups == 1 && out > 0 {
 		// Partial sums of all but the first K range go where a shared
 		// packing of B would have been.
-		maxK := 1 + len(x.sharedB)/(s.n*s.outC*s.oh*s.ow)
+		maxK := 1 + len(x.sharedB)/out
 		if ks := chooseKSplit(sp, ntot, s.ocg, s.a[0].Blocks(), maxK, x.pool.Size()); ks.kch > 1 {
 			sp = ks
 		}

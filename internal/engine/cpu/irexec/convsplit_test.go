@@ -67,9 +67,8 @@ func TestEvenRanges(t *testing.T) {
 
 // TestConvManyThreads runs convolutions split for many workers (on
 // however many cores there are) and checks them against the reference and,
-// below kSplitMinWorkers, bit for bit against one thread: a split of rows
-// and columns moves no sum across tasks (a K split does, see
-// TestConvKSplit).
+// with K splits off, bit for bit against one thread: a split of rows and
+// columns moves no sum across tasks (a K split does, see TestConvKSplit).
 func TestConvManyThreads(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, c := range []struct {
@@ -87,11 +86,12 @@ func TestConvManyThreads(t *testing.T) {
 			op := &ir.Conv{Strides: []int{c.stride, c.stride}, Pads: []int{c.k / 2, c.k / 2, c.k / 2, c.k / 2}, Epilogue: ir.Epilogue{Act: ir.ActRelu}}
 			g := oneNode(op, 1, f32in(c.n, c.c, c.h, c.w), randConst(r, c.m, c.c, c.k, c.k), randConst(r, c.m))
 			var outs [][]byte
+			defer func() { kSplitForce = nil }()
 			for _, threads := range []int{1, 3, 16} {
-				p := checkOpts(t, g, 1e-5, 5, Options{Threads: threads})
-				if threads < kSplitMinWorkers {
-					outs = append(outs, runRandom(t, p, 9))
-				}
+				kSplitForce = nil
+				checkOpts(t, g, 1e-5, 5, Options{Threads: threads})
+				kSplitForce = &[2]int{}
+				outs = append(outs, runRandom(t, checkOpts(t, g, 1e-5, 5, Options{Threads: threads}), 9))
 			}
 			for i := 1; i < len(outs); i++ {
 				if !bytes.Equal(outs[0], outs[i]) {

@@ -17,9 +17,19 @@ import (
 // (bias, residual, activation). The sum then runs in another order than
 // one task's: the result differs from a one-thread run in the last bits.
 const (
-	// kSplitMinWorkers is the fewest workers a K split is used for: on
-	// two, row ranges alone give every worker work.
+	// kSplitMinWorkers is the fewest workers the split model chooses a K
+	// split for; below, it takes one row range and kSplitFewPerWorker K
+	// ranges a worker.
 	kSplitMinWorkers = 4
+	// kSplitFewPerWorker is the K ranges per worker of a K split on two
+	// or three workers: row ranges alone would give them work, but each
+	// would read all of the shared B (1.2 MB for ResNet-18's stage 4, past
+	// a Zen 5 core's L2); one row range reads it once. Three a worker, as
+	// ResNet-18's stage 4 on two threads ran (three layers, step minima on
+	// the 2-core VM: 3.3 ms row ranges, 2.2-2.3 ms one row range in 2 or 6
+	// K ranges, 2.5-2.6 ms in 18), so that a worker that loses its core
+	// holds up less.
+	kSplitFewPerWorker = 3
 	// kSplitReduceCost is the reduction loop, in panel units (see
 	// splitCost): its hand-off and the partial sums it reads from other
 	// cores.
@@ -46,8 +56,10 @@ var kSplitForce *[2]int
 // chooseKSplit returns a split of the reduction for a one-group
 // convolution whose split without one is sp (ntot columns, m rows, nb
 // K-blocks, at most maxK ranges of partial sums that fit), or sp with
-// kch == 1 where none pays. One applies where the tasks of sp would read
-// more columns of B than rows of weights each.
+// kch == 1 where none pays. One applies where the output has at most
+// kSplitMaxPanels column panels and sp's row ranges share B: on two or
+// three workers always, on more where sp's tasks would read more columns
+// of B than rows of weights each.
 func chooseKSplit(sp convSplit, ntot, m, nb, maxK, workers int) convSplit {
 	const nr, mr = gemm.NR, gemm.MR
 	np, mp := (ntot+nr-1)/nr, (m+mr-1)/mr
@@ -63,7 +75,13 @@ func chooseKSplit(sp convSplit, ntot, m, nb, maxK, workers int) convSplit {
 		}
 		return convSplit{nch: sp.nch, mch: max(1, min(f[0], mp)), kch: min(f[1], maxK)}
 	}
-	if workers < kSplitMinWorkers || rows >= cols {
+	if workers < 2 || sp.mch == 1 {
+		return sp // one task, or no B shared between tasks
+	}
+	if workers < kSplitMinWorkers {
+		return convSplit{nch: sp.nch, mch: 1, kch: min(maxK, kSplitFewPerWorker*workers)}
+	}
+	if rows >= cols {
 		return sp
 	}
 	target := tasksPerThread * workers
