@@ -172,3 +172,51 @@ func randomInputs(p *Plan, seed uint64) []*tensor.Tensor {
 	}
 	return ins
 }
+
+func TestChooseKSplit(t *testing.T) {
+	for _, c := range []struct {
+		name                       string
+		ntot, m, nb, maxK, workers int
+		wantK                      bool
+		maxRows                    int // the most row ranges a K split may have
+	}{
+		{"stage 4, 16 workers", 49, 512, 18, 18, 16, true, kSplitMaxRows},
+		{"stage 4, 8 workers", 49, 512, 18, 18, 8, true, kSplitMaxRows},
+		{"stage 4, 2 workers", 49, 512, 18, 18, 2, true, 1},
+		{"stage 4, 3 workers", 49, 512, 18, 18, 3, true, 1},
+		{"stage 4, 1 worker", 49, 512, 18, 18, 1, false, 0},
+		{"partial sums do not fit", 49, 512, 18, 1, 16, false, 0},
+		{"one K-block", 49, 512, 1, 18, 16, false, 0},
+		{"14x14 map", 196, 256, 5, 5, 16, false, 0},
+		{"batch 2 of 7x7", 98, 512, 18, 18, 16, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sp := chooseConvSplit(1, c.ntot, c.m, c.workers, true)
+			ks := chooseKSplit(sp, c.ntot, c.m, c.nb, c.maxK, c.workers)
+			if got := ks.kch > 1; got != c.wantK {
+				t.Fatalf("split %+v from %+v: K split %v, want %v", ks, sp, got, c.wantK)
+			}
+			if !c.wantK {
+				if ks != sp {
+					t.Errorf("split %+v, want %+v unchanged", ks, sp)
+				}
+				return
+			}
+			if ks.kch > min(c.nb, c.maxK) || ks.mch < 1 || ks.mch > c.maxRows || ks.nch != sp.nch {
+				t.Errorf("split %+v from %+v: K ranges over %d blocks (at most %d), rows at most %d", ks, sp, c.nb, c.maxK, c.maxRows)
+			}
+			if tasks := ks.nch * ks.mch * ks.kch; tasks < c.workers {
+				t.Errorf("split %+v: %d tasks for %d workers", ks, tasks, c.workers)
+			}
+		})
+	}
+	defer func() { kSplitForce = nil }()
+	kSplitForce = &[2]int{}
+	if ks := chooseKSplit(convSplit{1, 16, 1}, 49, 512, 18, 18, 16); ks.kch != 1 {
+		t.Errorf("K splits off: got %+v", ks)
+	}
+	kSplitForce = &[2]int{2, 50}
+	if ks := chooseKSplit(convSplit{1, 16, 1}, 49, 512, 18, 18, 16); ks != (convSplit{1, 2, 18}) {
+		t.Errorf("forced 2 row ranges, 50 K ranges: got %+v, want {1 2 18}", ks)
+	}
+}
