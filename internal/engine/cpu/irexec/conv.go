@@ -153,6 +153,9 @@ type convStep struct {
 	// direct says whole panels of B are read in place from the input
 	// (a pointwise convolution on a CPU whose kernel reads strided B).
 	direct bool
+	// phasesShared says the step before left this input's phase planes
+	// in the phase buffer (see sharePhases).
+	phasesShared bool
 }
 
 func buildConv(nc *nodeCtx) (step, error) {
@@ -333,7 +336,9 @@ func (s *convStep) run(x *Exec) error {
 		j.a = s.scaledA(x)
 	}
 	j.in, j.out = x.f32(s.src), x.f32(s.dst)
-	if s.layout == layoutPhases {
+	if s.layout == layoutPhases && s.phasesShared {
+		j.in = x.phaseBuf[:s.phaseElems()]
+	} else if s.layout == layoutPhases {
 		pj := &x.phaseJ
 		pj.s, pj.in, pj.out = s, j.in, x.phaseBuf[:s.phaseElems()]
 		pj.planes = s.n * s.inC
@@ -352,12 +357,16 @@ func (s *convStep) run(x *Exec) error {
 	// small late-stage images still fill whole NR-wide panels.
 	j.ntot = s.n * s.oh * s.ow
 	sp := x.convSplitFor(s)
-	j.nch, j.mch = sp.nch, sp.mch
+	j.nch, j.mch, j.kch = sp.nch, sp.mch, sp.kch
 	j.np, j.mp = (j.ntot+gemm.NR-1)/gemm.NR, (s.ocg+gemm.MR-1)/gemm.MR
 	j.nw = (j.np + j.nch - 1) / j.nch * gemm.NR
-	j.shared = nil
+	j.shared, j.parts = nil, nil
 	kdim := s.icg * s.kh * s.kw
-	if size := s.groups * j.nch * kdim * j.nw; j.mch > 1 && !s.direct && size <= len(x.sharedB) {
+	if j.kch > 1 {
+		// A K split: each task packs its own K range of B; ranges
+		// past the first sum into the buffer a shared packing uses.
+		j.parts = x.sharedB[:(j.kch-1)*s.n*s.outC*s.oh*s.ow]
+	} else if size := s.groups * j.nch * kdim * j.nw; j.mch > 1 && !s.direct && size <= len(x.sharedB) {
 		// Several tasks would pack the same columns of B: pack them once,
 		// in parallel over K-blocks, and let the tasks share them.
 		j.shared = x.sharedB[:size]
@@ -369,8 +378,14 @@ func (s *convStep) run(x *Exec) error {
 		pk.pparts = max(1, min(j.nw/gemm.NR, tasksPerThread*x.pool.Size()/(s.groups*j.nch*pk.nkb)))
 		x.pool.Run(pk, s.groups*j.nch*pk.nkb*pk.pparts)
 	}
-	x.pool.Run(j, s.groups*j.nch*j.mch)
-	j.in, j.out, j.res, j.shared, j.a, j.scale = nil, nil, nil, nil, nil, nil
+	x.pool.Run(j, s.groups*j.nch*j.mch*j.kch)
+	if j.kch > 1 {
+		rj := &x.reduceJ
+		rj.c, rj.planes = j, s.n*s.outC
+		rj.per = max(1, rj.planes/(tasksPerThread*x.pool.Size()))
+		x.pool.Run(rj, (rj.planes+rj.per-1)/rj.per)
+	}
+	j.in, j.out, j.res, j.shared, j.parts, j.a, j.scale = nil, nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -389,7 +404,20 @@ type convJob struct {
 	// widest column range's pixels, the stride of the shared packing.
 	np, mp, nch, mch int
 	nw               int
-	scratch          []convScratch
+	// kch is the K ranges of a split reduction; parts holds the partial
+	// sums of ranges 1..kch-1, each laid out as the output.
+	kch     int
+	parts   []float32
+	scratch []convScratch
+}
+
+// outFor is where K range jk's sums go.
+func (j *convJob) outFor(jk int) []float32 {
+	if jk == 0 {
+		return j.out
+	}
+	size := len(j.parts) / (j.kch - 1)
+	return j.parts[(jk-1)*size : jk*size]
 }
 
 // sharedBlock returns the packed K-block (rows k0...) of group g's N chunk
@@ -482,8 +510,9 @@ func (s *convScratch) bytes() int64 {
 func (j *convJob) Run(w, t int) {
 	const mr, nr = gemm.MR, gemm.NR
 	s := j.s
-	per := j.nch * j.mch
+	per := j.nch * j.mch * j.kch
 	g, r := t/per, t%per
+	jk, r := r%j.kch, r/j.kch
 	npix := s.oh * s.ow
 	in := j.in[g*s.icg*s.inPlane():]
 	var bias []float32
@@ -499,7 +528,11 @@ func (j *convJob) Run(w, t int) {
 	s.prepare(ws, n0, n1-n0, j.shared == nil)
 	ws.cols.Reset()
 	nb := a.Blocks()
-	for kb := 0; kb < nb; kb++ {
+	// K-blocks kb0..kb1 are the task's; with several K ranges the
+	// epilogue waits for the reduction.
+	kb0, kb1 := evenRange0(jk, j.kch, nb), evenRange0(jk+1, j.kch, nb)
+	out := j.outFor(jk)
+	for kb := kb0; kb < kb1; kb++ {
 		k0, kc := a.BlockK(kb)
 		bp := ws.packB
 		if j.shared != nil {
@@ -507,13 +540,13 @@ func (j *convJob) Run(w, t int) {
 		} else {
 			s.pack(bp, in, ws, k0, kc, n1-n0, j.scale)
 		}
-		last := kb == nb-1
+		last := kb == nb-1 && j.kch == 1
 		for ic := m0; ic < m1; ic += mcMax {
 			ie := min(m1, ic+mcMax)
 			for jp := 0; n0+jp*nr < n1; jp++ {
 				pn := &ws.panels[jp]
 				if pn.Whole {
-					jp += j.runPanels(ws, g, jp, n0, n1, kb, ic, ie, m0, m1, bp) - 1
+					jp += j.runPanels(ws, out, g, jp, n0, n1, kb, kb0, kb1, ic, ie, m0, m1, bp) - 1
 					continue
 				}
 				bpan := bp[jp*nr*kc : (jp+1)*nr*kc]
@@ -545,9 +578,9 @@ func (j *convJob) Run(w, t int) {
 						rows := min(np*mr, ie-ip*mr)
 						off := (pn.Img*s.outC+g*s.ocg+ip*mr)*npix + pn.Pix
 						off2 := ((pn.Img+1)*s.outC + g*s.ocg + ip*mr) * npix
-						t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: rows, Cols: cols, Split: split, Load: kb > 0, Bias: ep.Bias, ReLU: ep.ReLU}
+						t := gemm.Tile{C: out[off:], Ld: npix, Rows: rows, Cols: cols, Split: split, Load: kb > kb0, Bias: ep.Bias, ReLU: ep.ReLU}
 						if split < cols {
-							t.C2 = j.out[off2:]
+							t.C2 = out[off2:]
 						}
 						if last && j.res != nil {
 							t.Res = j.res[off:]
@@ -570,12 +603,12 @@ func (j *convJob) Run(w, t int) {
 					for l := 0; l < cols; {
 						seg := min(cols-l, npix-pix)
 						off := (img*s.outC+g*s.ocg+ip*mr)*npix + pix
-						gemm.MergeTile(j.out[off:], npix, tile[l:], rows, seg, kb > 0)
+						gemm.MergeTile(out[off:], npix, tile[l:], rows, seg, kb > kb0)
 						if last {
 							if j.res != nil {
 								ep.Res, ep.LdRes = j.res[off:], npix
 							}
-							gemm.ApplyEpilogue(j.out[off:], npix, rows, seg, ep)
+							gemm.ApplyEpilogue(out[off:], npix, rows, seg, ep)
 						}
 						l += seg
 						img, pix = img+1, 0
@@ -595,7 +628,7 @@ func (j *convJob) Run(w, t int) {
 // kb in one gemm.KernelRun call, B read from the input in place for a
 // direct step, else from the task's packed block bp. It returns how many
 // panels it computed.
-func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie, m0, m1 int, bp []float32) int {
+func (j *convJob) runPanels(ws *convScratch, out []float32, g, jp, n0, n1, kb, kb0, kb1, ic, ie, m0, m1 int, bp []float32) int {
 	const nr = gemm.NR
 	s := j.s
 	pn := &ws.panels[jp]
@@ -603,9 +636,9 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie, m0, m1 i
 	a := j.a[g]
 	k0, kc := a.BlockK(kb)
 	npix := s.oh * s.ow
-	last := kb == a.Blocks()-1
+	last := kb == a.Blocks()-1 && j.kch == 1
 	off := (pn.Img*s.outC+g*s.ocg+ic)*npix + pn.Pix
-	t := gemm.Tile{C: j.out[off:], Ld: npix, Rows: ie - ic, Cols: nb * nr, Load: kb > 0}
+	t := gemm.Tile{C: out[off:], Ld: npix, Rows: ie - ic, Cols: nb * nr, Load: kb > kb0}
 	if last {
 		t.ReLU = s.act.relu()
 		if s.bias != nil {
@@ -616,7 +649,7 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie, m0, m1 i
 		}
 	}
 	np := (ie - ic + gemm.MR - 1) / gemm.MR
-	t.Next = j.nextA(a, kb, ie, m0, m1)
+	t.Next = j.nextA(a, kb, kb1, ie, m0, m1)
 	if s.direct {
 		plane := s.inPlane()
 		b := j.in[(g*s.icg+pn.Img*s.inC+k0)*plane+pn.Pix:]
@@ -629,14 +662,14 @@ func (j *convJob) runPanels(ws *convScratch, g, jp, n0, n1, kb, ic, ie, m0, m1 i
 
 // nextA is the packed A a task of rows m0..m1 reads after rows ..ie of
 // K-block kb: its next row range, else its rows of the next K-block (nil
-// after the last). Its weights come from memory once per forward at batch
-// 1, and the micro-kernel fetches them ahead while it reuses the current
-// ones.
-func (j *convJob) nextA(a *gemm.PackedA, kb, ie, m0, m1 int) []float32 {
+// after its last, kb1-1). Its weights come from memory once per forward at
+// batch 1, and the micro-kernel fetches them ahead while it reuses the
+// current ones.
+func (j *convJob) nextA(a *gemm.PackedA, kb, kb1, ie, m0, m1 int) []float32 {
 	const mr = gemm.MR
 	r0 := ie
 	if r0 >= m1 {
-		if kb+1 >= a.Blocks() {
+		if kb+1 >= kb1 {
 			return nil
 		}
 		kb, r0 = kb+1, m0

@@ -7,8 +7,10 @@ import (
 // convSplit is how a GEMM convolution's tasks divide one group's output:
 // nch ranges of NR-wide column panels by mch ranges of MR-row panels, the
 // panels dealt out evenly (range i of c over p panels holds panels
-// i*p/c..(i+1)*p/c), so that no range is a thin remainder.
-type convSplit struct{ nch, mch int }
+// i*p/c..(i+1)*p/c), so that no range is a thin remainder; and, where kch
+// > 1, the reduction into kch ranges of the weights' K-blocks, whose
+// partial sums a second loop adds (see kSplit).
+type convSplit struct{ nch, mch, kch int }
 
 // Per-task costs of the split model in units of one MR x NR panel pair
 // over the whole depth: packing a column panel of B for a task (its
@@ -64,7 +66,7 @@ func chooseConvSplit(groups, ntot, m, workers int, shared bool) convSplit {
 	best, bestCost := first, firstCost
 	for nch := minN; nch <= maxN && groups*nch <= maxTasks; nch++ {
 		for mch := 1; mch <= maxM && groups*nch*mch <= maxTasks; mch++ {
-			c := convSplit{nch, mch}
+			c := convSplit{nch, mch, 1}
 			cost := splitCost(groups, np, mp, c, workers, shared)
 			// Of splits within 1%, the one of more tasks: it leaves
 			// fewer workers idle.
@@ -98,7 +100,7 @@ split:
 		}
 	}
 	nw, mw := roundUp((ntot+nch-1)/nch, nr), roundUp((m+mch-1)/mch, mr)
-	return convSplit{nch: (ntot + nw - 1) / nw, mch: (m + mw - 1) / mw}
+	return convSplit{nch: (ntot + nw - 1) / nw, mch: (m + mw - 1) / mw, kch: 1}
 }
 
 // splitCost is the makespan, in panel units, of split c's tasks taken in
@@ -147,6 +149,14 @@ func (x *Exec) convSplitFor(s *convStep) convSplit {
 	ntot := s.n * s.oh * s.ow
 	shared := !s.direct && s.groups*s.icg*s.kh*s.kw*roundUp(ntot, gemm.NR) <= len(x.sharedB)
 	sp := chooseConvSplit(s.groups, ntot, s.ocg, x.pool.Size(), shared)
+	if out := s.n * s.outC * s.oh * s.ow; !s.direct && s.groups == 1 && out > 0 {
+		// Partial sums of all but the first K range go where a shared
+		// packing of B would have been.
+		maxK := 1 + len(x.sharedB)/out
+		if ks := chooseKSplit(sp, ntot, s.ocg, s.a[0].Blocks(), maxK, x.pool.Size()); ks.kch > 1 {
+			sp = ks
+		}
+	}
 	x.convSplits[s] = sp
 	return sp
 }

@@ -67,7 +67,8 @@ func TestEvenRanges(t *testing.T) {
 
 // TestConvManyThreads runs convolutions split for many workers (on
 // however many cores there are) and checks them against the reference and,
-// bit for bit, against one thread: a split moves no sum across tasks.
+// with K splits off, bit for bit against one thread: a split of rows and
+// columns moves no sum across tasks (a K split does, see TestConvKSplit).
 func TestConvManyThreads(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, c := range []struct {
@@ -85,9 +86,12 @@ func TestConvManyThreads(t *testing.T) {
 			op := &ir.Conv{Strides: []int{c.stride, c.stride}, Pads: []int{c.k / 2, c.k / 2, c.k / 2, c.k / 2}, Epilogue: ir.Epilogue{Act: ir.ActRelu}}
 			g := oneNode(op, 1, f32in(c.n, c.c, c.h, c.w), randConst(r, c.m, c.c, c.k, c.k), randConst(r, c.m))
 			var outs [][]byte
+			defer func() { kSplitForce = nil }()
 			for _, threads := range []int{1, 3, 16} {
-				p := checkOpts(t, g, 1e-5, 5, Options{Threads: threads})
-				outs = append(outs, runRandom(t, p, 9))
+				kSplitForce = nil
+				checkOpts(t, g, 1e-5, 5, Options{Threads: threads})
+				kSplitForce = &[2]int{}
+				outs = append(outs, runRandom(t, checkOpts(t, g, 1e-5, 5, Options{Threads: threads}), 9))
 			}
 			for i := 1; i < len(outs); i++ {
 				if !bytes.Equal(outs[0], outs[i]) {
@@ -102,6 +106,61 @@ func TestConvManyThreads(t *testing.T) {
 // bytes.
 func runRandom(t *testing.T, p *Plan, seed uint64) []byte {
 	t.Helper()
+	x := p.NewExec()
+	defer x.Close()
+	got, err := x.RunTensors(context.Background(), randomInputs(p, seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[0].Data
+}
+
+// TestConvKSplit runs convolutions whose reduction is split into K ranges
+// (forced, and as chosen for 16 workers) against the reference, with
+// every epilogue the reduction applies.
+func TestConvKSplit(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	defer func() { kSplitForce = nil }()
+	for _, c := range []struct {
+		name                        string
+		n, c, h, w, m, k, stride, p int
+		ep                          ir.Epilogue
+		force                       *[2]int
+	}{
+		{"7x7 deep, chosen", 1, 300, 7, 7, 200, 3, 1, 1, ir.Epilogue{Act: ir.ActRelu}, nil},
+		{"7x7 deep residual, 2 K ranges", 1, 300, 7, 7, 200, 3, 1, 1, ir.Epilogue{Act: ir.ActRelu, Residual: true}, &[2]int{4, 2}},
+		{"7x7 deep, a K range a block", 1, 300, 7, 7, 200, 3, 1, 1, ir.Epilogue{}, &[2]int{1, 99}},
+		{"s2 to 7x7 hardswish, 3 K ranges", 1, 100, 14, 14, 130, 3, 2, 1, ir.Epilogue{Act: ir.ActHardSwish, Residual: true}, &[2]int{3, 3}},
+		{"two images, 5 K ranges", 2, 300, 5, 5, 40, 3, 1, 1, ir.Epilogue{Act: ir.ActRelu}, &[2]int{2, 5}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kSplitForce = c.force
+			op := &ir.Conv{Strides: []int{c.stride, c.stride}, Pads: []int{c.p, c.p, c.p, c.p}, Epilogue: c.ep}
+			ins := []in{f32in(c.n, c.c, c.h, c.w), randConst(r, c.m, c.c, c.k, c.k), randConst(r, c.m)}
+			if c.ep.Residual {
+				oh := (c.h+2*c.p-c.k)/c.stride + 1
+				ins = append(ins, f32in(c.n, c.m, oh, (c.w+2*c.p-c.k)/c.stride+1))
+			}
+			g := oneNode(op, 1, ins...)
+			p := checkOpts(t, g, 1e-5, 5, Options{Threads: 16})
+			x := p.NewExec()
+			defer x.Close()
+			if _, err := x.RunTensors(context.Background(), randomInputs(p, 3)); err != nil {
+				t.Fatal(err)
+			}
+			split := false
+			for s, sp := range x.convSplits {
+				split = split || sp.kch > 1 && s.groups == 1
+			}
+			if !split {
+				t.Errorf("no convolution split its reduction: %v", x.convSplits)
+			}
+		})
+	}
+}
+
+// randomInputs is seeded random inputs for p.
+func randomInputs(p *Plan, seed uint64) []*tensor.Tensor {
 	r := rand.New(rand.NewPCG(seed, 1))
 	var ins []*tensor.Tensor
 	for _, v := range p.inputs {
@@ -111,11 +170,53 @@ func runRandom(t *testing.T, p *Plan, seed uint64) []byte {
 		}
 		ins = append(ins, x)
 	}
-	x := p.NewExec()
-	defer x.Close()
-	got, err := x.RunTensors(context.Background(), ins)
-	if err != nil {
-		t.Fatal(err)
+	return ins
+}
+
+func TestChooseKSplit(t *testing.T) {
+	for _, c := range []struct {
+		name                       string
+		ntot, m, nb, maxK, workers int
+		wantK                      bool
+		maxRows                    int // the most row ranges a K split may have
+	}{
+		{"stage 4, 16 workers", 49, 512, 18, 18, 16, true, kSplitMaxRows},
+		{"stage 4, 8 workers", 49, 512, 18, 18, 8, true, kSplitMaxRows},
+		{"stage 4, 2 workers", 49, 512, 18, 18, 2, true, 1},
+		{"stage 4, 3 workers", 49, 512, 18, 18, 3, true, 1},
+		{"stage 4, 1 worker", 49, 512, 18, 18, 1, false, 0},
+		{"partial sums do not fit", 49, 512, 18, 1, 16, false, 0},
+		{"one K-block", 49, 512, 1, 18, 16, false, 0},
+		{"14x14 map", 196, 256, 5, 5, 16, false, 0},
+		{"batch 2 of 7x7", 98, 512, 18, 18, 16, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sp := chooseConvSplit(1, c.ntot, c.m, c.workers, true)
+			ks := chooseKSplit(sp, c.ntot, c.m, c.nb, c.maxK, c.workers)
+			if got := ks.kch > 1; got != c.wantK {
+				t.Fatalf("split %+v from %+v: K split %v, want %v", ks, sp, got, c.wantK)
+			}
+			if !c.wantK {
+				if ks != sp {
+					t.Errorf("split %+v, want %+v unchanged", ks, sp)
+				}
+				return
+			}
+			if ks.kch > min(c.nb, c.maxK) || ks.mch < 1 || ks.mch > c.maxRows || ks.nch != sp.nch {
+				t.Errorf("split %+v from %+v: K ranges over %d blocks (at most %d), rows at most %d", ks, sp, c.nb, c.maxK, c.maxRows)
+			}
+			if tasks := ks.nch * ks.mch * ks.kch; tasks < c.workers {
+				t.Errorf("split %+v: %d tasks for %d workers", ks, tasks, c.workers)
+			}
+		})
 	}
-	return got[0].Data
+	defer func() { kSplitForce = nil }()
+	kSplitForce = &[2]int{}
+	if ks := chooseKSplit(convSplit{1, 16, 1}, 49, 512, 18, 18, 16); ks.kch != 1 {
+		t.Errorf("K splits off: got %+v", ks)
+	}
+	kSplitForce = &[2]int{2, 50}
+	if ks := chooseKSplit(convSplit{1, 16, 1}, 49, 512, 18, 18, 16); ks != (convSplit{1, 2, 18}) {
+		t.Errorf("forced 2 row ranges, 50 K ranges: got %+v, want {1 2 18}", ks)
+	}
 }

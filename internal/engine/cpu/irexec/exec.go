@@ -30,6 +30,8 @@ type Exec struct {
 	conv   convJob
 	phaseJ phaseJob
 	packJ  packJob
+	// reduceJ adds the partial sums of a convolution split over K.
+	reduceJ reduceJob
 	// convSplits caches each convolution's split for this pool's size.
 	convSplits map[*convStep]convSplit
 	phaseBuf   []float32

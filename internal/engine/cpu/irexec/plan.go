@@ -189,6 +189,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 	c.fuseStemPool()
 	c.fuseSEScale()
 	c.fuseDWPool()
+	c.sharePhases()
 	if err := c.materialize(); err != nil {
 		return nil, err
 	}
