@@ -442,9 +442,9 @@ ELEMENTWISE(bf16, bf16)
 // consecutive elements of one filter row, whose (s, c) are contiguous in
 // both the input and the filter (KS*C % 32 == 0, C % 8 == 0: a 16-byte
 // piece never straddles two taps; Cout % 64 == 0). Channels-last input
-// makes even a narrow stem (C = 16 after space-to-depth) a full chunk. A block of 4
-// warps (2 x 2) computes a 64 x 64 tile of rows x columns, each warp 32 x
-// 32 as 2 x 4 fragments. Chunks stream through a ring of CM_STAGES shared
+// makes even a narrow stem (C = 16 after space-to-depth) a full chunk. A
+// block of 8 warps (2 x 4) computes a 64 x 64 tile of rows x columns, each
+// warp 32 x 16 as 2 x 2 fragments. Chunks stream through a ring of CM_STAGES shared
 // memory buffers by cp.async (zero-filled outside the image and past M), so
 // that several chunks' loads are in flight while one is multiplied. Each
 // thread reads 16 contiguous bytes (8 channels) per fragment row and
@@ -496,9 +496,16 @@ __device__ __forceinline__ unsigned atomic_inc_u32(unsigned* p) {
   return old;
 }
 
+// 8 warps (2 x 4) of 32 x 16 outputs each: two warps per scheduler, so
+// that one's shared loads and mma chain overlap the other's.
+#define CM_THREADS 256
 #define CM_MB 2
-#define CM_NB 4
+#define CM_NB 2
+// Tile rows of each operand a thread copies per chunk (64 rows of 4 pieces).
+#define CM_LR (256 / CM_THREADS)
+#ifndef CM_STAGES
 #define CM_STAGES 4
+#endif
 // One chunk's tile of one operand: 64 rows of 32 channels (64 bytes).
 #define CM_TILE_BYTES (64 * 64)
 
@@ -534,7 +541,6 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
                                          unsigned* count, int H, int W, int C, int OH, int OW, int Cout, int KS,
                                          int stride, int pad, int M, int chunks, int relu) {
   __shared__ __attribute__((aligned(16))) unsigned char smem[CM_STAGES][2][CM_TILE_BYTES];
-  __shared__ unsigned last;
   const int tid = TID_X, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int tilesN = Cout >> 6;
@@ -544,15 +550,15 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
   const int q0 = split * chunks, q1 = q0 + chunks < total ? q0 + chunks : total;
   const int ohw = OH * OW, K = KS * KS * C;
 
-  // Loader: this thread copies 16 bytes (piece p) of tile rows lr and
-  // lr + 32 of both operands per chunk.
+  // Loader: this thread copies 16 bytes (piece p) of CM_LR tile rows of
+  // both operands per chunk.
   const int lr = tid >> 2, piece = tid & 3;
-  const T* xrow[2];
-  int ih0[2], iw0[2];
-  const T* wcol[2];
+  const T* xrow[CM_LR];
+  int ih0[CM_LR], iw0[CM_LR];
+  const T* wcol[CM_LR];
 #pragma unroll
-  for (int i = 0; i < 2; i++) {
-    int m = mt * 64 + lr + 32 * i;
+  for (int i = 0; i < CM_LR; i++) {
+    int m = mt * 64 + lr + (CM_THREADS / 4) * i;
     if (m < M) {
       int img = m / ohw, p = m - img * ohw, oh = p / OW, ow = p - oh * OW;
       xrow[i] = x + (sz)img * H * W * C;
@@ -562,22 +568,35 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
       xrow[i] = x;
       ih0[i] = iw0[i] = -0x40000000;
     }
-    wcol[i] = w + (sz)(nt * 64 + lr + 32 * i) * K;
+    wcol[i] = w + (sz)(nt * 64 + lr + (CM_THREADS / 4) * i) * K;
   }
   const unsigned sbase = smem_addr(&smem[0][0][0]);
   const unsigned soff = (unsigned)(lr * 64 + piece * 16);
+  // This piece's 8 elements of the next chunk to fetch: filter row fr,
+  // tap fs and channel fc (element fe of the row's KS*C), advanced chunk by
+  // chunk (chunks never straddle rows: KS*C % 32 == 0).
+  int fr = q0 / RC, fe = ((q0 - fr * RC) << 5) + 8 * piece, fs = fe / C, fc = fe - fs * C;
   auto fetch = [&](int q, int stage) {
     if (q < q1) {
-      // This piece's 8 elements of the chunk: filter row r, element e of
-      // the row's KS*C (tap s, channel c).
-      int r = q / RC, e = ((q - r * RC) << 5) + 8 * piece, s = e / C, c = e - s * C;
 #pragma unroll
-      for (int i = 0; i < 2; i++) {
-        int ih = ih0[i] + r, iw = iw0[i] + s;
+      for (int i = 0; i < CM_LR; i++) {
+        int ih = ih0[i] + fr, iw = iw0[i] + fs;
         bool ok = ih >= 0 && ih < H && iw >= 0 && iw < W;
-        const T* src = ok ? xrow[i] + ((sz)ih * W + iw) * C + c : x;
-        cp_async16(sbase + (unsigned)((stage * 2 + 0) * CM_TILE_BYTES) + soff + i * 32 * 64, src, ok);
-        cp_async16(sbase + (unsigned)((stage * 2 + 1) * CM_TILE_BYTES) + soff + i * 32 * 64, wcol[i] + r * KS * C + e, true);
+        const T* src = ok ? xrow[i] + ((sz)ih * W + iw) * C + fc : x;
+        unsigned so = soff + (unsigned)(i * (CM_THREADS / 4) * 64);
+        cp_async16(sbase + (unsigned)((stage * 2 + 0) * CM_TILE_BYTES) + so, src, ok);
+        cp_async16(sbase + (unsigned)((stage * 2 + 1) * CM_TILE_BYTES) + so, wcol[i] + fr * KS * C + fe, true);
+      }
+      fe += 32;
+      fc += 32;
+      while (fc >= C) {
+        fc -= C;
+        fs++;
+      }
+      if (fs >= KS) {
+        fs -= KS;
+        fe -= KS * C;
+        fr++;
       }
     }
     cp_async_commit();
@@ -589,7 +608,7 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
 #pragma unroll
     for (int j = 0; j < CM_NB; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
-  const int rowBase = (warp & 1) * 32, colBase = (warp >> 1) * 32;
+  const int rowBase = (warp & 1) * 32, colBase = (warp >> 1) * 16;
 #pragma unroll
   for (int s = 0; s < CM_STAGES - 1; s++) fetch(q0 + s, s);
   // The epilogue's operands, read now so that their latency hides behind
@@ -653,12 +672,17 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
       }
     FENCE();
     SYNC_THREADS();
+    unsigned mine = 0;
     if (tid == 0) {
-      unsigned prev = atomic_inc_u32(count + tile);
-      last = prev == (unsigned)(splits - 1);
-      if (last) count[tile] = 0;
+      mine = atomic_inc_u32(count + tile) == (unsigned)(splits - 1);
+      if (mine) count[tile] = 0;
     }
-    SYNC_THREADS();
+    // A barrier that also tells every thread thread 0's answer.
+    unsigned last;
+    asm volatile("{ .reg .pred p, q; setp.ne.u32 p, %1, 0; bar.red.or.pred q, 0, p; selp.u32 %0, 1, 0, q; }"
+                 : "=r"(last)
+                 : "r"(mine)
+                 : "memory");
     if (!last) return;
     FENCE();
 #pragma unroll
@@ -710,7 +734,7 @@ __device__ __forceinline__ void conv_mma(const T* x, const T* w, const float* bi
 }
 
 #define CONV_MMA(S, T)                                                                                           \
-  extern "C" __global__ void LAUNCH_BOUNDS(128) conv_mma_##S(                                                \
+  extern "C" __global__ void LAUNCH_BOUNDS(CM_THREADS) conv_mma_##S(                                                \
       const T* x, const T* w, const float* bias, const T* res, T* y, float* part, unsigned* count, int H, int W, \
       int C, int OH, int OW, int Cout, int KS, int stride, int pad, int M, int chunks, int relu) {               \
     conv_mma<T>(x, w, bias, res, y, part, count, H, W, C, OH, OW, Cout, KS, stride, pad, M, chunks, relu);       \

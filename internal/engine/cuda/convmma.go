@@ -20,7 +20,7 @@ const (
 	mmaTile  = 64
 	mmaChunk = 32
 	// mmaThreads is the kernel's block size (launch bounds).
-	mmaThreads = 128
+	mmaThreads = 256
 	// mmaMaxRows bounds the problems the tuner tries the kernel on: past
 	// about ten thousand output pixels (a 224-pixel ResNet's stem at batch
 	// 1 has 12,544) cuDNN fills the GPU by itself, and timing more
