@@ -121,8 +121,9 @@ type instance struct {
 	ws       cu.DevPtr
 	wsSize   int64
 	blasWs   cu.DevPtr
-	// mmaScratch: conv_mma's tile counters (zero between launches) then
-	// its split partials; 0 where the precision has no conv_mma.
+	// mmaScratch: conv_mma's tile counters then the float32 sums of its
+	// split launches, both zero between launches; 0 where the precision
+	// or an eager model has no conv_mma. sms: the GPU's multiprocessors.
 	mmaScratch cu.DevPtr
 	sms        int
 
