@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -112,7 +113,7 @@ type LtProblem struct {
 // LtMatmul is a planned product: its descriptors and algorithm.
 type LtMatmul struct {
 	desc, a, b, c uintptr
-	algo          [64]byte // cublasLtMatmulAlgo_t
+	algo          LtAlgo
 }
 
 // NewMatmul describes p and picks cuBLASLt's first heuristic algorithm;
@@ -165,28 +166,58 @@ func (b *BLASLt) NewMatmul(h LtHandle, p LtProblem) (mm *LtMatmul, err error) {
 			return
 		}
 	}
-	var pref uintptr
-	if err = b.check("cublasLtMatmulPreferenceCreate", b.prefCreate(&pref)); err != nil {
+	var algos []LtAlgo
+	if algos, err = b.Algos(h, mm, p.Workspace, 1); err != nil {
 		return
 	}
-	defer b.prefDestroy(pref)
-	ws := p.Workspace
-	if err = b.check("cublasLtMatmulPreferenceSetAttribute", b.prefSetAttribute(pref, ltPrefMaxWS, unsafe.Pointer(&ws), 8)); err != nil {
-		return
-	}
-	// cublasLtMatmulHeuristicResult_t: the algorithm (64 bytes), its
-	// workspace size, state, waves count and 4 reserved ints.
-	var res [96]byte
-	var n int32
-	if err = b.check("cublasLtMatmulAlgoGetHeuristic", b.algoGetHeuristic(uintptr(h), mm.desc, mm.a, mm.b, mm.c, mm.c, pref, 1, unsafe.Pointer(&res[0]), &n)); err != nil {
-		return
-	}
-	if n < 1 {
-		return nil, fmt.Errorf("cuda: cuBLASLt has no algorithm for this product: %w", ErrNotSupported)
-	}
-	copy(mm.algo[:], res[:64])
+	mm.algo = algos[0]
 	return mm, nil
 }
+
+// LtAlgo is a cublasLtMatmulAlgo_t: one way cuBLASLt runs a planned product.
+type LtAlgo [64]byte
+
+// Algos returns up to n algorithms cuBLASLt's heuristic ranks for mm's
+// product within a workspace of ws bytes, best first; an error wrapping
+// ErrNotSupported where none fits.
+func (b *BLASLt) Algos(h LtHandle, mm *LtMatmul, ws uint64, n int) ([]LtAlgo, error) {
+	var pref uintptr
+	if err := b.check("cublasLtMatmulPreferenceCreate", b.prefCreate(&pref)); err != nil {
+		return nil, err
+	}
+	defer b.prefDestroy(pref)
+	if err := b.check("cublasLtMatmulPreferenceSetAttribute", b.prefSetAttribute(pref, ltPrefMaxWS, unsafe.Pointer(&ws), 8)); err != nil {
+		return nil, err
+	}
+	// cublasLtMatmulHeuristicResult_t: the algorithm (64 bytes), its
+	// workspace size (8), state (4), waves count (4) and 4 reserved ints.
+	const resultSize = 96
+	res := make([]byte, resultSize*max(n, 1))
+	var got int32
+	if err := b.check("cublasLtMatmulAlgoGetHeuristic", b.algoGetHeuristic(uintptr(h), mm.desc, mm.a, mm.b, mm.c, mm.c, pref, int32(max(n, 1)), unsafe.Pointer(&res[0]), &got)); err != nil {
+		return nil, err
+	}
+	var out []LtAlgo
+	for i := 0; i < int(got); i++ {
+		r := res[i*resultSize : (i+1)*resultSize]
+		if state := int32(binary.LittleEndian.Uint32(r[72:76])); state != cublasStatusSuccess {
+			continue
+		}
+		var a LtAlgo
+		copy(a[:], r[:64])
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cuda: cuBLASLt has no algorithm for this product: %w", ErrNotSupported)
+	}
+	return out, nil
+}
+
+// SetAlgo makes mm run with a, one of Algos' answers for it.
+func (mm *LtMatmul) SetAlgo(a LtAlgo) { mm.algo = a }
+
+// Algo is the algorithm mm runs with.
+func (mm *LtMatmul) Algo() LtAlgo { return mm.algo }
 
 // DestroyMatmul frees a planned product's descriptors (nil is ignored).
 func (b *BLASLt) DestroyMatmul(mm *LtMatmul) {

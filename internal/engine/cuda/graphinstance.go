@@ -496,15 +496,19 @@ func (i *graphInstance) buildLt(rs *runStep, dp *devPlan, k int) {
 			epi |= cu.LtEpilogueBias
 		}
 	}
-	mm, err := lt.NewMatmul(i.lt, cu.LtProblem{TransA: rs.opA == opT, TransB: rs.opB == opT, M: g.n, N: g.m, K: g.k,
+	prob := cu.LtProblem{TransA: rs.opA == opT, TransB: rs.opB == opT, M: g.n, N: g.m, K: g.k,
 		LdA: rs.ldA, LdB: rs.ldB, LdC: g.n, Type: rs.blasType, Compute: i.m.prec.blasComp, Epilogue: epi, Bias: bias,
-		Workspace: blasWorkspace})
+		Workspace: blasWorkspace}
+	mm, err := lt.NewMatmul(i.lt, prob)
 	if err != nil {
 		return
 	}
 	rs.lt, rs.alpha, rs.z = mm, g.alpha, i.ptr(dp.p, s.out)
 	if s.res >= 0 {
 		rs.beta, rs.z = 1, i.ptr(dp.p, s.res)
+	}
+	if i.m.opts.Compile && !hasExperiment(i.m.opts.GraphExperiments, "noltune") {
+		i.tuneLt(rs, prob)
 	}
 }
 
@@ -805,53 +809,11 @@ func (i *graphInstance) ProfileLayers(n, iters int) ([]LayerTime, error) {
 	reps := min(iters, 50)
 	var res []LayerTime
 	for _, rs := range pr.steps {
-		if err := i.run(rs); err != nil {
-			return nil, err
-		}
-		if err := rt.StreamBeginCapture(i.stream, cu.CaptureModeThreadLocal); err != nil {
-			return nil, err
-		}
-		var runErr error
-		for r := 0; r < reps && runErr == nil; r++ {
-			runErr = i.run(rs)
-		}
-		g, endErr := rt.StreamEndCapture(i.stream)
-		if runErr != nil || endErr != nil {
-			if g != 0 {
-				rt.GraphDestroy(g)
-			}
-			return nil, errors.Join(runErr, endErr)
-		}
-		exec, err := rt.GraphInstantiate(g)
-		if err != nil {
-			rt.GraphDestroy(g)
-			return nil, err
-		}
-		best := float32(math.MaxFloat32)
-		for t := 0; t < 3 && err == nil; t++ {
-			if err = rt.EventRecord(start, i.stream); err != nil {
-				break
-			}
-			if err = rt.GraphLaunch(exec, i.stream); err != nil {
-				break
-			}
-			if err = rt.EventRecord(end, i.stream); err != nil {
-				break
-			}
-			if err = rt.EventSynchronize(end); err != nil {
-				break
-			}
-			var ms float32
-			if ms, err = rt.EventElapsed(start, end); err == nil && t > 0 {
-				best = min(best, ms)
-			}
-		}
-		rt.GraphExecDestroy(exec)
-		rt.GraphDestroy(g)
+		ms, err := timeCaptured(rt, i.stream, start, end, func() error { return i.run(rs) }, reps)
 		if err != nil {
 			return nil, err
 		}
-		lt := LayerTime{Name: rs.s.node, Kind: rs.s.kind.String(), Time: time.Duration(float64(best) / float64(reps) * float64(time.Millisecond))}
+		lt := LayerTime{Name: rs.s.node, Kind: rs.s.kind.String(), Time: time.Duration(float64(ms) * float64(time.Millisecond))}
 		switch rs.s.kind {
 		case stGemm:
 			if rs.s.fused {

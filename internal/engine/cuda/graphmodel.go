@@ -221,7 +221,8 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	}
 	start := time.Now()
 	m := &graphModel{g: g, dev: dev, libs: libs, opts: opts, prec: prec, plans: map[int]*devPlan{},
-		consts: map[constKey]cu.DevPtr{}, algos: map[string]convPick{}, dwTimes: map[dwShape]dwTimed{}}
+		consts: map[constKey]cu.DevPtr{}, algos: map[string]convPick{}, dwTimes: map[dwShape]dwTimed{},
+		ltAlgos: map[cu.LtProblem]cu.LtAlgo{}}
 	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix); err != nil {
 		return nil, err
 	}
@@ -291,9 +292,10 @@ type graphModel struct {
 	plans       map[int]*devPlan
 	consts      map[constKey]cu.DevPtr // weights in the storage dtype
 	weightBytes int64
-	algos       map[string]convPick // convolution algorithm per problem (compiled: measured)
-	dwTimes     map[dwShape]dwTimed // depthwise lowerings measured (graphdwtune.go)
-	tuneDevice  string              // the tuning cache's device line
+	algos       map[string]convPick        // convolution algorithm per problem (compiled: measured)
+	dwTimes     map[dwShape]dwTimed        // depthwise lowerings measured (graphdwtune.go)
+	ltAlgos     map[cu.LtProblem]cu.LtAlgo // cuBLASLt algorithm per fused product (compiled: measured, graphlt.go)
+	tuneDevice  string                     // the tuning cache's device line
 	instances   int
 	closed      bool
 }

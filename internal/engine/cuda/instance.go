@@ -686,61 +686,11 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 	return apply(choice)
 }
 
-// timeCalls returns the device time of one call of run. The calls are
-// captured reps at a time in a CUDA graph and timed as one launch (the best
-// of two, after one that uploads the graph), as the plan will run them:
-// timed one by one from the host, a small convolution measures the host's
-// submission rather than the device, and batch 1's choices came out
-// differently from one process to the next. A first call outside the
-// capture checks that run works at all (and lets the library warm up).
+// timeCalls returns the device time of one call of run on the instance's
+// stream (timeCaptured): batch 1's choices came out differently from one
+// process to the next when its calls were timed one by one.
 func (i *instance) timeCalls(run func() error, reps int) (float32, error) {
-	rt := i.d.rt
-	if err := run(); err != nil {
-		return 0, err
-	}
-	if err := rt.StreamBeginCapture(i.stream, cu.CaptureModeThreadLocal); err != nil {
-		return 0, err
-	}
-	var runErr error
-	for r := 0; r < reps && runErr == nil; r++ {
-		runErr = run()
-	}
-	g, endErr := rt.StreamEndCapture(i.stream)
-	if runErr != nil || endErr != nil {
-		if g != 0 {
-			rt.GraphDestroy(g)
-		}
-		return 0, errors.Join(runErr, endErr)
-	}
-	defer rt.GraphDestroy(g)
-	exec, err := rt.GraphInstantiate(g)
-	if err != nil {
-		return 0, err
-	}
-	defer rt.GraphExecDestroy(exec)
-	best := float32(-1)
-	for t := 0; t < 3; t++ {
-		if err := rt.EventRecord(i.tune[0], i.stream); err != nil {
-			return 0, err
-		}
-		if err := rt.GraphLaunch(exec, i.stream); err != nil {
-			return 0, err
-		}
-		if err := rt.EventRecord(i.tune[1], i.stream); err != nil {
-			return 0, err
-		}
-		if err := rt.EventSynchronize(i.tune[1]); err != nil {
-			return 0, err
-		}
-		ms, err := rt.EventElapsed(i.tune[0], i.tune[1])
-		if err != nil {
-			return 0, err
-		}
-		if t > 0 && (best < 0 || ms < best) {
-			best = ms
-		}
-	}
-	return best / float32(reps), nil
+	return timeCaptured(i.d.rt, i.stream, i.tune[0], i.tune[1], run, reps)
 }
 
 // isPooled reports whether v is global average pooling's float32 output,
