@@ -46,6 +46,9 @@ type mmaProblem struct {
 func (p mmaProblem) rows() int   { return p.n * p.outH * p.outW }
 func (p mmaProblem) chunks() int { return p.k * p.k * p.c / mmaChunk }
 
+// tiles is the number of mmaTile x mmaTile output tiles: the grid's x.
+func (p mmaProblem) tiles() int { return (p.rows() + mmaTile - 1) / mmaTile * (p.outC / mmaTile) }
+
 // mmaEligible reports whether conv_mma runs p at precision prec: 16-bit
 // channels-last tensors, no groups, filter rows in whole chunks with
 // channels in 16-byte pieces, output channels in whole tiles, and a
@@ -63,9 +66,7 @@ func mmaEligible(prec precision, p mmaProblem) bool {
 // block on every SM to four times that, each split at least two reduction
 // steps long, where the sums fit mmaPartBytes.
 func mmaCandidates(p mmaProblem, sms int) []mmaGeom {
-	tilesM := (p.rows() + mmaTile - 1) / mmaTile
-	tiles := tilesM * (p.outC / mmaTile)
-	total := p.chunks()
+	tiles, total := p.tiles(), p.chunks()
 	out := []mmaGeom{{tiles: tiles, splits: 1, chunks: total}}
 	if tiles > mmaCounters || total < 4 || int64(p.rows())*int64(p.outC)*4 > mmaPartBytes {
 		return out
@@ -163,8 +164,7 @@ func (i *instance) applyMMA(o *planOp, c tuned) error {
 	if i.mmaScratch == 0 || !mmaEligible(i.m.prec, p) || c.chunks <= 0 {
 		return fmt.Errorf("cuda engine: %s: a split convolution was chosen for a problem it does not run", o.l.name)
 	}
-	cands := mmaCandidates(p, i.sms)
-	g := mmaGeom{tiles: cands[0].tiles, splits: c.splits, chunks: c.chunks}
+	g := mmaGeom{tiles: p.tiles(), splits: c.splits, chunks: c.chunks}
 	if (p.chunks()+g.chunks-1)/g.chunks != g.splits ||
 		g.splits > 1 && (g.tiles > mmaCounters || int64(p.rows())*int64(p.outC)*4 > mmaPartBytes) {
 		return fmt.Errorf("cuda engine: %s: split %d x %d does not fit the problem", o.l.name, c.splits, c.chunks)

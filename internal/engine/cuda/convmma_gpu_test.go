@@ -36,18 +36,8 @@ func TestConvMMA(t *testing.T) {
 	}
 	per := len(x) / n
 	load := func(p engine.Precision, compile bool, exp string) (engine.Model, engine.Instance) {
-		m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: compile, Precision: p, MaxBatch: n,
-			BatchSizes: []int{1, n}, Height: size, Width: size, InputDType: tensor.Float32, GraphExperiments: exp})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		inst, err := m.NewInstance(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { inst.Close() })
-		return m, inst
+		return withInstance(t)(Engine{}.Load(context.Background(), g, engine.Options{Compile: compile, Precision: p, MaxBatch: n,
+			BatchSizes: []int{1, n}, Height: size, Width: size, InputDType: tensor.Float32, GraphExperiments: exp}))
 	}
 	m32, i32 := load(engine.FP32, false, "")
 	ref := runForward(t, m32, i32, tensor.F32Bytes(x), n)

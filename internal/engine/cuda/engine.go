@@ -455,3 +455,15 @@ func (m *cudaModel) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// checkBatch is both instance kinds' check of a forward's batch n against
+// their state and largest batch.
+func checkBatch(closed bool, n, maxBatch int) error {
+	if closed {
+		return errors.New("cuda engine: Forward on a closed instance")
+	}
+	if n < 1 || n > maxBatch {
+		return fmt.Errorf("cuda engine: batch of %d images is outside 1..%d", n, maxBatch)
+	}
+	return nil
+}

@@ -283,17 +283,26 @@ func TestInputDTypes(t *testing.T) {
 func compiledFP16(t *testing.T, maxBatch, size int) (engine.Model, engine.Instance) {
 	t.Helper()
 	g := loadGraph(t, goldenCases(t)[0].model)
-	m, err := Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: maxBatch, Height: size, Width: size})
-	if err != nil {
-		t.Fatal(err)
+	return withInstance(t)(Engine{}.Load(context.Background(), g, engine.Options{Compile: true, Precision: engine.FP16, MaxBatch: maxBatch, Height: size, Width: size}))
+}
+
+// withInstance returns a function that takes a load's results, fails t
+// on its error, and returns the model with one new instance, both closed
+// when the test ends.
+func withInstance(t *testing.T) func(engine.Model, error) (engine.Model, engine.Instance) {
+	return func(m engine.Model, err error) (engine.Model, engine.Instance) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		inst, err := m.NewInstance(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { inst.Close() })
+		return m, inst
 	}
-	t.Cleanup(func() { m.Close() })
-	inst, err := m.NewInstance(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inst.Close() })
-	return m, inst
 }
 
 // TestForwardErrors checks that bad calls are errors, not crashes.

@@ -737,15 +737,7 @@ func (i *graphInstance) ForwardHost(in, out []byte, n int) error {
 	return i.d.forwardHost(in, inN, out, outN, func(in, out cu.DevPtr) error { return i.forward(in, out, n) })
 }
 
-func (i *graphInstance) checkBatch(n int) error {
-	if i.closed {
-		return errors.New("cuda engine: Forward on a closed instance")
-	}
-	if n < 1 || n > i.m.info.MaxBatch {
-		return fmt.Errorf("cuda engine: batch of %d is outside 1..%d", n, i.m.info.MaxBatch)
-	}
-	return nil
-}
+func (i *graphInstance) checkBatch(n int) error { return checkBatch(i.closed, n, i.m.info.MaxBatch) }
 
 // forward enqueues batch n from in to out; the device is current.
 func (i *graphInstance) forward(in, out cu.DevPtr, n int) error {

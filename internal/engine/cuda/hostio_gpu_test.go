@@ -19,17 +19,7 @@ func TestForwardHost(t *testing.T) {
 	needGPU(t)
 	graphModel := func(t *testing.T) (engine.Model, engine.Instance) {
 		g := singleOutput(opCases()[0].g, 0)
-		m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{Precision: engine.FP16, Compile: true, MaxBatch: 2, BatchSizes: []int{1, 2}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		inst, err := m.NewInstance(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { inst.Close() })
-		return m, inst
+		return withInstance(t)(Engine{}.LoadGraph(context.Background(), g, engine.Options{Precision: engine.FP16, Compile: true, MaxBatch: 2, BatchSizes: []int{1, 2}}))
 	}
 	for _, c := range []struct {
 		name string

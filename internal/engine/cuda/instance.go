@@ -850,15 +850,7 @@ func (i *instance) ForwardHost(in, out []byte, n int) error {
 	return i.d.forwardHost(in, n*i.inBytes, out, n*i.m.graph.Classes*4, func(in, out cu.DevPtr) error { return i.forward(in, out, n) })
 }
 
-func (i *instance) checkBatch(n int) error {
-	if i.closed {
-		return errors.New("cuda engine: Forward on a closed instance")
-	}
-	if n < 1 || n > i.m.opts.MaxBatch {
-		return fmt.Errorf("cuda engine: batch of %d images is outside 1..%d", n, i.m.opts.MaxBatch)
-	}
-	return nil
-}
+func (i *instance) checkBatch(n int) error { return checkBatch(i.closed, n, i.m.opts.MaxBatch) }
 
 // forward enqueues batch n from in to out; the device is current.
 func (i *instance) forward(in, out cu.DevPtr, n int) error {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -25,10 +24,7 @@ func TestArchParity(t *testing.T) {
 	if archs == "" {
 		t.Skip("a parity tool: set IREXEC_PARITY=resnet18,... to run it")
 	}
-	threads := 16
-	if s := os.Getenv("IREXEC_THREADS"); s != "" {
-		threads, _ = strconv.Atoi(s)
-	}
+	threads := envInt("IREXEC_THREADS", 16)
 	ctx := context.Background()
 	for _, arch := range strings.Split(archs, ",") {
 		g, err := profileGraph(arch)

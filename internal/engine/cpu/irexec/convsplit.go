@@ -107,9 +107,7 @@ split:
 // order by workers workers as each finishes its last, plus splitTail of
 // its largest task.
 func splitCost(groups, np, mp int, c convSplit, workers int, shared bool) float64 {
-	var free [64]float64
-	w := min(workers, len(free))
-	end, largest := 0.0, 0.0
+	s := newListSchedule(workers)
 	for range groups {
 		for jn := range c.nch {
 			n := float64(evenRange(jn, c.nch, np))
@@ -118,21 +116,40 @@ func splitCost(groups, np, mp int, c convSplit, workers int, shared bool) float6
 				if !shared || c.mch == 1 {
 					cost += n * splitPackCost
 				}
-				// The earliest free worker takes it.
-				k := 0
-				for i := 1; i < w; i++ {
-					if free[i] < free[k] {
-						k = i
-					}
-				}
-				free[k] += cost
-				end = max(end, free[k])
-				largest = max(largest, cost)
+				s.add(cost)
 			}
 		}
 	}
-	return end + splitTail*largest
+	return s.makespan()
 }
+
+// listSchedule models workers taking tasks in order, each task going to
+// the worker that is free first (at most 64 workers are modelled).
+type listSchedule struct {
+	free         [64]float64
+	w            int
+	end, largest float64
+}
+
+func newListSchedule(workers int) listSchedule {
+	return listSchedule{w: max(1, min(workers, 64))}
+}
+
+// add gives a task of cost to the earliest free worker.
+func (s *listSchedule) add(cost float64) {
+	k := 0
+	for i := 1; i < s.w; i++ {
+		if s.free[i] < s.free[k] {
+			k = i
+		}
+	}
+	s.free[k] += cost
+	s.end = max(s.end, s.free[k])
+	s.largest = max(s.largest, cost)
+}
+
+// makespan is when the last task ends, plus splitTail of the largest.
+func (s *listSchedule) makespan() float64 { return s.end + splitTail*s.largest }
 
 // evenRange is how many of p items range i of c holds when they are dealt
 // out evenly.

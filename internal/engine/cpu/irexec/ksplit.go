@@ -102,29 +102,18 @@ func chooseKSplit(sp convSplit, ntot, m, nb, maxK, workers int) convSplit {
 // kSplitCost is splitCost for a K split: tasks of a K range pack their own
 // range of B (each row range again), and the reduction loop follows.
 func kSplitCost(np, mp, nb int, c convSplit, workers int) float64 {
-	var free [64]float64
-	w := min(workers, len(free))
-	end, largest := 0.0, 0.0
+	s := newListSchedule(workers)
 	for jn := range c.nch {
 		n := float64(evenRange(jn, c.nch, np))
 		for jm := range c.mch {
 			m := float64(evenRange(jm, c.mch, mp))
 			for jk := range c.kch {
 				depth := float64(evenRange(jk, c.kch, nb)) / float64(nb)
-				cost := (n*m+n*splitPackCost)*depth + splitTaskCost
-				k := 0
-				for i := 1; i < w; i++ {
-					if free[i] < free[k] {
-						k = i
-					}
-				}
-				free[k] += cost
-				end = max(end, free[k])
-				largest = max(largest, cost)
+				s.add((n*m+n*splitPackCost)*depth + splitTaskCost)
 			}
 		}
 	}
-	return end + splitTail*largest + kSplitReduceCost
+	return s.makespan() + kSplitReduceCost
 }
 
 // reduceJob adds a K split's partial sums into the output and applies the

@@ -32,10 +32,7 @@ func TestProfileArchs(t *testing.T) {
 	if archs == "" {
 		t.Skip("a profiling tool: set IREXEC_PROFILE=mobilenet_v3_large,... to run it")
 	}
-	batch := 1
-	if s := os.Getenv("IREXEC_BATCH"); s != "" {
-		batch, _ = strconv.Atoi(s)
-	}
+	batch := envInt("IREXEC_BATCH", 1)
 	for _, arch := range strings.Split(archs, ",") {
 		g, err := profileGraph(arch)
 		if err != nil {
@@ -207,11 +204,15 @@ func stepKind(s planStep) string {
 
 // profileIters is how often each step runs for its minimum
 // (IREXEC_ITERS, default 15).
-func profileIters() int {
-	if n, err := strconv.Atoi(os.Getenv("IREXEC_ITERS")); err == nil && n > 0 {
+func profileIters() int { return envInt("IREXEC_ITERS", 15) }
+
+// envInt is the positive integer in the environment variable name, or def
+// where it is unset or not one: the profiling tools' settings.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n
 	}
-	return 15
+	return def
 }
 
 // profileSplit times whole forwards of batch images run by a Split of

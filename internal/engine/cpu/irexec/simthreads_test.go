@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,14 +29,7 @@ func TestSimThreads(t *testing.T) {
 	if archs == "" {
 		t.Skip("a planning tool: set IREXEC_SIM=resnet18,... to run it")
 	}
-	threads := 16
-	if s := os.Getenv("IREXEC_SIM_THREADS"); s != "" {
-		threads, _ = strconv.Atoi(s)
-	}
-	batch := 1
-	if s := os.Getenv("IREXEC_BATCH"); s != "" {
-		batch, _ = strconv.Atoi(s)
-	}
+	threads, batch := envInt("IREXEC_SIM_THREADS", 16), envInt("IREXEC_BATCH", 1)
 	for _, arch := range strings.Split(archs, ",") {
 		g, err := profileGraph(arch)
 		if err != nil {

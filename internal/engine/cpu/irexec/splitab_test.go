@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,13 +23,7 @@ func TestProfileSplitAB(t *testing.T) {
 	if model == "" {
 		t.Skip("a profiling tool: set IREXEC_SPLIT_AB=model to run it")
 	}
-	env := func(name string, def int) int {
-		if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-			return n
-		}
-		return def
-	}
-	batch, chunk, iters := env("IREXEC_BATCH", 32), env("IREXEC_SPLIT", 1), profileIters()
+	batch, chunk, iters := envInt("IREXEC_BATCH", 32), envInt("IREXEC_SPLIT", 1), profileIters()
 	g, err := profileGraph(model)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +39,7 @@ func TestProfileSplitAB(t *testing.T) {
 		}
 		return p
 	}
-	whole := compile(batch, env("IREXEC_THREADS", 0))
+	whole := compile(batch, envInt("IREXEC_THREADS", 0))
 	x := whole.NewExec()
 	defer x.Close()
 	s, err := NewSplit(compile(chunk, 1), chunk, whole.threads)
