@@ -596,7 +596,11 @@ func (i *instance) tuneFused(o *planOp, key algoKey, perf []cu.ConvFwdPerf, ws c
 			a = choice.fused
 		}
 		if w := wsOf(a); w >= 0 && w <= wsCap {
-			return apply(choice)
+			// A split convolution that does not fit this problem (a cache
+			// file edited or from another build) is re-tuned, not fatal.
+			if err := apply(choice); err == nil || choice.splits == 0 {
+				return err
+			}
 		}
 	}
 	act, zd := i.relu, o.zd
