@@ -101,6 +101,7 @@ type serveOptions struct {
 	idleTO           time.Duration
 	maxConns         int
 	grpcMaxStreams   uint
+	httpTransport    string
 	labels           string
 	logFormat        string
 	logLevel         string
@@ -148,6 +149,7 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.readHeaderTO, "read_header_timeout", 10*time.Second, "how long a client may take to send an HTTP request's headers")
 	fs.DurationVar(&o.readTO, "read_timeout", time.Minute, "how long a client may take to send a whole HTTP request, body included, or a gRPC inference message; a body still arriving then is cut off with 408, a gRPC message with CANCELED")
 	fs.DurationVar(&o.idleTO, "idle_timeout", 2*time.Minute, "how long an HTTP keep-alive connection may wait for its next request")
+	fs.StringVar(&o.httpTransport, "http_transport", server.HTTPTransportFast, "`TRANSPORT` of the HTTP port: fast (inference requests on goinfer's own HTTP/1.1 loop, which answers with one write and starts no goroutine per request; every other request, and any connection after one, through net/http) or nethttp (net/http for everything)")
 	fs.IntVar(&o.maxConns, "max_connections", 1024, "connections open at once on each of --http and --grpc; further clients wait in the kernel's accept backlog")
 	fs.UintVar(&o.grpcMaxStreams, "grpc_max_concurrent_streams", 256, "RPCs one gRPC connection may have open at once")
 	fs.BoolVar(&o.allowShm, "allow_shared_memory", false, "let clients on this host register POSIX shared memory regions and pass tensors through them (Triton's system shared memory extension; Linux); off by default, since the server then maps any object the client names that its user can open")
@@ -218,6 +220,8 @@ func (o *serveOptions) check() (servePlan, error) {
 		return p, fmt.Errorf("--max_inflight_bytes %d: must not be negative", o.maxInflightBytes)
 	case o.maxInflightBytes > 0 && o.maxInflightBytes-o.maxInflightBytes/4 < o.maxRequestBytes:
 		return p, fmt.Errorf("--max_inflight_bytes %d: must be at least 4/3 of --max_request_bytes %d (a quarter is kept for small requests), or a request of the largest size could never be served", o.maxInflightBytes, o.maxRequestBytes)
+	case o.httpTransport != server.HTTPTransportFast && o.httpTransport != server.HTTPTransportNetHTTP:
+		return p, fmt.Errorf("--http_transport %q: want %s or %s", o.httpTransport, server.HTTPTransportFast, server.HTTPTransportNetHTTP)
 	case o.readHeaderTO <= 0 || o.readTO <= 0 || o.idleTO <= 0:
 		return p, errors.New("--read_header_timeout, --read_timeout and --idle_timeout must be positive")
 	case o.maxConns < 1:
@@ -400,6 +404,7 @@ func serve(ctx context.Context, o *serveOptions, plan servePlan, log *slog.Logge
 		GRPCReadBuffer:    o.grpc.readBufferOption(),
 		GRPCWriteBuffer:   o.grpc.writeBufferOption(),
 		GRPCTransport:     o.grpc.transport,
+		HTTPTransport:     o.httpTransport,
 		LatencyBreakdown:  o.breakdown,
 		MaxImages:         o.maxImages,
 	}

@@ -83,6 +83,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--drain_grace", "5s", "--drain_timeout", "5s"},
 		{"--max_inflight_bytes", "100", "--max_request_bytes", "100"},
 		{"--read_timeout", "0s"},
+		{"--http_transport", "http3"},
 		{"--max_connections", "0"},
 		{"--grpc_max_concurrent_streams", "0"},
 		{"--pinned_memory_pool_bytes", "-1"},

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"goinfer/internal/h1"
 	"goinfer/internal/h2grpc"
 	"log/slog"
 	"net"
@@ -140,6 +141,10 @@ type Config struct {
 	// and health services with large HTTP/2 frames, for latency; streaming
 	// RPCs and reflection are not served).
 	GRPCTransport string
+	// HTTPTransport picks what serves HTTP: HTTPTransportFast (default:
+	// inference requests on internal/h1's loop, the rest through net/http)
+	// or HTTPTransportNetHTTP (net/http for everything).
+	HTTPTransport string
 	// PinnedPoolBytes bounds the page-locked memory request tensors are
 	// received into when the model has a host allocator (Model.AllocHost);
 	// requests beyond it use ordinary memory and are copied once more.
@@ -238,6 +243,8 @@ type Server struct {
 	http *http.Server
 	grpc *grpc.Server
 	fast *h2grpc.Server // serves gRPC instead of grpc when set (Config.GRPCTransport)
+	// fastHTTP serves HTTP in front of http when set (Config.HTTPTransport).
+	fastHTTP *h1.Server
 	// breakdown records requests' steps (Config.LatencyBreakdown); nil: off.
 	breakdown *breakdown
 	health    *health.Server
@@ -255,6 +262,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ModelVersion == "" {
 		cfg.ModelVersion = "1"
+	}
+	if err := checkHTTPTransport(cfg.HTTPTransport); err != nil {
+		return nil, err
 	}
 	if err := checkGRPCTransport(cfg.GRPCTransport); err != nil {
 		return nil, err
@@ -369,6 +379,9 @@ func New(cfg Config) (*Server, error) {
 	reflection.Register(s.grpc)
 	if cfg.GRPCTransport == GRPCTransportH2 {
 		s.fast = s.newFastGRPC(cfg)
+	}
+	if cfg.HTTPTransport != HTTPTransportNetHTTP {
+		s.fastHTTP = s.newFastHTTP()
 	}
 	return s, nil
 }
@@ -567,7 +580,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		s.log.Info("serving HTTP", "addr", httpLn.Addr().String(), "model", s.cfg.ModelName)
 		httpLn = newLimitListener(s.tuned(httpLn), s.cfg.MaxConnections)
 		go func() {
-			if err := s.http.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.serveHTTP(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("HTTP server: %w", err)
 			}
 		}()
@@ -639,7 +652,7 @@ func (s *Server) drain(ctx context.Context) error {
 	// connection under a client that is writing a request resets it.
 	s.graceWait(ctx)
 	httpErr := make(chan error, 1)
-	go func() { httpErr <- s.http.Shutdown(ctx) }()
+	go func() { httpErr <- s.shutdownHTTP(ctx) }()
 	// net/http closes idle connections at once but waits 5 s for those
 	// that never sent a request (clients open spares): close them as idle.
 	stopFresh := s.fresh.closeWhile(freshAge)
@@ -673,7 +686,7 @@ func (s *Server) drain(ctx context.Context) error {
 		if s.fast != nil {
 			s.fast.Close()
 		}
-		s.http.Close()
+		s.closeHTTP()
 		errs = append(errs, fmt.Errorf("drain cut short after %v: requests still in flight were refused or dropped", time.Since(start).Round(time.Millisecond)))
 	}
 	if err := s.closeLanes(ctx); err != nil && !cut {

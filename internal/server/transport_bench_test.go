@@ -74,3 +74,17 @@ func BenchmarkGRPCTransport(b *testing.B) {
 		benchInfer(b, "http://"+httpAddr, client.Options{MaxInflight: 1}, 1)
 	})
 }
+
+// BenchmarkHTTPTransport compares the server's HTTP transports for
+// 250x250 FP32 requests from the lean client: internal/h1's fast loop and
+// net/http alone (serve --http_transport).
+func BenchmarkHTTPTransport(b *testing.B) {
+	for _, t := range []string{server.HTTPTransportFast, server.HTTPTransportNetHTTP} {
+		httpAddr, _ := startInstant(b, 250, server.Config{HTTPTransport: t})
+		for _, conc := range []int{1, 64} {
+			b.Run(t+"/c"+itoa(conc), func(b *testing.B) {
+				benchInfer(b, "http://"+httpAddr, client.Options{MaxInflight: conc}, conc)
+			})
+		}
+	}
+}
