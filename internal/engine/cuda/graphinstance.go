@@ -263,6 +263,16 @@ func gridFor(n int64) (grid, block int) { return launchDims(n) }
 // rowGrid is one block per row, capped: the row kernels stride over rows.
 func rowGrid(rows int) int { return min(max(rows, 1), 65535) }
 
+// lnVecsPerLane is graph.cu's LN_VPL: layernorm_vec holds rows of up to 32
+// lanes times this many 16-byte vectors in registers.
+const lnVecsPerLane = 4
+
+// lnVecMaxRows bounds the rows given to layernorm_vec. With few rows (batch
+// 1) a row's latency decides, and one read of the row into registers wins;
+// with many (batch 256) throughput does, and layernorm_warp, which holds
+// less in registers and so keeps more warps resident, is faster.
+const lnVecMaxRows = 8192
+
 func f32arg(a *cu.KernelArgs, f float32) *cu.KernelArgs {
 	return a.Int(int(int32(math.Float32bits(f))))
 }
@@ -333,6 +343,10 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		rs.fn, rs.grid, rs.block = kern.norm, rowGrid(s.rows), 256
 		if s.rowLen <= 4096 {
 			rs.fn, rs.grid = kern.normWarp, rowGrid((s.rows+7)/8)
+		}
+		if vn := 16 / p.elem; s.rows <= lnVecMaxRows && s.rowLen%vn == 0 && s.rowLen/vn <= 32*lnVecsPerLane && (out|a)%16 == 0 &&
+			!hasExperiment(m.opts.GraphExperiments, "nolnvec") {
+			rs.fn = kern.normVec
 		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(s.rows).Int(s.rowLen), s.eps)
 	case stDW:
