@@ -291,9 +291,10 @@ func (j *rangeJob) Run(w, t int) {
 }
 
 // parRange runs r over [0, n) in tasks of at least grain indices, about
-// four per worker so that uneven tasks even out, the grains dealt out
-// evenly: 42 channel blocks for 2 workers are 8 tasks of 5 or 6 blocks,
-// not 7 of 6 (4 of which one worker ran while the other ran 3). From 4
+// four per worker so that uneven tasks even out, in a count the workers
+// divide where the grains allow (parTasks), the grains dealt out evenly:
+// 42 channel blocks for 2 workers are 6 tasks of 7 blocks, not 7 of 6 (4
+// of which one worker ran while the other ran 3). From 4
 // workers on, a range of more than one grain may go in chunks as thin as
 // a quarter grain where whole grains would leave workers without one
 // (batch 1's squeeze-and-excitation steps made 4 tasks for 16 workers).
@@ -307,7 +308,7 @@ func (x *Exec) parRange(r ranger, n, grain int) {
 		grain = min(grain, max(grain/4, (n+workers-1)/workers))
 	}
 	units := (n + grain - 1) / grain
-	nt := min(units, 4*workers)
+	nt := parTasks(units, workers)
 	if workers == 1 || nt <= 1 {
 		r.rng(x, 0, 0, n)
 		return
@@ -315,4 +316,20 @@ func (x *Exec) parRange(r ranger, n, grain int) {
 	x.rjob.r, x.rjob.n, x.rjob.grain, x.rjob.units, x.rjob.nt = r, n, grain, units, nt
 	x.pool.Run(&x.rjob, nt)
 	x.rjob.r = nil
+}
+
+// parTasks is how many tasks parRange deals units grains out to for
+// workers workers: the most, tasksPerThread-1 to tasksPerThread a worker,
+// that are equal and a multiple of the workers (12 stem strips on 2
+// workers: 6 tasks of 2, where 8 tasks of 1 or 2 left one worker 7
+// strips); else up to tasksPerThread a worker, dealt out evenly (fewer
+// equal tasks would leave less for dynamic scheduling to even out when a
+// worker loses its core).
+func parTasks(units, workers int) int {
+	for nt := tasksPerThread * workers; nt >= (tasksPerThread-1)*workers && workers > 1; nt -= workers {
+		if units%nt == 0 {
+			return nt
+		}
+	}
+	return min(units, tasksPerThread*workers)
 }

@@ -26,12 +26,15 @@ func (l *rangeLog) rng(_ *Exec, _, lo, hi int) {
 // where grains are fewer.
 func TestParRange(t *testing.T) {
 	for _, c := range []struct{ n, grain, workers, tasks int }{
-		{42, 1, 2, 8}, // 672 channels of a 14x14 depthwise: 8 tasks, not 7
+		{42, 1, 2, 6}, // 672 channels of a 14x14 depthwise: 6 tasks of 7, not 7 of 6
+		{12, 1, 2, 6}, // 6 of 2, not 8 of 1 or 2
+		{76, 1, 2, 8}, // 8 of 9 or 10, not 4 of 19
+		{13, 1, 2, 8},
 		{6, 1, 2, 6},
 		{1, 1, 2, 1},
 		{100, 16, 2, 7},
 		{1000, 16, 2, 8},
-		{1001, 16, 3, 12},
+		{1001, 16, 3, 9}, // 63 grains: 9 tasks of 7
 		{9, 1, 3, 9},
 		{5, 8, 2, 1},
 		{40000, 16, 16, 64},
