@@ -66,20 +66,39 @@ def torch_ips(model, threads, batch, seconds):
         return batch / timed(lambda: model(x), seconds)
 
 
-def goinfer_ips(binary, path, threads, batches, seconds):
+def goinfer_run(binary, path, threads, batch, iters, warmup):
+    """One `goinfer compute` run of one batch size: (img/s, ms per forward)."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "rows.csv")
-        # A forward of a large model at batch 32 on two threads takes about a
-        # second: size the timed forwards per cell from --seconds.
         cmd = [binary, "compute", "--engine", "cpu", "--checkpoint", path, "--threads", str(threads),
-               "--batch_sizes", ",".join(map(str, batches)), "--image_sizes", "224", "--compile", "true",
-               "--iters", "5", "--warmup", "2", "--csv", out]
+               "--batch_sizes", str(batch), "--image_sizes", "224", "--compile", "true",
+               "--iters", str(iters), "--warmup", str(warmup), "--csv", out]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             print(f"goinfer failed: {' '.join(cmd)}\n{r.stderr[-2000:]}", file=sys.stderr)
-            return {}
+            return None
         with open(out) as f:
-            return {int(row["batch"]): float(row["img_per_s"]) for row in csv.DictReader(f)}
+            row = next(csv.DictReader(f))
+            return float(row["img_per_s"]), float(row["ms_per_forward"])
+
+
+def goinfer_ips(binary, path, threads, batches, seconds):
+    # Timed like onnxruntime and PyTorch: about --seconds of back-to-back
+    # forwards after a warm-up. A short probe sizes the run per cell (a
+    # forward takes 3 ms at batch 1 and about a second at batch 32 on two
+    # threads); 5 forwards alone, at batch 1, are 20-30 ms of timing that
+    # one descheduling or a cold cache moves by tens of percent.
+    res = {}
+    for b in batches:
+        probe = goinfer_run(binary, path, threads, b, 3, 1)
+        if probe is None:
+            continue
+        iters = max(5, min(10000, int(seconds * 1e3 / max(probe[1], 1e-3))))
+        warmup = max(2, min(50, iters // 10))
+        r = goinfer_run(binary, path, threads, b, iters, warmup)
+        if r is not None:
+            res[b] = r[0]
+    return res
 
 
 def main():

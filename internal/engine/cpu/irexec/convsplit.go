@@ -21,12 +21,18 @@ const (
 	splitTaskCost = 1
 	// splitGain is how much shorter the best split must make the loop
 	// than the first-fit one to replace it: the model ignores memory
-	// traffic, and the first-fit split is what two threads have run well.
+	// traffic.
 	splitGain = 0.85
-	// splitMinWorkers is the fewest workers the model is used for: on
-	// two, four tasks per worker already balance within the model's
-	// error, and the first-fit split is what was tuned there.
-	splitMinWorkers = 4
+	// splitGainFew replaces splitGain below 4 workers, where a task more
+	// for one worker than for the other is what the first fit loses: its
+	// 3 x 3 tasks on a 14x14 map (EfficientNet-B0's 112->672 and
+	// 80->480 expansions) or 7 column ranges on a 28x28 one ran at 88-89%
+	// of two workers (TestSimThreads), an even count of tasks about as
+	// thick at 99-100%, which the model prices only 8-12% below the first
+	// fit (it charges the largest task's tail to both).
+	splitGainFew = 0.95
+	// splitMinWorkers is the fewest workers the model is used for.
+	splitMinWorkers = 2
 	// splitTail is the share of its largest task a split's makespan is
 	// charged on top: tasks of one size still take uneven times (cache
 	// misses, a worker that loses its core), and a late large one is
@@ -40,10 +46,12 @@ const (
 // tasksPerThread tasks per worker or tasks would get thinner than four
 // panels each way; it balances where the task count is a multiple of the
 // workers or several times it, but 16 workers over a 7x7 map's 86 row
-// panels get 18 tasks of 5 panels, two rounds for two of them. So, from
-// splitMinWorkers on, every split of tasks about as thick is costed as
+// panels get 18 tasks of 5 panels, two rounds for two of them, and two
+// workers over 9 tasks run 5 and 4. So, from splitMinWorkers on, every
+// split of tasks about as thick is costed as
 // dynamic scheduling would run it, and the cheapest replaces the first fit
-// where it is clearly better.
+// where it is clearly better (splitGain; on two or three workers
+// splitGainFew).
 func chooseConvSplit(groups, ntot, m, workers int, shared bool) convSplit {
 	const nr, mr = gemm.NR, gemm.MR
 	first := firstConvSplit(groups, ntot, m, workers)
@@ -75,7 +83,11 @@ func chooseConvSplit(groups, ntot, m, workers int, shared bool) convSplit {
 			}
 		}
 	}
-	if bestCost < firstCost*splitGain {
+	gain := splitGain
+	if workers < 4 {
+		gain = splitGainFew
+	}
+	if bestCost < firstCost*gain {
 		return best
 	}
 	return first

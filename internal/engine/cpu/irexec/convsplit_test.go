@@ -27,6 +27,12 @@ func TestChooseConvSplit(t *testing.T) {
 		{1, 100352, 64, 16, 392, 0}, // batch 32: columns bound the task width
 		{1, 100352, 64, 2, 392, 0},
 		{1, 10, 5, 16, 1, 1},
+		// Two workers: a task count they divide (the first fit's 3 x 3
+		// and 7 x 1 left one worker a task more than the other).
+		{1, 196, 672, 2, 8, 16},
+		{1, 196, 1152, 2, 8, 16},
+		{1, 784, 240, 2, 8, 16},
+		{1, 3136, 144, 2, 8, 16},
 	} {
 		t.Run(fmt.Sprint(c.groups, c.ntot, c.m, c.workers), func(t *testing.T) {
 			for _, shared := range []bool{false, true} {
@@ -41,6 +47,9 @@ func TestChooseConvSplit(t *testing.T) {
 				tasks := c.groups * sp.nch * sp.mch
 				if tasks < c.minTasks || c.maxTasks > 0 && tasks > c.maxTasks {
 					t.Errorf("split %+v: %d tasks, want %d to %d", sp, tasks, c.minTasks, c.maxTasks)
+				}
+				if c.workers == 2 && tasks%2 != 0 {
+					t.Errorf("split %+v: %d tasks for 2 workers", sp, tasks)
 				}
 			}
 		})

@@ -275,37 +275,61 @@ type ranger interface {
 	rng(x *Exec, worker, lo, hi int)
 }
 
-// rangeJob splits [0, n) into chunks of at least grain.
+// rangeJob splits [0, n) into tasks of whole grains (the last may be
+// short), dealt out evenly: task t holds grains t*units/tasks up to
+// (t+1)*units/tasks.
 type rangeJob struct {
-	x        *Exec
-	r        ranger
-	n, chunk int
+	x                   *Exec
+	r                   ranger
+	n, grain, units, nt int
 }
 
 func (j *rangeJob) Run(w, t int) {
-	lo := t * j.chunk
-	j.r.rng(j.x, w, lo, min(j.n, lo+j.chunk))
+	lo := t * j.units / j.nt * j.grain
+	hi := min(j.n, (t+1)*j.units/j.nt*j.grain)
+	j.r.rng(j.x, w, lo, hi)
 }
 
-// parRange runs r over [0, n) in chunks of at least grain indices, about
-// four per worker so that uneven chunks even out. From 4 workers on, a
-// range of more than one grain may go in chunks as thin as a quarter grain
-// where whole grains would leave workers without one (batch 1's squeeze-and-excitation steps made 4
-// tasks for 16 workers).
+// parRange runs r over [0, n) in tasks of at least grain indices, about
+// four per worker so that uneven tasks even out, in a count the workers
+// divide where the grains allow (parTasks), the grains dealt out evenly:
+// 42 channel blocks for 2 workers are 6 tasks of 7 blocks, not 7 of 6 (4
+// of which one worker ran while the other ran 3). From 4
+// workers on, a range of more than one grain may go in chunks as thin as
+// a quarter grain where whole grains would leave workers without one
+// (batch 1's squeeze-and-excitation steps made 4 tasks for 16 workers).
 func (x *Exec) parRange(r ranger, n, grain int) {
 	if n <= 0 {
 		return
 	}
 	workers := x.pool.Size()
+	grain = max(grain, 1)
 	if workers >= 4 && n > grain {
 		grain = min(grain, max(grain/4, (n+workers-1)/workers))
 	}
-	chunk := max(grain, (n+4*workers-1)/(4*workers), 1)
-	if workers == 1 || chunk >= n {
+	units := (n + grain - 1) / grain
+	nt := parTasks(units, workers)
+	if workers == 1 || nt <= 1 {
 		r.rng(x, 0, 0, n)
 		return
 	}
-	x.rjob.r, x.rjob.n, x.rjob.chunk = r, n, chunk
-	x.pool.Run(&x.rjob, (n+chunk-1)/chunk)
+	x.rjob.r, x.rjob.n, x.rjob.grain, x.rjob.units, x.rjob.nt = r, n, grain, units, nt
+	x.pool.Run(&x.rjob, nt)
 	x.rjob.r = nil
+}
+
+// parTasks is how many tasks parRange deals units grains out to for
+// workers workers: the most, tasksPerThread-1 to tasksPerThread a worker,
+// that are equal and a multiple of the workers (12 stem strips on 2
+// workers: 6 tasks of 2, where 8 tasks of 1 or 2 left one worker 7
+// strips); else up to tasksPerThread a worker, dealt out evenly (fewer
+// equal tasks would leave less for dynamic scheduling to even out when a
+// worker loses its core).
+func parTasks(units, workers int) int {
+	for nt := tasksPerThread * workers; nt >= (tasksPerThread-1)*workers && workers > 1; nt -= workers {
+		if units%nt == 0 {
+			return nt
+		}
+	}
+	return min(units, tasksPerThread*workers)
 }

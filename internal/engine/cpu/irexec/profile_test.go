@@ -22,7 +22,7 @@ import (
 // architectures spend in each step (random weights, compiled). It is a
 // tool, not a check: it runs only with IREXEC_PROFILE=arch[,arch] set, and
 // IREXEC_WINOGRAD=off for direct 3x3 convolutions, IREXEC_BATCH (default 1) and IREXEC_THREADS (default GOMAXPROCS), IREXEC_SECONDS of whole
-// forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile, IREXEC_PROFILE_CONV to
+// forwards (default 2), IREXEC_NOSTEPS to skip the per-step profile, IREXEC_PROFILE_STEPS to list every step's minimum and mean, IREXEC_PROFILE_CONV to
 // list GEMM convolutions by channels and map, IREXEC_SPLIT=chunk to time
 // Split (chunks of that many images, one single-threaded Exec per thread;
 // 0: the whole batch; unset: as the cpu engine chooses by default, with
@@ -108,6 +108,12 @@ func TestProfileArchs(t *testing.T) {
 					best[i] = d
 				}
 				sums[i] += d
+			}
+		}
+		if os.Getenv("IREXEC_PROFILE_STEPS") != "" {
+			for i, s := range p.steps {
+				fmt.Printf("  %3d %-60.60s %8.1f us mean %8.1f us\n", i, stepKind(s), float64(best[i].Nanoseconds())/1e3,
+					float64(sums[i].Nanoseconds())/1e3/float64(iters))
 			}
 		}
 		per, perMean := map[string]time.Duration{}, map[string]time.Duration{}
