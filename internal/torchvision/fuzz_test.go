@@ -11,8 +11,8 @@ import (
 // and dtypes: every one must be refused or built, never panic. A dimension
 // is 0 to 64, above the model's largest (48), so that every shape it could
 // accept and larger mismatches are reached; with dimensions up to 255 a
-// tensor took up to 133 MB (int64), and zeroing and returning that memory made the
-// target run at a few hundred inputs a second.
+// tensor took up to 133 MB (int64), and zeroing and returning that
+// memory took most of the target's time.
 func FuzzBuild(f *testing.F) {
 	f.Add("features.0.0.weight", uint8(4), uint8(8), uint8(3), uint8(3), uint8(0), false)
 	f.Add("classifier.3.bias", uint8(1), uint8(4), uint8(0), uint8(0), uint8(1), true)
