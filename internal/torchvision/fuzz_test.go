@@ -8,11 +8,7 @@ import (
 )
 
 // FuzzBuild feeds Build state dicts whose tensors have arbitrary shapes
-// and dtypes: every one must be refused or built, never panic. A dimension
-// is 0 to 64, above the model's largest (48), so that every shape it could
-// accept and larger mismatches are reached; with dimensions up to 255 a
-// tensor took up to 133 MB (int64), and zeroing and returning that
-// memory took most of the target's time.
+// and dtypes: every one must be refused or built, never panic.
 func FuzzBuild(f *testing.F) {
 	f.Add("features.0.0.weight", uint8(4), uint8(8), uint8(3), uint8(3), uint8(0), false)
 	f.Add("classifier.3.bias", uint8(1), uint8(4), uint8(0), uint8(0), uint8(1), true)
@@ -33,7 +29,7 @@ func FuzzBuild(f *testing.F) {
 			sd.Set(k, v)
 		}
 		if !drop {
-			shape := tensor.Shape{int(d0 % 65), int(d1 % 65), int(d2 % 65), 1}[:rank%5]
+			shape := tensor.Shape{int(d0), int(d1), int(d2), 1}[:rank%5]
 			sd.Set(key, tensor.New(dtypes[int(dt)%len(dtypes)], shape...))
 		}
 		for _, arch := range []string{"mobilenet_v3_small", ""} {
