@@ -49,6 +49,17 @@ type Server struct {
 	// to Handler.
 	Unary    func(method string) bool
 	Fallback http.Handler
+	// Buffer, if set, supplies the memory a call's message is read into,
+	// so that the handler's msg lies where the application wants it (e.g.
+	// page-locked, a field aligned) without another copy. It is asked when
+	// the call's first DATA frame arrives, with n the message length its
+	// prefix declares and head the message's first bytes (those in the
+	// frame, up to 4 KiB), for a message that frame would have been given
+	// room for anyway (within MaxRecvMsgSize, and no larger than the frame
+	// or 1 MiB). It returns grpcPrefixLen+n bytes (the 5-byte prefix, then
+	// the message) and the function that takes them back once the call is
+	// done with them, or nil to use the server's own buffers.
+	Buffer func(method string, n int, head []byte) (buf []byte, free func())
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
@@ -184,7 +195,8 @@ type serverStream struct {
 	// reads one DATA frame of the stream, cut while it frees the buffer.
 	bufMu sync.Mutex
 	buf   []byte
-	recv  int // received on the stream, not credited back
+	free  func() // gives buf back to Server.Buffer; nil for the package's pool
+	recv  int    // received on the stream, not credited back
 
 	tooBig  bool
 	fb      *fallbackBody // set for a call served by Server.Fallback
@@ -303,8 +315,7 @@ func (sc *serverConn) frame() error {
 			}
 			if !st.started {
 				delete(sc.streams, h.stream)
-				messageBuffers.put(st.buf)
-				st.buf = nil
+				st.dropBuf()
 			}
 			// No answer goes out on a reset stream: a writer waiting
 			// for its window, or about to write, finds it gone.
@@ -425,8 +436,7 @@ func (sc *serverConn) cut(st *serverStream) {
 		st.bufMu.Lock()
 		t.Stop()
 	}
-	messageBuffers.put(st.buf)
-	st.buf = nil
+	st.dropBuf()
 	st.bufMu.Unlock()
 	if closeNow {
 		c.nc.Close()
@@ -460,8 +470,7 @@ func (sc *serverConn) data(h frameHeader) error {
 	st.bufMu.Lock()
 	defer st.bufMu.Unlock()
 	if st.isCut.Load() {
-		messageBuffers.put(st.buf)
-		st.buf = nil
+		st.dropBuf()
 		_, err := c.readData(h, nil)
 		return err
 	}
@@ -472,19 +481,23 @@ func (sc *serverConn) data(h frameHeader) error {
 	var err error
 	if st.tooBig || len(st.buf)+h.length > limit+grpcPrefixLen {
 		st.tooBig = true
-		messageBuffers.put(st.buf)
-		st.buf = nil
+		st.dropBuf()
 		_, err = c.readData(h, nil)
 	} else {
+		if st.buf == nil && sc.s.Buffer != nil {
+			sc.placeBuf(st, h, limit)
+		}
 		if n := len(st.buf); n >= grpcPrefixLen {
 			// Past presizeMax the buffer doubles when the arriving bytes
 			// need more room, but not beyond the declared message.
 			if cap(st.buf)-n < h.length {
 				want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
-				st.buf = messageBuffers.growTo(st.buf, max(n+h.length, min(2*cap(st.buf), want)))
+				st.growBuf(max(n+h.length, min(2*cap(st.buf), want)))
 			}
 		} else {
-			st.buf = messageBuffers.reserve(st.buf, h.length)
+			if cap(st.buf)-n < h.length {
+				st.growBuf(max(n+h.length, 2*cap(st.buf)))
+			}
 		}
 		st.buf, err = c.readData(h, st.buf)
 		if n := len(st.buf); err == nil && n >= grpcPrefixLen {
@@ -494,7 +507,7 @@ func (sc *serverConn) data(h frameHeader) error {
 			// a large one and stalls holds no more than that.
 			want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
 			if want <= limit+grpcPrefixLen {
-				st.buf = messageBuffers.growTo(st.buf, min(want, max(n, presizeMax)))
+				st.growBuf(min(want, max(n, presizeMax)))
 			}
 		}
 	}
@@ -503,8 +516,7 @@ func (sc *serverConn) data(h frameHeader) error {
 	}
 	if st.isCut.Load() {
 		// Cut while the frame was read: cut waits for this to return.
-		messageBuffers.put(st.buf)
-		st.buf = nil
+		st.dropBuf()
 		return nil
 	}
 	if st.recv += h.length; st.recv > c.window {
@@ -524,6 +536,57 @@ func (sc *serverConn) data(h frameHeader) error {
 		sc.mu.Unlock()
 	}
 	return nil
+}
+
+// placeBuf asks Server.Buffer for the memory of st's message when its
+// first DATA frame h (not yet read) arrives. The message's first bytes are
+// peeked at from the read buffer (they are part of h, so waiting for them
+// waits for nothing but h). Call with st.bufMu held.
+func (sc *serverConn) placeBuf(st *serverStream, h frameHeader, limit int) {
+	if h.flags&flagPadded != 0 || h.length < grpcPrefixLen {
+		return
+	}
+	head, err := sc.c.r.Peek(min(h.length, grpcPrefixLen+4<<10))
+	if err != nil {
+		return // the read that follows meets the same error
+	}
+	n := int(binary.BigEndian.Uint32(head[1:5]))
+	if n > limit || grpcPrefixLen+n < h.length || grpcPrefixLen+n > max(h.length, presizeMax) {
+		return
+	}
+	buf, free := sc.s.Buffer(st.method, n, head[grpcPrefixLen:])
+	if buf == nil {
+		return
+	}
+	if len(buf) != grpcPrefixLen+n {
+		if free != nil {
+			free()
+		}
+		return
+	}
+	st.buf, st.free = buf[:0:len(buf)], free
+}
+
+// growBuf makes st.buf's capacity at least n, moving it to a pooled
+// buffer when needed. Call with st.bufMu held.
+func (st *serverStream) growBuf(n int) {
+	if cap(st.buf) >= n {
+		return
+	}
+	nb := append(messageBuffers.get(n), st.buf...)
+	st.dropBuf()
+	st.buf = nb
+}
+
+// dropBuf gives st's buffer back to where it came from.
+func (st *serverStream) dropBuf() {
+	if st.free != nil {
+		st.free()
+		st.free = nil
+	} else {
+		messageBuffers.put(st.buf)
+	}
+	st.buf = nil
 }
 
 // start hands a complete request to the handler. Call with sc.mu held.
@@ -606,8 +669,7 @@ func (sc *serverConn) end(st *serverStream) {
 	sc.c.wmu.Lock()
 	delete(sc.c.streamSend, st.id)
 	sc.c.wmu.Unlock()
-	messageBuffers.put(st.buf)
-	st.buf = nil
+	st.dropBuf()
 	sc.mu.Lock()
 	delete(sc.streams, st.id)
 	closeNow := sc.away && len(sc.streams) == 0
