@@ -67,6 +67,7 @@ type Server struct {
 	draining bool
 	streams  callCount
 	conWG    sync.WaitGroup
+	inline   inlineWatch
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -176,10 +177,11 @@ type serverConn struct {
 	c          *conn
 	maxStreams uint32
 
-	mu      sync.Mutex // guards streams, last, away
+	mu      sync.Mutex // guards streams, last, away, multi
 	streams map[uint32]*serverStream
 	last    uint32 // highest stream taken
 	away    bool   // GOAWAY sent: no stream above last is taken
+	multi   bool   // seen with two calls at once: no handler runs inline
 
 	ready *serverStream // a complete request for the reading goroutine to run
 }
@@ -199,6 +201,7 @@ type serverStream struct {
 	recv  int    // received on the stream, not credited back
 
 	tooBig  bool
+	inline  *inlineRun    // set while the handler runs on the reading goroutine
 	fb      *fallbackBody // set for a call served by Server.Fallback
 	started bool          // guarded by the conn's mu; written by the reader only
 	isCut   atomic.Bool   // set under the conn's mu by cut
@@ -246,8 +249,10 @@ func (sc *serverConn) serve() {
 }
 
 // loop reads frames until the connection ends. When a request is complete,
-// the goroutine that read it runs its handler, and a new one takes over the
-// reading: the request is served without waking another goroutine first.
+// the goroutine that read it runs its handler: the request is served
+// without waking another goroutine first. A new goroutine takes over the
+// reading at once, or, on a connection that carries one call at a time,
+// only if the handler runs long (inline.go).
 func (sc *serverConn) loop() {
 	for {
 		err := sc.frame()
@@ -261,9 +266,22 @@ func (sc *serverConn) loop() {
 		}
 		if st := sc.ready; st != nil {
 			sc.ready = nil
-			go sc.loop()
+			sc.mu.Lock()
+			inline := !sc.multi && sc.c.r.Buffered() == 0
+			sc.mu.Unlock()
+			if !inline {
+				go sc.loop()
+				sc.run(st)
+				return
+			}
+			r := &inlineRun{sc: sc}
+			st.inline = r
+			sc.s.inline.add(r)
 			sc.run(st)
-			return
+			sc.s.inline.remove(r)
+			if !r.finish() {
+				return // a new goroutine reads the connection
+			}
 		}
 	}
 }
@@ -371,6 +389,9 @@ func (sc *serverConn) headers(h frameHeader) error {
 		}
 	}
 	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel, stopCut: func() bool { return false }}
+	if len(sc.streams) > 0 {
+		sc.multi = true
+	}
 	sc.streams[h.stream] = st
 	// The send window exists from the stream's start, so that a
 	// WINDOW_UPDATE the client sends before the answer is counted.
@@ -381,6 +402,8 @@ func (sc *serverConn) headers(h frameHeader) error {
 	if c.field(":method") != "POST" || !strings.HasPrefix(c.field("content-type"), "application/grpc") {
 		refuse = status.Error(codes.Unimplemented, "h2grpc: not a gRPC request")
 	} else if sc.s.Fallback != nil && sc.s.Unary != nil && !sc.s.Unary(st.method) {
+		// The fallback handler reads its body as the reader queues it.
+		sc.multi = true
 		sc.startFallback(st, c.fields)
 		if h.flags&flagEndStream != 0 {
 			st.fb.end(io.EOF)
@@ -636,10 +659,19 @@ func (sc *serverConn) reply(st *serverStream, reply [][]byte) {
 		sc.end(st)
 		return
 	}
+	var wait func() error
+	if r := st.inline; r != nil {
+		// Only a reader can open the window this answer waits for.
+		wait = func() error {
+			r.handOff()
+			c.wcond.Wait()
+			return nil
+		}
+	}
 	head := c.encodeHeaders(nil, st.id, false, ":status", "200", "content-type", "application/grpc")
 	err := c.writeMessage(st.id, head, reply, false, func() []byte {
 		return c.encodeHeaders(nil, st.id, true, "grpc-status", "0")
-	}, nil)
+	}, wait)
 	c.wmu.Unlock()
 	if errors.Is(err, errStreamClosed) {
 		c.write(appendRSTStream(nil, st.id, errCodeCancel))
