@@ -86,3 +86,66 @@ func TestInlineHandOff(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInlineStaysForOneCallAtATime checks that a connection whose calls
+// come one at a time keeps running them inline after a handler long
+// enough to be handed off (the next call may arrive before the previous
+// stream is cleaned up), and that concurrent calls on one connection end
+// it.
+func TestInlineStaysForOneCallAtATime(t *testing.T) {
+	s := &Server{Handler: func(ctx context.Context, method string, msg []byte) ([][]byte, func(), error) {
+		if method == "/t.T/Slow" {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return [][]byte{msg}, nil, nil
+	}}
+	addr := startServer(t, s)
+	multi := func() []bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var out []bool
+		for sc := range s.conns {
+			sc.mu.Lock()
+			out = append(out, sc.multi)
+			sc.mu.Unlock()
+		}
+		return out
+	}
+	ctx := context.Background()
+	cc, err := Dial(ctx, addr, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	for _, m := range []string{"/t.T/Slow", "/t.T/Echo", "/t.T/Slow", "/t.T/Echo", "/t.T/Echo"} {
+		if _, err := cc.Invoke(ctx, m, [][]byte{[]byte("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := multi(); len(got) != 1 || got[0] {
+		t.Fatalf("one call at a time: connections' multi = %v, want [false]", got)
+	}
+	cc.Close()
+	gc := grpcGoClient(t, addr)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			msg, got := []byte("y"), []byte(nil)
+			if err := gc.Invoke(ctx, "/t.T/Slow", &msg, &got); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := multi()
+		if len(got) == 1 && got[0] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("concurrent calls: connections' multi = %v, want [true]", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

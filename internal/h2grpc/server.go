@@ -200,11 +200,12 @@ type serverStream struct {
 	free  func() // gives buf back to Server.Buffer; nil for the package's pool
 	recv  int    // received on the stream, not credited back
 
-	tooBig  bool
-	inline  *inlineRun    // set while the handler runs on the reading goroutine
-	fb      *fallbackBody // set for a call served by Server.Fallback
-	started bool          // guarded by the conn's mu; written by the reader only
-	isCut   atomic.Bool   // set under the conn's mu by cut
+	tooBig    bool
+	answering atomic.Bool   // its answer is being written: the client may send the next call
+	inline    *inlineRun    // set while the handler runs on the reading goroutine
+	fb        *fallbackBody // set for a call served by Server.Fallback
+	started   bool          // guarded by the conn's mu; written by the reader only
+	isCut     atomic.Bool   // set under the conn's mu by cut
 }
 
 // cutGrace is how long cut waits for a DATA frame of the cut stream that is
@@ -389,8 +390,14 @@ func (sc *serverConn) headers(h frameHeader) error {
 		}
 	}
 	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel, stopCut: func() bool { return false }}
-	if len(sc.streams) > 0 {
-		sc.multi = true
+	for _, o := range sc.streams {
+		// A call whose answer is on its way does not count: a client
+		// with one call at a time may send the next one as soon as the
+		// answer is in, before the stream is cleaned up here.
+		if !o.answering.Load() {
+			sc.multi = true
+			break
+		}
 	}
 	sc.streams[h.stream] = st
 	// The send window exists from the stream's start, so that a
@@ -668,6 +675,7 @@ func (sc *serverConn) reply(st *serverStream, reply [][]byte) {
 			return nil
 		}
 	}
+	st.answering.Store(true)
 	head := c.encodeHeaders(nil, st.id, false, ":status", "200", "content-type", "application/grpc")
 	err := c.writeMessage(st.id, head, reply, false, func() []byte {
 		return c.encodeHeaders(nil, st.id, true, "grpc-status", "0")
@@ -688,6 +696,7 @@ func (sc *serverConn) finish(st *serverStream, err error) {
 		s = status.Convert(err)
 	}
 	c := sc.c
+	st.answering.Store(true)
 	c.wmu.Lock()
 	head := c.encodeHeaders(nil, st.id, true, ":status", "200", "content-type", "application/grpc",
 		"grpc-status", strconv.Itoa(int(s.Code())), "grpc-message", encodeGRPCMessage(s.Message()))
