@@ -21,6 +21,7 @@ const maxHeaderBytes = 64 << 10
 // writing under a lock with the peer's flow-control windows respected.
 type conn struct {
 	nc        net.Conn
+	src       fillLimiter // what r reads from: nc
 	r         *bufio.Reader
 	hd        [frameHeaderLen]byte
 	readLimit int // our SETTINGS_MAX_FRAME_SIZE
@@ -76,10 +77,38 @@ func (c *conn) coalesce(b [][]byte) [][]byte {
 	return out
 }
 
+// bigFrame is the DATA frame size from which a peer is taken to send
+// messages in few large frames; smallFill is how much the read buffer then
+// takes from the socket at a time.
+const (
+	bigFrame  = 64 << 10
+	smallFill = 16 << 10
+)
+
+// fillLimiter is the read buffer's source. A peer that sends small frames
+// (gRPC-Go's 16 KiB) is read in large gulps, many frames a system call;
+// for one that sends a message in one large frame, the buffer takes only
+// smallFill at a time, so that reading a frame header does not also pull
+// hundreds of KiB of the payload that follows into the buffer, to be
+// copied out again: readData reads the rest of a payload straight from
+// the socket into the message.
+type fillLimiter struct {
+	nc    net.Conn
+	limit int // 0: none
+}
+
+func (f *fillLimiter) Read(p []byte) (int, error) {
+	if f.limit > 0 && len(p) > f.limit {
+		p = p[:f.limit]
+	}
+	return f.nc.Read(p)
+}
+
 func newConn(nc net.Conn, readLimit, window int) *conn {
-	c := &conn{nc: nc, r: bufio.NewReaderSize(nc, 256<<10), readLimit: readLimit, window: window,
+	c := &conn{nc: nc, src: fillLimiter{nc: nc}, readLimit: readLimit, window: window,
 		peerFrame: minFrameSize, peerInitWin: initialWindow, connSend: initialWindow,
 		streamSend: map[uint32]int64{}}
+	c.r = bufio.NewReaderSize(&c.src, 256<<10)
 	c.wcond = sync.NewCond(&c.wmu)
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
@@ -326,8 +355,13 @@ func (c *conn) readData(h frameHeader, dst []byte) ([]byte, error) {
 	m := n - pad
 	l := len(dst)
 	dst = grow(dst, m)
-	if _, err := io.ReadFull(c.r, dst[l:]); err != nil {
+	if err := c.readPayload(dst[l:]); err != nil {
 		return dst[:l], err
+	}
+	if h.length >= bigFrame {
+		c.src.limit = smallFill
+	} else {
+		c.src.limit = 0
 	}
 	if _, err := c.r.Discard(pad); err != nil {
 		return dst, err
@@ -344,6 +378,24 @@ func (c *conn) readData(h frameHeader, dst []byte) ([]byte, error) {
 		}
 	}
 	return dst, nil
+}
+
+// readPayload fills p with the next bytes of the connection. A large rest
+// (past what the read buffer holds) is read straight from the socket: the
+// buffer is empty then, and p ends where the payload does, so nothing is
+// read past it. A small one goes through the buffer, whose fill may bring
+// the frames that follow in the same system call.
+func (c *conn) readPayload(p []byte) error {
+	k := 0
+	if b := c.r.Buffered(); b > 0 {
+		k, _ = c.r.Read(p[:min(len(p), b)])
+	}
+	if len(p)-k < bigFrame {
+		_, err := io.ReadFull(c.r, p[k:])
+		return err
+	}
+	_, err := io.ReadFull(c.nc, p[k:])
+	return err
 }
 
 // grow extends b by n bytes, reallocating at most once.

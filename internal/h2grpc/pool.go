@@ -27,25 +27,3 @@ func (p *bufPool) put(b []byte) {
 		p.classes[c].Put(&b)
 	}
 }
-
-// reserve makes room for n more bytes in b, moving it to a larger pooled
-// buffer when needed (the old one goes back to the pool).
-func (p *bufPool) reserve(b []byte, n int) []byte {
-	if cap(b)-len(b) >= n {
-		return b
-	}
-	nb := append(p.get(max(len(b)+n, 2*cap(b))), b...)
-	p.put(b)
-	return nb
-}
-
-// growTo makes b's capacity at least n, moving it to a pooled buffer when
-// needed (the old one goes back to the pool).
-func (p *bufPool) growTo(b []byte, n int) []byte {
-	if cap(b) >= n {
-		return b
-	}
-	nb := append(p.get(n), b...)
-	p.put(b)
-	return nb
-}

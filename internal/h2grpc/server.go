@@ -49,6 +49,17 @@ type Server struct {
 	// to Handler.
 	Unary    func(method string) bool
 	Fallback http.Handler
+	// Buffer, if set, supplies the memory a call's message is read into,
+	// so that the handler's msg lies where the application wants it (e.g.
+	// page-locked, a field aligned) without another copy. It is asked when
+	// the call's first DATA frame arrives, with n the message length its
+	// prefix declares and head the message's first bytes (those in the
+	// frame, up to 4 KiB), for a message that frame would have been given
+	// room for anyway (within MaxRecvMsgSize, and no larger than the frame
+	// or 1 MiB). It returns grpcPrefixLen+n bytes (the 5-byte prefix, then
+	// the message) and the function that takes them back once the call is
+	// done with them, or nil to use the server's own buffers.
+	Buffer func(method string, n int, head []byte) (buf []byte, free func())
 
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
@@ -56,6 +67,7 @@ type Server struct {
 	draining bool
 	streams  callCount
 	conWG    sync.WaitGroup
+	inline   inlineWatch
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -165,10 +177,11 @@ type serverConn struct {
 	c          *conn
 	maxStreams uint32
 
-	mu      sync.Mutex // guards streams, last, away
+	mu      sync.Mutex // guards streams, last, away, multi
 	streams map[uint32]*serverStream
 	last    uint32 // highest stream taken
 	away    bool   // GOAWAY sent: no stream above last is taken
+	multi   bool   // seen with two calls at once: no handler runs inline
 
 	ready *serverStream // a complete request for the reading goroutine to run
 }
@@ -184,12 +197,15 @@ type serverStream struct {
 	// reads one DATA frame of the stream, cut while it frees the buffer.
 	bufMu sync.Mutex
 	buf   []byte
-	recv  int // received on the stream, not credited back
+	free  func() // gives buf back to Server.Buffer; nil for the package's pool
+	recv  int    // received on the stream, not credited back
 
-	tooBig  bool
-	fb      *fallbackBody // set for a call served by Server.Fallback
-	started bool          // guarded by the conn's mu; written by the reader only
-	isCut   atomic.Bool   // set under the conn's mu by cut
+	tooBig    bool
+	answering atomic.Bool   // its answer is being written: the client may send the next call
+	inline    *inlineRun    // set while the handler runs on the reading goroutine
+	fb        *fallbackBody // set for a call served by Server.Fallback
+	started   bool          // guarded by the conn's mu; written by the reader only
+	isCut     atomic.Bool   // set under the conn's mu by cut
 }
 
 // cutGrace is how long cut waits for a DATA frame of the cut stream that is
@@ -234,8 +250,10 @@ func (sc *serverConn) serve() {
 }
 
 // loop reads frames until the connection ends. When a request is complete,
-// the goroutine that read it runs its handler, and a new one takes over the
-// reading: the request is served without waking another goroutine first.
+// the goroutine that read it runs its handler: the request is served
+// without waking another goroutine first. A new goroutine takes over the
+// reading at once, or, on a connection that carries one call at a time,
+// only if the handler runs long (inline.go).
 func (sc *serverConn) loop() {
 	for {
 		err := sc.frame()
@@ -249,9 +267,22 @@ func (sc *serverConn) loop() {
 		}
 		if st := sc.ready; st != nil {
 			sc.ready = nil
-			go sc.loop()
+			sc.mu.Lock()
+			inline := !sc.multi && sc.c.r.Buffered() == 0
+			sc.mu.Unlock()
+			if !inline {
+				go sc.loop()
+				sc.run(st)
+				return
+			}
+			r := &inlineRun{sc: sc}
+			st.inline = r
+			sc.s.inline.add(r)
 			sc.run(st)
-			return
+			sc.s.inline.remove(r)
+			if !r.finish() {
+				return // a new goroutine reads the connection
+			}
 		}
 	}
 }
@@ -303,8 +334,7 @@ func (sc *serverConn) frame() error {
 			}
 			if !st.started {
 				delete(sc.streams, h.stream)
-				messageBuffers.put(st.buf)
-				st.buf = nil
+				st.dropBuf()
 			}
 			// No answer goes out on a reset stream: a writer waiting
 			// for its window, or about to write, finds it gone.
@@ -360,6 +390,15 @@ func (sc *serverConn) headers(h frameHeader) error {
 		}
 	}
 	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel, stopCut: func() bool { return false }}
+	for _, o := range sc.streams {
+		// A call whose answer is on its way does not count: a client
+		// with one call at a time may send the next one as soon as the
+		// answer is in, before the stream is cleaned up here.
+		if !o.answering.Load() {
+			sc.multi = true
+			break
+		}
+	}
 	sc.streams[h.stream] = st
 	// The send window exists from the stream's start, so that a
 	// WINDOW_UPDATE the client sends before the answer is counted.
@@ -370,6 +409,8 @@ func (sc *serverConn) headers(h frameHeader) error {
 	if c.field(":method") != "POST" || !strings.HasPrefix(c.field("content-type"), "application/grpc") {
 		refuse = status.Error(codes.Unimplemented, "h2grpc: not a gRPC request")
 	} else if sc.s.Fallback != nil && sc.s.Unary != nil && !sc.s.Unary(st.method) {
+		// The fallback handler reads its body as the reader queues it.
+		sc.multi = true
 		sc.startFallback(st, c.fields)
 		if h.flags&flagEndStream != 0 {
 			st.fb.end(io.EOF)
@@ -425,8 +466,7 @@ func (sc *serverConn) cut(st *serverStream) {
 		st.bufMu.Lock()
 		t.Stop()
 	}
-	messageBuffers.put(st.buf)
-	st.buf = nil
+	st.dropBuf()
 	st.bufMu.Unlock()
 	if closeNow {
 		c.nc.Close()
@@ -460,8 +500,7 @@ func (sc *serverConn) data(h frameHeader) error {
 	st.bufMu.Lock()
 	defer st.bufMu.Unlock()
 	if st.isCut.Load() {
-		messageBuffers.put(st.buf)
-		st.buf = nil
+		st.dropBuf()
 		_, err := c.readData(h, nil)
 		return err
 	}
@@ -472,19 +511,23 @@ func (sc *serverConn) data(h frameHeader) error {
 	var err error
 	if st.tooBig || len(st.buf)+h.length > limit+grpcPrefixLen {
 		st.tooBig = true
-		messageBuffers.put(st.buf)
-		st.buf = nil
+		st.dropBuf()
 		_, err = c.readData(h, nil)
 	} else {
+		if st.buf == nil && sc.s.Buffer != nil {
+			sc.placeBuf(st, h, limit)
+		}
 		if n := len(st.buf); n >= grpcPrefixLen {
 			// Past presizeMax the buffer doubles when the arriving bytes
 			// need more room, but not beyond the declared message.
 			if cap(st.buf)-n < h.length {
 				want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
-				st.buf = messageBuffers.growTo(st.buf, max(n+h.length, min(2*cap(st.buf), want)))
+				st.growBuf(max(n+h.length, min(2*cap(st.buf), want)))
 			}
 		} else {
-			st.buf = messageBuffers.reserve(st.buf, h.length)
+			if cap(st.buf)-n < h.length {
+				st.growBuf(max(n+h.length, 2*cap(st.buf)))
+			}
 		}
 		st.buf, err = c.readData(h, st.buf)
 		if n := len(st.buf); err == nil && n >= grpcPrefixLen {
@@ -494,7 +537,7 @@ func (sc *serverConn) data(h frameHeader) error {
 			// a large one and stalls holds no more than that.
 			want := grpcPrefixLen + int(binary.BigEndian.Uint32(st.buf[1:5]))
 			if want <= limit+grpcPrefixLen {
-				st.buf = messageBuffers.growTo(st.buf, min(want, max(n, presizeMax)))
+				st.growBuf(min(want, max(n, presizeMax)))
 			}
 		}
 	}
@@ -503,8 +546,7 @@ func (sc *serverConn) data(h frameHeader) error {
 	}
 	if st.isCut.Load() {
 		// Cut while the frame was read: cut waits for this to return.
-		messageBuffers.put(st.buf)
-		st.buf = nil
+		st.dropBuf()
 		return nil
 	}
 	if st.recv += h.length; st.recv > c.window {
@@ -524,6 +566,57 @@ func (sc *serverConn) data(h frameHeader) error {
 		sc.mu.Unlock()
 	}
 	return nil
+}
+
+// placeBuf asks Server.Buffer for the memory of st's message when its
+// first DATA frame h (not yet read) arrives. The message's first bytes are
+// peeked at from the read buffer (they are part of h, so waiting for them
+// waits for nothing but h). Call with st.bufMu held.
+func (sc *serverConn) placeBuf(st *serverStream, h frameHeader, limit int) {
+	if h.flags&flagPadded != 0 || h.length < grpcPrefixLen {
+		return
+	}
+	head, err := sc.c.r.Peek(min(h.length, grpcPrefixLen+4<<10))
+	if err != nil {
+		return // the read that follows meets the same error
+	}
+	n := int(binary.BigEndian.Uint32(head[1:5]))
+	if n > limit || grpcPrefixLen+n < h.length || grpcPrefixLen+n > max(h.length, presizeMax) {
+		return
+	}
+	buf, free := sc.s.Buffer(st.method, n, head[grpcPrefixLen:])
+	if buf == nil {
+		return
+	}
+	if len(buf) != grpcPrefixLen+n {
+		if free != nil {
+			free()
+		}
+		return
+	}
+	st.buf, st.free = buf[:0:len(buf)], free
+}
+
+// growBuf makes st.buf's capacity at least n, moving it to a pooled
+// buffer when needed. Call with st.bufMu held.
+func (st *serverStream) growBuf(n int) {
+	if cap(st.buf) >= n {
+		return
+	}
+	nb := append(messageBuffers.get(n), st.buf...)
+	st.dropBuf()
+	st.buf = nb
+}
+
+// dropBuf gives st's buffer back to where it came from.
+func (st *serverStream) dropBuf() {
+	if st.free != nil {
+		st.free()
+		st.free = nil
+	} else {
+		messageBuffers.put(st.buf)
+	}
+	st.buf = nil
 }
 
 // start hands a complete request to the handler. Call with sc.mu held.
@@ -573,10 +666,20 @@ func (sc *serverConn) reply(st *serverStream, reply [][]byte) {
 		sc.end(st)
 		return
 	}
+	var wait func() error
+	if r := st.inline; r != nil {
+		// Only a reader can open the window this answer waits for.
+		wait = func() error {
+			r.handOff()
+			c.wcond.Wait()
+			return nil
+		}
+	}
+	st.answering.Store(true)
 	head := c.encodeHeaders(nil, st.id, false, ":status", "200", "content-type", "application/grpc")
 	err := c.writeMessage(st.id, head, reply, false, func() []byte {
 		return c.encodeHeaders(nil, st.id, true, "grpc-status", "0")
-	}, nil)
+	}, wait)
 	c.wmu.Unlock()
 	if errors.Is(err, errStreamClosed) {
 		c.write(appendRSTStream(nil, st.id, errCodeCancel))
@@ -593,6 +696,7 @@ func (sc *serverConn) finish(st *serverStream, err error) {
 		s = status.Convert(err)
 	}
 	c := sc.c
+	st.answering.Store(true)
 	c.wmu.Lock()
 	head := c.encodeHeaders(nil, st.id, true, ":status", "200", "content-type", "application/grpc",
 		"grpc-status", strconv.Itoa(int(s.Code())), "grpc-message", encodeGRPCMessage(s.Message()))
@@ -606,8 +710,7 @@ func (sc *serverConn) end(st *serverStream) {
 	sc.c.wmu.Lock()
 	delete(sc.c.streamSend, st.id)
 	sc.c.wmu.Unlock()
-	messageBuffers.put(st.buf)
-	st.buf = nil
+	st.dropBuf()
 	sc.mu.Lock()
 	delete(sc.streams, st.id)
 	closeNow := sc.away && len(sc.streams) == 0

@@ -145,6 +145,39 @@ func (c *Codec) unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
+// UnmarshalPlaced decodes a ModelInferRequest from b without copying it:
+// raw_input_contents alias b, which the caller keeps unchanged until it is
+// done with req (Release does nothing for req). It is for a transport that
+// received the message where Unmarshal would have gathered it (see
+// PlaceRequest). Errors are kept for DecodeError as Unmarshal's are.
+func (c *Codec) UnmarshalPlaced(b []byte, req *ModelInferRequest) error {
+	err := UnmarshalInferRequest(b, req)
+	if err != nil && c.DeferErrors {
+		c.failed.Store(req, err)
+		return nil
+	}
+	return err
+}
+
+// PlaceRequest returns how far into a buffer from the codec's pool a
+// ModelInferRequest of which head is the start should begin so that its
+// first raw_input_contents entry is RawAlign-aligned, given the buffer's
+// address base; 0 if head does not reach that entry.
+func PlaceRequest(head []byte, base uintptr) int {
+	off := firstRawOffset(head)
+	if off < 0 {
+		return 0
+	}
+	return int((RawAlign - (base+uintptr(off))%RawAlign) % RawAlign)
+}
+
+// Placed reports whether msg's first raw_input_contents entry starts
+// RawAlign-aligned (false if msg has none), as Unmarshal would place it.
+func Placed(msg []byte) bool {
+	off := firstRawOffset(msg)
+	return off >= 0 && off < len(msg) && uintptr(unsafe.Pointer(&msg[off]))%RawAlign == 0
+}
+
 // Release returns the buffer behind req's raw_input_contents to the pool.
 // Servers call it when they are done with a request Unmarshal decoded;
 // req's raw contents must not be used afterwards. Releasing a request the

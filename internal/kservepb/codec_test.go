@@ -145,3 +145,49 @@ func FuzzUnmarshalInferRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestPlaceRequest checks that a request copied where PlaceRequest says
+// is Placed, decodes with UnmarshalPlaced to what protobuf decodes, with
+// raw_input_contents aliasing the buffer, and that a malformed one keeps
+// its error for DecodeError.
+func TestPlaceRequest(t *testing.T) {
+	var c Codec
+	for _, rawLen := range []int{1, 768, 750_000} {
+		want := sampleRequest(rawLen)
+		wire, err := proto.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for misalign := range 3 {
+			mem := make([]byte, len(wire)+RawAlign+misalign)[misalign:]
+			base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+			shift := PlaceRequest(wire[:min(len(wire), 4096)], base)
+			b := mem[shift : shift+len(wire)]
+			copy(b, wire)
+			if !Placed(b) {
+				t.Fatalf("raw %d, misalign %d: not Placed at shift %d", rawLen, misalign, shift)
+			}
+			if Placed(mem[shift+1 : shift+1+len(wire)]) {
+				t.Fatalf("raw %d: Placed one byte off", rawLen)
+			}
+			var got ModelInferRequest
+			if err := c.UnmarshalPlaced(b, &got); err != nil || !proto.Equal(&got, want) {
+				t.Fatalf("raw %d: UnmarshalPlaced: %v, equal %v", rawLen, err, proto.Equal(&got, want))
+			}
+			if &got.RawInputContents[0][0] != &b[len(b)-rawLen] {
+				t.Fatalf("raw %d: raw_input_contents copied, not aliased", rawLen)
+			}
+		}
+	}
+	if Placed([]byte{0x0a, 0x01, 'm'}) || PlaceRequest([]byte{0x0a, 0x01, 'm'}, 3) != 0 {
+		t.Error("a request without raw_input_contents is Placed or shifted")
+	}
+	d := Codec{DeferErrors: true}
+	var bad ModelInferRequest
+	if err := d.UnmarshalPlaced([]byte{0xff}, &bad); err != nil {
+		t.Fatalf("DeferErrors: UnmarshalPlaced returned %v", err)
+	}
+	if d.DecodeError(&bad) == nil {
+		t.Error("DeferErrors: the decode error was not kept")
+	}
+}

@@ -71,8 +71,9 @@ func startInstantDType(b *testing.B, size int, dtype tensor.DType, cfg server.Co
 // 250x250 FP32 image (750 KB) over loopback, with the client bench --url
 // uses: p50 latency at concurrency 1, throughput at concurrency 64.
 // The +shm variants pass the tensors through system shared memory (Linux).
+// gRPC runs over h2grpc at both ends, as serve and bench do by default.
 func BenchmarkProtocol(b *testing.B) {
-	httpAddr, grpcAddr := startInstant(b, 250, server.Config{AllowSharedMemory: true})
+	httpAddr, grpcAddr := startInstant(b, 250, server.Config{AllowSharedMemory: true, GRPCTransport: server.GRPCTransportH2})
 	for _, proto := range []struct{ name, url string }{{"http", "http://" + httpAddr}, {"grpc", "grpc://" + grpcAddr}} {
 		for _, useShm := range []bool{false, true} {
 			if useShm && !shm.Supported() {
@@ -84,7 +85,7 @@ func BenchmarkProtocol(b *testing.B) {
 			}
 			for _, conc := range []int{1, 64} {
 				b.Run(name+"/c"+itoa(conc), func(b *testing.B) {
-					benchInfer(b, proto.url, client.Options{MaxInflight: conc, SharedMemory: useShm}, conc)
+					benchInfer(b, proto.url, client.Options{MaxInflight: conc, SharedMemory: useShm, GRPCTransport: client.GRPCH2}, conc)
 				})
 			}
 		}

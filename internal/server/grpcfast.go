@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"goinfer/internal/h2grpc"
 	"goinfer/internal/kservepb"
@@ -59,6 +60,19 @@ func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
 		MaxRecvMsgSize:       int(min(cfg.MaxRequestBytes, 1<<31-1)),
 		MaxConcurrentStreams: cfg.GRPCMaxConcurrentStreams,
 		Window:               int(window),
+		// ModelInfer's message is read straight into a request buffer
+		// (page-locked once the model allows), placed as the codec would
+		// place it, so that decoding it copies nothing.
+		Buffer: func(method string, n int, head []byte) ([]byte, func()) {
+			if method != inferMethod || n == 0 {
+				return nil, nil
+			}
+			const prefix = 5 // gRPC's message prefix, before the message
+			bp := s.reqs.Get(prefix + n + kservepb.RawAlign)
+			base := uintptr(unsafe.Pointer(unsafe.SliceData(*bp))) + prefix
+			shift := kservepb.PlaceRequest(head, base)
+			return (*bp)[shift : shift+prefix+n], func() { s.reqs.Put(bp) }
+		},
 		Admit: func(ctx context.Context, method string) (context.Context, error) {
 			return s.tapInfer(ctx, &tap.Info{FullMethodName: method})
 		},
@@ -68,6 +82,9 @@ func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
 				return nil, nil, status.Errorf(codes.Unimplemented, "unknown method %s", method)
 			}
 			dec := func(v any) error {
+				if req, ok := v.(*kservepb.ModelInferRequest); ok && s.placed(msg) {
+					return s.codec.UnmarshalPlaced(msg, req)
+				}
 				return s.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v)
 			}
 			resp, err := m.desc.Handler(m.impl, ctx, dec, s.fastInterceptor)
@@ -94,6 +111,18 @@ func (s *Server) newFastGRPC(cfg Config) *h2grpc.Server {
 			return parts, bs.Free, nil
 		},
 	}
+}
+
+// placed reports whether an h2grpc message lies where the codec would have
+// gathered it: its tensor aligned, and in page-locked memory when the
+// model gave the server a pinned pool. The message stays valid until the
+// handler returns, longer than the codec's own buffer would (released when
+// ModelInfer returns).
+func (s *Server) placed(msg []byte) bool {
+	if !kservepb.Placed(msg) {
+		return false
+	}
+	return s.reqs.pinned.Load() == nil || s.reqs.Pinned(msg)
 }
 
 // fastInterceptor chains the gRPC-Go server's unary interceptors.

@@ -20,7 +20,8 @@ import (
 
 // TestH2GRPCTransport runs the gRPC tests with gRPC-Go clients against
 // the h2grpc transport (serve --grpc_transport h2grpc): answers, error
-// codes, malformed messages, queue-full and deadlines, wire compatibility.
+// codes, malformed messages, queue-full and deadlines, wire compatibility,
+// the pinned receive path.
 func TestH2GRPCTransport(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -31,6 +32,9 @@ func TestH2GRPCTransport(t *testing.T) {
 		{"QueueFullAndDeadline", TestGRPCQueueFullAndDeadline},
 		{"WireCompatibility", TestGRPCWireCompatibility},
 		{"MalformedMessage", TestGRPCMalformedMessage},
+		// Messages read straight into the pinned request pool.
+		{"PinnedReceivePath", TestPinnedReceivePath},
+		{"PinnedBuffersOutliveCancelledRequests", TestPinnedBuffersOutliveCancelledRequests},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			servertest.GRPCTransport = server.GRPCTransportH2
