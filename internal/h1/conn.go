@@ -186,3 +186,28 @@ func (c *conn) writeBadRequest(msg string) {
 	c.rwc.SetWriteDeadline(time.Now().Add(time.Second))
 	c.rwc.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: " + msg))
 }
+
+// gatherMax bounds the answers that are gathered into one buffer for one
+// write: the connection is usually wrapped (connection limit, busy
+// polling), and a wrapped connection gets no writev from net.Buffers, but
+// a write per buffer.
+const gatherMax = 256 << 10
+
+// write sends bufs, gathered into one write when they are small.
+func (c *conn) write(bufs net.Buffers) error {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	if n > gatherMax {
+		_, err := bufs.WriteTo(c.rwc)
+		return err
+	}
+	out := c.outBuf[:0]
+	for _, b := range bufs {
+		out = append(out, b...)
+	}
+	c.outBuf = out[:0]
+	_, err := c.rwc.Write(out)
+	return err
+}

@@ -122,31 +122,6 @@ func (w *response) finish() error {
 	return nil
 }
 
-// gatherMax bounds the answers that are gathered into one buffer for one
-// write: the connection is usually wrapped (connection limit, busy
-// polling), and a wrapped connection gets no writev from net.Buffers, but
-// a write per buffer.
-const gatherMax = 256 << 10
-
-// write sends bufs, gathered into one write when they are small.
-func (c *conn) write(bufs net.Buffers) error {
-	n := 0
-	for _, b := range bufs {
-		n += len(b)
-	}
-	if n > gatherMax {
-		_, err := bufs.WriteTo(c.rwc)
-		return err
-	}
-	out := c.outBuf[:0]
-	for _, b := range bufs {
-		out = append(out, b...)
-	}
-	c.outBuf = out[:0]
-	_, err := c.rwc.Write(out)
-	return err
-}
-
 // send writes the head, if not yet sent, and the buffered body; final
 // says the handler has returned, so the length of an undeclared body is
 // known.

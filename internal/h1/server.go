@@ -11,6 +11,11 @@
 // so the client wakes once. The first request it does not take moves the
 // connection, with the bytes already read, to net/http for good, which
 // then answers that request and all later ones as it always has.
+//
+// What the loop gives up for that: a request's context is not cancelled
+// when its client goes away while the handler runs (net/http learns of it
+// from the goroutine the loop saves); the handler's own deadlines still
+// bound it.
 package h1
 
 import (
