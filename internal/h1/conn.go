@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -38,6 +39,8 @@ type conn struct {
 	state    atomic.Int32
 	accepted time.Time
 	served   atomic.Bool // it has answered a request (Shutdown closes it at once when idle)
+	// lingering: the last answer left part of its request unread.
+	lingering bool
 
 	headBuf, chunkBuf, respBuf, outBuf []byte
 }
@@ -48,7 +51,11 @@ func (c *conn) serve() {
 	s := c.srv
 	handedOff := false
 	defer func() {
-		if !handedOff {
+		switch {
+		case handedOff:
+		case c.lingering:
+			c.closeLingering()
+		default:
 			c.rwc.Close()
 		}
 		s.untrack(c)
@@ -151,7 +158,7 @@ func (c *conn) serveRequest(h head, path, query string) bool {
 		RequestURI:    h.target,
 		Close:         h.close,
 	}).WithContext(ctx)
-	w := &response{c: c, req: req, body: bd, header: make(http.Header, 4), closeAfter: h.close, buf: c.respBuf[:0]}
+	w := &response{c: c, body: bd, header: make(http.Header, 4), closeAfter: h.close, buf: c.respBuf[:0]}
 	if !c.runHandler(w, req) {
 		return false
 	}
@@ -160,9 +167,34 @@ func (c *conn) serveRequest(h head, path, query string) bool {
 		c.respBuf = w.buf[:0]
 	}
 	if err != nil || w.closeAfter {
+		// A body left unread would make the kernel answer the close
+		// with a reset, which can reach the client before the answer.
+		c.lingering = err == nil && bd.remaining > 0 && bd.err == nil
 		return false
 	}
 	return bd.discard()
+}
+
+// lingerFor and lingerBytes bound what closeLingering reads and drops of
+// a request the handler answered without reading it all, as net/http
+// waits a while before closing such a connection.
+const (
+	lingerFor   = 500 * time.Millisecond
+	lingerBytes = 64 << 20
+)
+
+// closeLingering closes a connection whose client may still be sending
+// the body of a request already answered: it ends the write side first
+// where the connection allows, reads and drops what arrives for a
+// bounded while, then closes, so that the client reads the answer
+// instead of a connection reset.
+func (c *conn) closeLingering() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.rwc.SetReadDeadline(time.Now().Add(lingerFor))
+	io.Copy(io.Discard, io.LimitReader(c.br, lingerBytes))
+	c.rwc.Close()
 }
 
 // runHandler calls the handler, and reports false if it panicked (the

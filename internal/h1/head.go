@@ -94,11 +94,7 @@ func parseHead(b []byte) (head, bool) {
 			}
 			host = true
 		case "Connection":
-			for _, opt := range bytes.Split(value, []byte(",")) {
-				if bytes.EqualFold(bytes.TrimSpace(opt), []byte("close")) {
-					h.close = true
-				}
-			}
+			h.close = h.close || headerHasToken(string(value), "close")
 		}
 		h.header[key] = append(h.header[key], string(value))
 	}

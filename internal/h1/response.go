@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,7 +21,6 @@ const streamAfter = 64 << 10
 // just over 4 KiB in two writes, and the client wakes twice.
 type response struct {
 	c      *conn
-	req    *http.Request
 	body   *body
 	header http.Header
 
@@ -85,7 +85,7 @@ func (w *response) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var errWriteFailed = fmt.Errorf("h1: the connection failed while writing the answer")
+var errWriteFailed = errors.New("h1: the connection failed while writing the answer")
 
 // Flush sends what the handler wrote so far.
 func (w *response) Flush() { w.FlushError() }

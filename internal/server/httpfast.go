@@ -48,23 +48,10 @@ func fastEligible(method, path string) bool {
 	return method == "POST" && strings.HasPrefix(path, "/v2/models/") && strings.HasSuffix(path, "/infer")
 }
 
-func (s *Server) serveHTTP(l net.Listener) error {
-	if s.fastHTTP != nil {
-		return s.fastHTTP.Serve(l)
-	}
-	return s.http.Serve(l)
-}
-
-func (s *Server) shutdownHTTP(ctx context.Context) error {
-	if s.fastHTTP != nil {
-		return s.fastHTTP.Shutdown(ctx)
-	}
-	return s.http.Shutdown(ctx)
-}
-
-func (s *Server) closeHTTP() error {
-	if s.fastHTTP != nil {
-		return s.fastHTTP.Close()
-	}
-	return s.http.Close()
+// httpServer is what serves the HTTP port: net/http's server, or h1's in
+// front of it.
+type httpServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
 }

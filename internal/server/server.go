@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"goinfer/internal/h1"
 	"goinfer/internal/h2grpc"
 	"log/slog"
 	"net"
@@ -243,8 +242,9 @@ type Server struct {
 	http *http.Server
 	grpc *grpc.Server
 	fast *h2grpc.Server // serves gRPC instead of grpc when set (Config.GRPCTransport)
-	// fastHTTP serves HTTP in front of http when set (Config.HTTPTransport).
-	fastHTTP *h1.Server
+	// httpSrv serves the HTTP port: http, or h1's loop in front of it
+	// (Config.HTTPTransport).
+	httpSrv httpServer
 	// breakdown records requests' steps (Config.LatencyBreakdown); nil: off.
 	breakdown *breakdown
 	health    *health.Server
@@ -380,8 +380,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.GRPCTransport == GRPCTransportH2 {
 		s.fast = s.newFastGRPC(cfg)
 	}
+	s.httpSrv = s.http
 	if cfg.HTTPTransport != HTTPTransportNetHTTP {
-		s.fastHTTP = s.newFastHTTP()
+		s.httpSrv = s.newFastHTTP()
 	}
 	return s, nil
 }
@@ -580,7 +581,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		s.log.Info("serving HTTP", "addr", httpLn.Addr().String(), "model", s.cfg.ModelName)
 		httpLn = newLimitListener(s.tuned(httpLn), s.cfg.MaxConnections)
 		go func() {
-			if err := s.serveHTTP(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("HTTP server: %w", err)
 			}
 		}()
@@ -652,7 +653,7 @@ func (s *Server) drain(ctx context.Context) error {
 	// connection under a client that is writing a request resets it.
 	s.graceWait(ctx)
 	httpErr := make(chan error, 1)
-	go func() { httpErr <- s.shutdownHTTP(ctx) }()
+	go func() { httpErr <- s.httpSrv.Shutdown(ctx) }()
 	// net/http closes idle connections at once but waits 5 s for those
 	// that never sent a request (clients open spares): close them as idle.
 	stopFresh := s.fresh.closeWhile(freshAge)
@@ -686,7 +687,7 @@ func (s *Server) drain(ctx context.Context) error {
 		if s.fast != nil {
 			s.fast.Close()
 		}
-		s.closeHTTP()
+		s.httpSrv.Close()
 		errs = append(errs, fmt.Errorf("drain cut short after %v: requests still in flight were refused or dropped", time.Since(start).Round(time.Millisecond)))
 	}
 	if err := s.closeLanes(ctx); err != nil && !cut {
