@@ -49,6 +49,7 @@ type computeConfig struct {
 	stem         string
 	stemChannels int
 	kernelFile   string
+	graphKernels string
 	experiments  string // engine.Options.GraphExperiments
 	splitBatch   int    // engine.Options.SplitBatch
 	progress     func(format string, args ...any)
@@ -94,8 +95,9 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tuneAll := fs.Bool("tune_all", false, "cuda engine, compiled ResNet path: time every candidate algorithm and math type, not only those within reach of cuDNN's best (slower compile; checks that the shortlist loses nothing)")
 	stem := fs.String("stem", "", "cuda engine, compiled ResNet path, fp16/bf16: how the image reaches the first convolution: s2d (space to depth, the default), pad (zero channels up to --stem_channels) or none; for A/B runs")
 	stemChannels := fs.Int("stem_channels", 0, "cuda engine: the channel count --stem pad pads the image to (0: 8)")
+	graphKernels := fs.String("graph_kernels", "", "cuda engine, general graphs: load tools/kernels/graph.cu's kernels from this fatbin, cubin or PTX `FILE` instead of the embedded ones (to measure kernels built with nvcc before committing them)")
 	kernelFile := fs.String("kernels", "", "cuda engine, ResNet path: load the elementwise kernels from this PTX, cubin or fatbin `FILE` instead of the embedded ones (to try kernels without rebuilding)")
-	experiments := fs.String("graph_experiments", "", "cuda engine, for A/B runs: comma-separated changes to turn off or force: ResNet path nomma (cuDNN only, no split tensor-core convolutions), forcemma, mmanosplit; general graphs noidentity, noprologue, nofindmath, noltune, nolnvec (layer norms without the vectorised kernel), and findlog (print cudnnFind's ranking of each convolution)")
+	experiments := fs.String("graph_experiments", "", graphExperimentsHelp)
 	split := engine.SplitAuto
 	fs.Var((*splitFlag)(&split), "cpu_split_batch", "cpu engine, ONNX/general graphs: run a batch as `N`-image chunks, one per thread at a time (auto: where the model's images are independent and its activations outweigh its weights; 0: off), as bench, predict and serve do")
 	profile := fs.Bool("profile", false, "also time each layer on its own (cuda engine: as a CUDA graph of repeated calls) and print the breakdown")
@@ -105,7 +107,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, tuneAll: *tuneAll, profile: *profile, tuneCache: *tuneCache,
-		stem: *stem, stemChannels: *stemChannels, kernelFile: *kernelFile, experiments: *experiments, splitBatch: split,
+		stem: *stem, stemChannels: *stemChannels, kernelFile: *kernelFile, graphKernels: *graphKernels, experiments: *experiments, splitBatch: split,
 		progress: func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }}
 	var err error
 	if cfg.batchSizes, err = parseInts("batch_sizes", *batches); err != nil {
@@ -248,7 +250,7 @@ func runCompute(ctx context.Context, e engine.Engine, cfg computeConfig, stderr 
 func computeCell(ctx context.Context, e engine.Engine, g netGraph, cfg computeConfig, size int, p engine.Precision, compile bool, bs int) (computeRow, error) {
 	opts := engine.Options{Compile: compile, Precision: p, MaxBatch: bs, BatchSizes: []int{bs}, Height: size, Width: size,
 		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, TuneAll: cfg.tuneAll, TuningCache: cfg.tuneCache, Progress: cfg.progress,
-		Stem: cfg.stem, StemChannels: cfg.stemChannels, KernelFile: cfg.kernelFile, GraphExperiments: cfg.experiments, SplitBatch: cfg.splitBatch}
+		Stem: cfg.stem, StemChannels: cfg.stemChannels, KernelFile: cfg.kernelFile, GraphKernelFile: cfg.graphKernels, GraphExperiments: cfg.experiments, SplitBatch: cfg.splitBatch}
 	t0 := time.Now()
 	m, err := g.load(ctx, e, opts)
 	if err != nil {

@@ -64,7 +64,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, compileDefault bool) {
 	fs.Var((*splitFlag)(&m.splitBatch), "cpu_split_batch", "cpu engine, ONNX/general graphs: run a batch larger than `N` (a multiple of it) as N-image chunks, one per thread at a time, instead of every layer over the whole batch; only for models whose images are independent (0: off; auto: chunks where the model's images are independent and its activations outweigh its weights, with at least two chunks per thread)")
 	fs.IntVar(&m.device, "device", 0, "GPU ordinal for the cuda engine")
 	fs.StringVar(&m.tuneCache, "tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (one file per GPU model, driver and cuDNN), so that --compile on the same machine skips the measurements and starts faster; empty: measure every time, as a cold start")
-	fs.StringVar(&m.experiments, "graph_experiments", "", "cuda engine, for A/B runs: comma-separated changes to turn off or force: ResNet path nomma (cuDNN only, no split tensor-core convolutions), forcemma, mmanosplit; general graphs noidentity, noprologue, nofindmath, noltune, nolnvec (layer norms without the vectorised kernel), and findlog (print cudnnFind's ranking of each convolution)")
+	fs.StringVar(&m.experiments, "graph_experiments", "", graphExperimentsHelp)
 }
 
 // selectEngine resolves --engine and --precision, printing auto's choice.
@@ -260,3 +260,7 @@ func (f *splitFlag) Set(s string) error {
 	*f = splitFlag(n)
 	return nil
 }
+
+// graphExperimentsHelp is the --graph_experiments usage of compute and of the
+// model flags.
+const graphExperimentsHelp = "cuda engine, for A/B runs: comma-separated changes to turn off or force: ResNet path nomma (cuDNN only, no split tensor-core convolutions), forcemma, mmanosplit; general graphs noidentity, noprologue, nofindmath, noltune, nolnvec (layer norms without the vectorised kernel), nodwrows (no row-split depthwise kernel among those timed), noattnsplit (no key-split attention at small batches), and findlog (print cudnnFind's ranking of each convolution)"

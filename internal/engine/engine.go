@@ -131,6 +131,11 @@ type Options struct {
 	// loaded instead of the embedded elementwise kernels, for trying
 	// kernels without rebuilding.
 	KernelFile string
+	// GraphKernelFile (cuda engine, general graphs) is a fatbin, cubin or
+	// PTX of tools/kernels/graph.cu loaded instead of the embedded one, to
+	// measure a kernel built with nvcc on the GPU machine before it is
+	// committed.
+	GraphKernelFile string
 	// GraphExperiments (cuda engine) is a comma-separated list of fusion
 	// changes to turn off or force, for A/B runs and tests. ResNet path:
 	// "nomma" (no split tensor-core convolutions: cuDNN only), "forcemma"
@@ -141,8 +146,12 @@ type Options struct {
 	// 1x1 expansion's SiLU, hard swish or ReLU6 applied by the depthwise
 	// kernel reading its output, as it loads), "nofindmath" (unfused
 	// convolutions run under the math type cudnnFind measured their
-	// algorithm with); "findlog" reports cudnnFind's ranking of each
-	// convolution through Progress. Empty: every change on.
+	// algorithm with), "noltune" (cuBLASLt's heuristic algorithm, untimed),
+	// "nolnvec" (layer norms without the one-read vector kernel),
+	// "nodwrows" (the row-split depthwise kernel not among those timed),
+	// "noattnsplit" (no key-split attention for few query tiles); "findlog"
+	// reports cudnnFind's ranking of each convolution through Progress.
+	// Empty: every change on.
 	GraphExperiments string
 }
 

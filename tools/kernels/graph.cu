@@ -16,6 +16,7 @@
 #define CTAID_X __nvvm_read_ptx_sreg_ctaid_x()
 #define NCTAID_X __nvvm_read_ptx_sreg_nctaid_x()
 #define SYNC() asm volatile("bar.sync 0;" ::: "memory")
+#define SYNCWARP() asm volatile("bar.warp.sync -1;" ::: "memory")
 #define NOINLINE __attribute__((noinline))
 #else
 #define NOINLINE __noinline__
@@ -24,6 +25,7 @@
 #define CTAID_X blockIdx.x
 #define NCTAID_X gridDim.x
 #define SYNC() __syncthreads()
+#define SYNCWARP() __syncwarp()
 #endif
 
 typedef unsigned short u16;
@@ -919,6 +921,91 @@ __device__ __forceinline__ void dwconv_tile(T* __restrict__ y, const T* __restri
   }
 }
 
+// dwconv_rows is the depthwise kernel for few outputs (batch 1): the K
+// filter rows of one output vector go to K lanes of a group of G (K
+// rounded up to a power of two), each of which reads its row's K inputs and
+// weights at once; the group sums its partials with shuffles. A thread so
+// waits on memory once, where dwconv_tile's row loop waits K times, and a
+// layer has G times more threads to hide that wait with. n counts output
+// vectors times G, rounded up to whole warps (the shuffles need every lane).
+template <typename T, int K, int S>
+__device__ __forceinline__ void dwconv_rows(T* __restrict__ y, const T* __restrict__ x, const float* __restrict__ w,
+                                            const float* __restrict__ bias, const T* __restrict__ res, const int* meta,
+                                            int n, int act, float p0, float p1) {
+  const int V = Vec<T>::N;
+  const int G = K <= 4 ? 4 : 8;
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5];
+  int ph = meta[10], pw = meta[11];
+  int CV = C / V;
+  int items = meta[0] * OH * OW * CV;
+  Pre pre = dw_pre(meta);
+  GRID_LOOP(i, n) {
+    int ky = i % G;
+    int item = i / G;
+    int cv = item % CV;
+    int q = item / CV;
+    int ox = q % OW;
+    q /= OW;
+    int oy = q % OH;
+    int b = q / OH;
+    int c = cv * V;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = 0.f;
+    int iy = oy * S - ph + ky;
+    if (item < items && ky < K && iy >= 0 && iy < H) {
+      const T* row = x + ((b * H + iy) * W) * C + c;
+      int x0 = ox * S - pw;
+      float in[K][V];
+#pragma unroll
+      for (int j = 0; j < K; j++) {
+        int ix = x0 + j;
+        if (ix >= 0 && ix < W) {
+          vload(row + ix * C, in[j]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = 0.f;
+        }
+      }
+      if (pre.op != OP_COPY) {
+        // Padding stays zero: the prologue applies to the input, and the
+        // convolution pads what it produces.
+#pragma unroll
+        for (int j = 0; j < K; j++) {
+          int ix = x0 + j;
+          if (ix < 0 || ix >= W) continue;
+          F8 t;
+#pragma unroll
+          for (int k = 0; k < V; k++) t.v[k] = in[j][k];
+          t = pre_vec(t, pre);
+#pragma unroll
+          for (int k = 0; k < V; k++) in[j][k] = t.v[k];
+        }
+      }
+#pragma unroll
+      for (int kx = 0; kx < K; kx++) {
+        const U4* wk = (const U4*)(w + (ky * K + kx) * C + c);
+        float wv[V];
+#pragma unroll
+        for (int h = 0; h < V / 4; h++) Vec<float>::unpack(wk[h], wv + 4 * h);
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] += in[kx][k] * wv[k];
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < G; o <<= 1) {
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] += shfl_xor(acc[k], o);
+    }
+    if (ky == 0 && item < items) {
+      F8 r;
+#pragma unroll
+      for (int k = 0; k < V; k++) r.v[k] = acc[k] + (bias ? bias[c + k] : 0.f);
+      dw_store(y, res, item * V, r, act, p0, p1);
+    }
+  }
+}
+
 // scale_cl: y = x op s[b][c] for channels-last x (hwc elements per image)
 // and s of one value per image and channel (squeeze-and-excitation's
 // channel scale), over 16-byte vectors (C a multiple of the vector): n
@@ -1351,6 +1438,182 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
   }
 }
 
+#define ASK 32
+#define ASW 4
+
+// attn_split is attn_mma (ldmatrix fragments) for few query tiles, as at
+// batch 1 (ViT-B/16: 12 heads x 4 tiles of 64 queries leave most SMs idle
+// and each warp walks all keys in turn). A block of ASW warps takes 16
+// query rows; each warp takes every ASW-th chunk of ASK keys with its own
+// shared tiles (no block barrier in the loop), keeps its own running
+// maximum, sum and output, and the warps' parts are merged through shared
+// memory at the end. A block's wait is so a quarter of attn_mma's, and
+// there are 4 times the blocks.
+template <typename T, int DH>
+__device__ __forceinline__ void attn_split(T* out, const T* q, const T* k, const T* v, const int* m, float scale) {
+  __shared__ __attribute__((aligned(16))) u16 ks[ASW][ASK][DH + 8];
+  __shared__ __attribute__((aligned(16))) u16 vs[ASW][ASK][DH + 8];
+  int B2 = m[1], S = m[2], L = m[3], D = m[4], DV = m[5];
+  int tid = TID_X, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
+  int mj = lane >> 3, mr = lane & 7;
+  int tiles = (S + 15) / 16;
+  float sl2 = scale * 1.4426950408889634f;
+  // The merge's room, over the key tiles once every warp is done with them.
+  float* mxs = (float*)&ks[0][0][0];
+  float* ls = mxs + ASW * 16;
+  float* os = ls + ASW * 16;
+  for (int blk = CTAID_X; blk < m[0] * B2 * tiles; blk += NCTAID_X) {
+    int t = blk % tiles, b = blk / tiles, b2 = b % B2, b1 = b / B2;
+    const T* qb = q + b1 * m[6] + b2 * m[7];
+    const T* kb = k + b1 * m[10] + b2 * m[11];
+    const T* vb = v + b1 * m[14] + b2 * m[15];
+    T* ob = out + b1 * m[18] + b2 * m[19];
+    bool vec = m[13] == 1 && m[17] == 1 && D % 8 == 0 && DV % 8 == 0 && m[12] % 8 == 0 && m[16] % 8 == 0 &&
+               ((unsigned long long)kb & 15) == 0 && ((unsigned long long)vb & 15) == 0;
+    int r0 = t * 16 + g, r1 = r0 + 8;
+    unsigned qa[DH / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < DH / 16; kk++) {
+      int c0 = kk * 16 + tg * 2, c1 = c0 + 8;
+      qa[kk][0] = raw16(qb, r0, c0, m[8], m[9], S, D) | (raw16(qb, r0, c0 + 1, m[8], m[9], S, D) << 16);
+      qa[kk][1] = raw16(qb, r1, c0, m[8], m[9], S, D) | (raw16(qb, r1, c0 + 1, m[8], m[9], S, D) << 16);
+      qa[kk][2] = raw16(qb, r0, c1, m[8], m[9], S, D) | (raw16(qb, r0, c1 + 1, m[8], m[9], S, D) << 16);
+      qa[kk][3] = raw16(qb, r1, c1, m[8], m[9], S, D) | (raw16(qb, r1, c1 + 1, m[8], m[9], S, D) << 16);
+    }
+    float o[DH / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < DH / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+    float mx0 = NEG_INF, mx1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+    for (int j0 = w * ASK; j0 < L; j0 += ASW * ASK) {
+      SYNCWARP();
+      if (vec) {
+        const int CH = ASK * DH / 8 / 32;
+        unsigned kr[CH][4], vr[CH][4];
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+          int e = (lane + c * 32) * 8, key = e / DH, d = e - key * DH;
+          bool in = j0 + key < L;
+          ld16(in && d < D ? (const void*)(kb + (j0 + key) * m[12] + d) : 0, kr[c]);
+          ld16(in && d < DV ? (const void*)(vb + (j0 + key) * m[16] + d) : 0, vr[c]);
+        }
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+          int e = (lane + c * 32) * 8, key = e / DH, d = e - key * DH;
+          st16(&ks[w][key][d], kr[c]);
+          st16(&vs[w][key][d], vr[c]);
+        }
+      } else {
+        for (int e = lane; e < ASK * DH; e += 32) {
+          int key = e / DH, d = e - key * DH;
+          ks[w][key][d] = (u16)raw16(kb, j0 + key, d, m[12], m[13], L, D);
+          vs[w][key][d] = (u16)raw16(vb, j0 + key, d, m[16], m[17], L, DV);
+        }
+      }
+      SYNCWARP();
+      float s[ASK / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < ASK / 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < ASK / 8; nt += 2) {
+#pragma unroll
+        for (int kk = 0; kk < DH / 16; kk++) {
+          unsigned bb[4];
+          ldsm4(&ks[w][(nt + (mj >> 1)) * 8 + mr][kk * 16 + (mj & 1) * 8], bb, false);
+          Mma<T>::run(s[nt], qa[kk], bb[0], bb[1]);
+          Mma<T>::run(s[nt + 1], qa[kk], bb[2], bb[3]);
+        }
+      }
+      float mn0 = mx0, mn1 = mx1;
+#pragma unroll
+      for (int nt = 0; nt < ASK / 8; nt++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          bool in = j0 + nt * 8 + tg * 2 + e < L;
+          s[nt][e] = in ? s[nt][e] * sl2 : NEG_INF;
+          s[nt][2 + e] = in ? s[nt][2 + e] * sl2 : NEG_INF;
+          mn0 = fmax_(mn0, s[nt][e]);
+          mn1 = fmax_(mn1, s[nt][2 + e]);
+        }
+      }
+      mn0 = fmax_(mn0, shfl_xor(mn0, 1));
+      mn0 = fmax_(mn0, shfl_xor(mn0, 2));
+      mn1 = fmax_(mn1, shfl_xor(mn1, 1));
+      mn1 = fmax_(mn1, shfl_xor(mn1, 2));
+      float c0 = ex2(mx0 - mn0), c1 = ex2(mx1 - mn1);
+      l0 *= c0;
+      l1 *= c1;
+#pragma unroll
+      for (int nt = 0; nt < DH / 8; nt++) {
+        o[nt][0] *= c0;
+        o[nt][1] *= c0;
+        o[nt][2] *= c1;
+        o[nt][3] *= c1;
+      }
+      unsigned pa[ASK / 16][4];
+#pragma unroll
+      for (int nt = 0; nt < ASK / 8; nt++) {
+        float p0 = ex2(s[nt][0] - mn0), p1 = ex2(s[nt][1] - mn0);
+        float p2 = ex2(s[nt][2] - mn1), p3 = ex2(s[nt][3] - mn1);
+        l0 += p0 + p1;
+        l1 += p2 + p3;
+        pa[nt / 2][(nt & 1) * 2] = Mma<T>::pack(p0, p1);
+        pa[nt / 2][(nt & 1) * 2 + 1] = Mma<T>::pack(p2, p3);
+      }
+#pragma unroll
+      for (int kc = 0; kc < ASK / 16; kc++) {
+#pragma unroll
+        for (int nt = 0; nt < DH / 8; nt += 2) {
+          unsigned bb[4];
+          ldsm4(&vs[w][kc * 16 + (mj & 1) * 8 + mr][(nt + (mj >> 1)) * 8], bb, true);
+          Mma<T>::run(o[nt], pa[kc], bb[0], bb[1]);
+          Mma<T>::run(o[nt + 1], pa[kc], bb[2], bb[3]);
+        }
+      }
+      mx0 = mn0;
+      mx1 = mn1;
+    }
+    l0 += shfl_xor(l0, 1);
+    l0 += shfl_xor(l0, 2);
+    l1 += shfl_xor(l1, 1);
+    l1 += shfl_xor(l1, 2);
+    SYNC();
+    if (tg == 0) {
+      mxs[w * 16 + g] = mx0;
+      mxs[w * 16 + g + 8] = mx1;
+      ls[w * 16 + g] = l0;
+      ls[w * 16 + g + 8] = l1;
+    }
+#pragma unroll
+    for (int nt = 0; nt < DH / 8; nt++) {
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int col = nt * 8 + tg * 2 + e;
+        os[(w * 16 + g) * DH + col] = o[nt][e];
+        os[(w * 16 + g + 8) * DH + col] = o[nt][2 + e];
+      }
+    }
+    SYNC();
+    for (int idx = tid; idx < 16 * DH; idx += ASW * 32) {
+      int row = idx / DH, col = idx - row * DH;
+      int r = t * 16 + row;
+      if (r >= S || col >= DV) continue;
+      float mxa = NEG_INF;
+#pragma unroll
+      for (int u = 0; u < ASW; u++) mxa = fmax_(mxa, mxs[u * 16 + row]);
+      float lt = 0.f, ot = 0.f;
+#pragma unroll
+      for (int u = 0; u < ASW; u++) {
+        // A warp without keys (short sequences) has -inf and adds nothing.
+        float f = mxs[u * 16 + row] == NEG_INF ? 0.f : ex2(mxs[u * 16 + row] - mxa);
+        lt += f * ls[u * 16 + row];
+        ot += f * os[(u * 16 + row) * DH + col];
+      }
+      store(ob + r * m[20] + col * m[21], ot / lt);
+    }
+    SYNC();
+  }
+}
+
 // pad_cl: an image batch [nb][C][hw] into channels-last [nb*hw][8] with
 // channels C..7 zero, one pixel per thread and its 8 channels written as
 // 16-byte stores: cuDNN's channels-last kernels run an RGB stem several
@@ -1493,22 +1756,29 @@ INSTANTIATE(bf16, bf16)
 DWT_ALL(f16, f16)
 DWT_ALL(bf16, bf16)
 
+// The row-split depthwise kernels: g_dwr_k<K>s<S>_<dtype>.
+#define DWR(T, S_, K, ST)                                                                                         \
+  extern "C" __global__ void g_dwr_k##K##s##ST##_##S_(T* y, const T* x, const float* w, const float* bias,         \
+                                                      const T* res, const int* meta, int n, int act, float p0,    \
+                                                      float p1) {                                                 \
+    dwconv_rows<T, K, ST>(y, x, w, bias, res, meta, n, act, p0, p1);                                              \
+  }
+#define DWR_ALL(T, S_) \
+  DWR(T, S_, 3, 1) DWR(T, S_, 3, 2) DWR(T, S_, 5, 1) DWR(T, S_, 5, 2) DWR(T, S_, 7, 1) DWR(T, S_, 7, 2)
+DWR_ALL(f16, f16)
+DWR_ALL(bf16, bf16)
+
+#define ATTN_MMA(T, S, NAME, DH, LDM)                                                                           \
+  extern "C" __global__ void g_attn_##NAME##_##S(T* out, const T* q, const T* k, const T* v, const int* meta,  \
+                                                 float scale) {                                                \
+    attn_mma<T, DH, LDM>(out, q, k, v, meta, scale);                                                           \
+  }
 #define INSTANTIATE_MMA(T, S)                                                                                     \
-  extern "C" __global__ void g_attn_mma64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,       \
-                                              float scale) {                                                     \
-    attn_mma<T, 64, false>(out, q, k, v, meta, scale);                                                           \
-  }                                                                                                              \
-  extern "C" __global__ void g_attn_mma128_##S(T* out, const T* q, const T* k, const T* v, const int* meta,      \
-                                               float scale) {                                                    \
-    attn_mma<T, 128, false>(out, q, k, v, meta, scale);                                                          \
-  }                                                                                                              \
-  extern "C" __global__ void g_attn_ldm64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,       \
-                                              float scale) {                                                     \
-    attn_mma<T, 64, true>(out, q, k, v, meta, scale);                                                            \
-  }                                                                                                              \
-  extern "C" __global__ void g_attn_ldm128_##S(T* out, const T* q, const T* k, const T* v, const int* meta,      \
-                                               float scale) {                                                    \
-    attn_mma<T, 128, true>(out, q, k, v, meta, scale);                                                           \
+  ATTN_MMA(T, S, mma64, 64, false) ATTN_MMA(T, S, mma128, 128, false)                                           \
+  ATTN_MMA(T, S, ldm64, 64, true) ATTN_MMA(T, S, ldm128, 128, true)                                             \
+  extern "C" __global__ void g_attn_split64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,     \
+                                                float scale) {                                                  \
+    attn_split<T, 64>(out, q, k, v, meta, scale);                                                              \
   }
 
 INSTANTIATE_MMA(f16, f16)

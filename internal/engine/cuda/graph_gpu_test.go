@@ -317,3 +317,46 @@ func TestGraphGPUFusedChecks(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestGraphGPUAttentionKernels runs attentions of ViT's head size (64,
+// vector loads; 70 and 197 tokens: the key-split kernel's last warp
+// without keys, and ViT-B/16's sequence) with both tensor-core kernels
+// (the key-split one at batch 1 and 3, and the plain one) against the
+// float64 reference, eager and compiled.
+func TestGraphGPUAttentionKernels(t *testing.T) {
+	needGPU(t)
+	for _, g := range []*ir.Graph{attentionGraph("attention_vit_heads", 70, 2, 64), attentionGraph("attention_vit_seq", 197, 2, 64)} {
+		const batch = 3
+		in := randInput(append([]int{batch}, []int(g.Inputs[0].Type.Shape[1:])...), 5)
+		ref := evalRef(t, g, batch, in)[0].Data
+		x := make([]float32, len(in.Data))
+		for i, v := range in.Data {
+			x[i] = float32(v)
+		}
+		per := len(ref) / batch
+		for _, exp := range []string{"", "noattnsplit"} {
+			for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
+				for _, compile := range []bool{false, true} {
+					opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, GraphExperiments: exp}
+					m, err := Engine{}.LoadGraph(context.Background(), g, opts)
+					if err != nil {
+						t.Fatalf("%s: LoadGraph: %v", g.Name, err)
+					}
+					inst, err := m.NewInstance(context.Background())
+					if err != nil {
+						m.Close()
+						t.Fatalf("%s: NewInstance: %v", g.Name, err)
+					}
+					for _, n := range []int{1, batch} {
+						got := runForward(t, m, inst, tensor.F32Bytes(x[:n*per]), n)
+						if e := relErr64(f64s(got), ref[:n*per]); e > tolerance[p] {
+							t.Errorf("%s %s experiments %q compile=%v batch %d: relative error %.3g > %.3g", g.Name, p, exp, compile, n, e, tolerance[p])
+						}
+					}
+					inst.Close()
+					m.Close()
+				}
+			}
+		}
+	}
+}

@@ -154,3 +154,29 @@ func TestGraphPlanViews(t *testing.T) {
 		})
 	}
 }
+
+// TestUseSplitAttention: the key-split kernel takes attentions whose
+// 64-row tiles leave SMs idle, only where its check passed and for heads
+// it is built for.
+func TestUseSplitAttention(t *testing.T) {
+	ok := fusedPaths{split: true, sms: 132}
+	for _, tc := range []struct {
+		name  string
+		fp    fusedPaths
+		hd    int
+		tiles int
+		want  bool
+	}{
+		{"ViT-B/16 batch 1: 12 heads x 4 tiles", ok, 64, 48, true},
+		{"batch 2: 96 tiles", ok, 64, 96, true},
+		{"batch 4: 192 tiles fill the GPU", ok, 64, 192, false},
+		{"as many tiles as SMs", ok, 64, 132, false},
+		{"head of 80", ok, 80, 48, false},
+		{"check failed", fusedPaths{sms: 132}, 64, 48, false},
+		{"no SM count", fusedPaths{split: true}, 64, 48, false},
+	} {
+		if got := useSplitAttention(tc.fp, tc.hd, tc.tiles); got != tc.want {
+			t.Errorf("%s: useSplitAttention = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -207,29 +208,7 @@ func opCases() []opCase {
 		z := b.node(&ir.Gemm{Alpha: 0.5, Beta: 2}, y, b.w(0.3, 10, 7), b.w(0.1, 7))
 		add(b.out(z, y))
 	}
-	{
-		b, x := newGB("attention", 9, 16)
-		qkv := b.node(&ir.MatMul{}, x, b.w(0.25, 16, 48))
-		qkv = b.node(&ir.Binary{Fn: ir.OpAdd}, qkv, b.w(0.1, 48))
-		parts := b.nodeN(&ir.Split{Axis: 2, NumOutputs: 3}, 3, qkv)
-		heads := func(v *ir.Value, perm []int) *ir.Value {
-			r := b.node(&ir.Reshape{}, v, b.ints(0, 9, 4, 4))
-			return b.node(&ir.Transpose{Perm: perm}, r)
-		}
-		q, k, v := heads(parts[0], []int{0, 2, 1, 3}), heads(parts[1], []int{0, 2, 3, 1}), heads(parts[2], []int{0, 2, 1, 3})
-		s := b.node(&ir.MatMul{}, q, k)
-		s = b.node(&ir.Binary{Fn: ir.OpDiv}, s, b.w(0, 1))
-		s.Producer.Inputs[1].Const.Float32s()[0] = 2
-		s.Producer.Inputs[1].Type.Shape = tensor.Shape{}
-		s.Producer.Inputs[1].Const.Shape = tensor.Shape{}
-		a := b.node(&ir.Softmax{Axis: -1}, s)
-		o := b.node(&ir.MatMul{}, a, v)
-		o = b.node(&ir.Transpose{Perm: []int{0, 2, 1, 3}}, o)
-		o = b.node(&ir.Reshape{}, o, b.ints(0, 9, 16))
-		o = b.node(&ir.MatMul{}, o, b.w(0.25, 16, 16))
-		y := b.node(&ir.Binary{Fn: ir.OpAdd}, o, x)
-		add(b.out(y))
-	}
+	add(attentionGraph("attention", 9, 4, 4))
 	{
 		// Split pieces, a transpose, a slice, a reshape of a strided view
 		// and a one-index gather, all read in place by products.
@@ -369,4 +348,35 @@ var tinyModels = []modelCase{
 	{arch: "tiny_vit", cfg: torchvision.ViTConfig{Arch: "tiny_vit", PatchSize: 8, Layers: 2, Heads: 2, Hidden: 32, MLP: 64, Classes: 10}, size: 32},
 	{arch: "tiny_convnext", cfg: torchvision.ConvNeXtConfig{Arch: "tiny_convnext", Stages: []torchvision.ConvNeXtStage{{In: 16, Out: 32, Layers: 1}, {In: 32, Out: 0, Layers: 1}}, Classes: 10}, size: 32},
 	{arch: "mobilenet_v3_large", size: 16},
+}
+
+// attentionGraph is a transformer block's attention over tokens tokens of
+// heads heads of hd: a QKV product, the heads split by reshape and
+// transpose, softmax(q k^T / 2) v, the output projection and a residual.
+// The weights scale as 1/sqrt(dim) (0.25 for 16), so that wider blocks'
+// scores stay as spread as the small one's and bf16 keeps its bound.
+func attentionGraph(name string, tokens, heads, hd int) *ir.Graph {
+	dim := heads * hd
+	ws := 1 / math.Sqrt(float64(dim))
+	b, x := newGB(name, tokens, dim)
+	qkv := b.node(&ir.MatMul{}, x, b.w(ws, dim, 3*dim))
+	qkv = b.node(&ir.Binary{Fn: ir.OpAdd}, qkv, b.w(0.1, 3*dim))
+	parts := b.nodeN(&ir.Split{Axis: 2, NumOutputs: 3}, 3, qkv)
+	split := func(v *ir.Value, perm []int) *ir.Value {
+		r := b.node(&ir.Reshape{}, v, b.ints(0, int64(tokens), int64(heads), int64(hd)))
+		return b.node(&ir.Transpose{Perm: perm}, r)
+	}
+	q, k, v := split(parts[0], []int{0, 2, 1, 3}), split(parts[1], []int{0, 2, 3, 1}), split(parts[2], []int{0, 2, 1, 3})
+	s := b.node(&ir.MatMul{}, q, k)
+	s = b.node(&ir.Binary{Fn: ir.OpDiv}, s, b.w(0, 1))
+	s.Producer.Inputs[1].Const.Float32s()[0] = 2
+	s.Producer.Inputs[1].Type.Shape = tensor.Shape{}
+	s.Producer.Inputs[1].Const.Shape = tensor.Shape{}
+	a := b.node(&ir.Softmax{Axis: -1}, s)
+	o := b.node(&ir.MatMul{}, a, v)
+	o = b.node(&ir.Transpose{Perm: []int{0, 2, 1, 3}}, o)
+	o = b.node(&ir.Reshape{}, o, b.ints(0, int64(tokens), int64(dim)))
+	o = b.node(&ir.MatMul{}, o, b.w(ws, dim, dim))
+	y := b.node(&ir.Binary{Fn: ir.OpAdd}, o, x)
+	return b.out(y)
 }

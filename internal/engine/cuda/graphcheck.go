@@ -20,6 +20,8 @@ import (
 type fusedPaths struct {
 	lt, attn bool
 	ldm      bool     // the tensor-core attention's ldmatrix variant passed
+	split    bool     // so did the key-split attention for few query tiles
+	sms      int      // the GPU's multiprocessors (0: unknown: no key-split attention)
 	why      []string // what failed, for the model's log
 }
 
@@ -98,6 +100,11 @@ func (m *graphModel) checkFused() fusedPaths {
 		return fp
 	}
 	defer rt.StreamDestroy(s)
+	if sms, err := m.dev.rt.DeviceAttribute(cu.AttrMultiProcessorCount, m.dev.ordinal); err != nil {
+		fp.why = append(fp.why, fmt.Sprintf("no key-split attention: the SM count: %v", err))
+	} else {
+		fp.sms = sms
+	}
 	if err := m.checkLt(s); err != nil {
 		fp.why = append(fp.why, fmt.Sprintf("cuBLASLt epilogues not used: %v", err))
 	} else {
@@ -115,6 +122,15 @@ func (m *graphModel) checkFused() fusedPaths {
 			fp.why = append(fp.why, fmt.Sprintf("ldmatrix attention not used: %v", err))
 		} else {
 			fp.ldm, fp.attn = true, true
+		}
+	}
+	if fp.ldm && m.kern.attnSplit64 != 0 {
+		// 75 keys leave the last of the four warps without a chunk.
+		split := []attnKernel{{m.kern.attnSplit64, 128, 36, 16}, {m.kern.attnSplit64, 128, 64, 16}}
+		if err := m.checkAttention(s, split); err != nil {
+			fp.why = append(fp.why, fmt.Sprintf("key-split attention not used: %v", err))
+		} else {
+			fp.split = true
 		}
 	}
 	if !fp.attn {
@@ -283,8 +299,9 @@ func (m *graphModel) checkAttention(s cu.Stream, ks []attnKernel) error {
 			}
 			scale := 1 / math.Sqrt(float64(D))
 			grid := (B*S + k.rowsPerBlk - 1) / k.rowsPerBlk
-			if k.rowsPerBlk == 64 {
-				grid = B * ((S + 63) / 64)
+			if k.rowsPerBlk >= 16 {
+				// The tensor-core kernels tile each head's queries.
+				grid = B * ((S + k.rowsPerBlk - 1) / k.rowsPerBlk)
 			}
 			args := f32arg(new(cu.KernelArgs).Ptr(po).Ptr(pq).Ptr(pk).Ptr(pv).Ptr(pm), float32(scale))
 			if err := m.libs.Driver.Launch(k.fn, grid, k.block, s, args); err != nil {

@@ -110,7 +110,7 @@ func depthwiseShapes(g *ir.Graph, pre map[*ir.Node]prologue) []dwShape {
 // first; none where that kernel does not apply. It needs 16-bit storage,
 // channels in 16-byte vectors, and square 3, 5 or 7 filters of stride 1
 // or 2 without dilation (the shapes graph.cu instantiates: tiles of 7 and
-// 1 for all, of 4 for 3x3 and 5x5).
+// 1 and the row split for all, of 4 for 3x3 and 5x5).
 func dwTiles(g *convGeom, elem int) []int {
 	if elem != 2 || g.c%8 != 0 || g.kh != g.kw || g.strH != g.strW || g.dilH != 1 || g.dilW != 1 {
 		return nil
@@ -120,11 +120,24 @@ func dwTiles(g *convGeom, elem int) []int {
 	}
 	switch g.kh {
 	case 3, 5:
-		return []int{7, 4, 1}
+		return []int{7, 4, 1, dwRows}
 	case 7:
-		return []int{7, 1}
+		return []int{7, 1, dwRows}
 	}
 	return nil
+}
+
+// dwRows is the tile "width" that names graph.cu's dwconv_rows: one output
+// vector per group of lanes, a lane per filter row (batch 1's small maps).
+const dwRows = -1
+
+// dwRowLanes is dwconv_rows' group of lanes for a k x k filter: k rounded
+// up to a power of two.
+func dwRowLanes(k int) int64 {
+	if k <= 4 {
+		return 4
+	}
+	return 8
 }
 
 // dwTileWidth is the default tile width for g (dwTiles' first), or 0.
@@ -146,7 +159,7 @@ func dwLowering(g *convGeom, elem int, chosen map[dwShape]dwTimed) (cudnn bool, 
 	if t.CuDNN {
 		return true, 0
 	}
-	if t.Tile > 0 && !slices.Contains(dwTiles(g, elem), t.Tile) {
+	if t.Tile != 0 && !slices.Contains(dwTiles(g, elem), t.Tile) {
 		// A cache entry naming a tile this build lacks: the default.
 		return false, dwTileWidth(g, elem)
 	}
@@ -155,6 +168,9 @@ func dwLowering(g *convGeom, elem int, chosen map[dwShape]dwTimed) (cudnn bool, 
 
 // dwTileName is the tiled kernel's name for g, less the dtype suffix.
 func dwTileName(g *convGeom, tw int) string {
+	if tw == dwRows {
+		return fmt.Sprintf("g_dwr_k%ds%d_", g.kh, g.strH)
+	}
 	return fmt.Sprintf("g_dwt_k%ds%dt%d_", g.kh, g.strH, tw)
 }
 
@@ -197,6 +213,9 @@ func (s *gstep) setPre(p preAct) {
 func dwWork(s *gstep, elem int) int64 {
 	g := s.conv
 	switch {
+	case s.tile == dwRows:
+		lanes := int64(g.n) * int64(g.oh) * int64(g.ow) * int64(g.c/(16/elem)) * dwRowLanes(g.kh)
+		return (lanes + 31) / 32 * 32
 	case s.tile > 0:
 		return int64(g.n) * int64(g.oh) * int64((g.ow+s.tile-1)/s.tile) * int64(g.c/(16/elem))
 	case s.vec:
@@ -209,6 +228,8 @@ func dwWork(s *gstep, elem int) int64 {
 func dwAlgoName(s *gstep) string {
 	name := "goinfer scalar"
 	switch {
+	case s.tile == dwRows:
+		name = fmt.Sprintf("goinfer row-split k%ds%d", s.conv.kh, s.conv.strH)
 	case s.tile > 0:
 		name = fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
 	case s.vec:

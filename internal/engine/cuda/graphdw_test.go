@@ -121,13 +121,13 @@ func TestDWTileWidth(t *testing.T) {
 			}
 		})
 	}
-	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7, 1}) {
-		t.Errorf("7x7 tiles %v, want [7 1]", got)
+	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7, 1, dwRows}) {
+		t.Errorf("7x7 tiles %v, want [7 1 %d]", got, dwRows)
 	}
 	g3 := base
 	g3.kh, g3.kw = 3, 3
-	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4, 1}) {
-		t.Errorf("3x3 tiles %v, want [7 4 1]", got)
+	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4, 1, dwRows}) {
+		t.Errorf("3x3 tiles %v, want [7 4 1 %d]", got, dwRows)
 	}
 	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
 	g := base
@@ -135,6 +135,23 @@ func TestDWTileWidth(t *testing.T) {
 	s := dwStep(&g, 0, 1, make([]float32, 96*49), nil, int64(2*96*56*30), 2, ewCopy, 0, 0)
 	if s.tile != 7 || dwWork(s, 2) != int64(2*56*5*12) {
 		t.Errorf("tile %d, %d threads; want 7 and %d", s.tile, dwWork(s, 2), 2*56*5*12)
+	}
+	// The row split's: 8 lanes (7 filter rows) per output vector, whole warps.
+	s.tile = dwRows
+	if got, want := dwWork(s, 2), int64(2*56*30*12*8); got != want {
+		t.Errorf("row split: %d threads, want %d", got, want)
+	}
+	g.ow = 7
+	g.n = 1
+	g.oh = 7
+	g.c = 24
+	s = dwStep(&g, 0, 1, make([]float32, 24*49), nil, int64(24*49), 2, ewCopy, 0, 0)
+	s.tile = dwRows
+	if got, want := dwWork(s, 2), int64((49*3*8+31)/32*32); got != want {
+		t.Errorf("row split, 7x7x24: %d threads, want %d (rounded up to a warp)", got, want)
+	}
+	if got := dwTileName(&g, dwRows); got != "g_dwr_k7s1_" {
+		t.Errorf("row split kernel %q, want g_dwr_k7s1_", got)
 	}
 }
 

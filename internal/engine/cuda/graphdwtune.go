@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/tensor"
@@ -18,6 +19,9 @@ type dwTimed struct {
 	Tile  int     `json:"tile"`     // its tile width (0: the untiled kernel)
 	Lib   float32 `json:"cudnn_ms"` // cuDNN's fastest algorithm and the bias kernel; 0: none ran
 	Algo  int     `json:"algo"`     // that algorithm (cudnnConvolutionFwdAlgo_t), -1 if none
+	// ownTimes lists every own kernel's time, for the progress line; not
+	// cached.
+	ownTimes string
 }
 
 // dwEntry is a tuning-cache line of a depthwise measurement.
@@ -89,7 +93,7 @@ func (m *graphModel) timeDepthwise(shapes []dwShape) (err error) {
 		}
 		m.dwTimes[s] = t
 		if m.opts.Progress != nil {
-			m.opts.Progress("cuda: depthwise %s: goinfer %.3f ms (tile %d), cuDNN %.3f ms (%s): %s", s, t.Own, t.Tile, t.Lib,
+			m.opts.Progress("cuda: depthwise %s: goinfer %.3f ms (%s; %s), cuDNN %.3f ms (%s): %s", s, t.Own, dwTileLabel(t.Tile), t.ownTimes, t.Lib,
 				cu.ConvFwdAlgoName(t.Algo), map[bool]string{true: "cuDNN", false: "goinfer"}[t.CuDNN])
 		}
 	}
@@ -272,7 +276,11 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 	t := dwTimed{Algo: -1, Own: math.MaxFloat32}
 	tiles := []int{0}
 	if st.vec {
-		tiles = append(tiles, dwTiles(g, el)...)
+		for _, tw := range dwTiles(g, el) {
+			if tw != dwRows || !hasExperiment(m.opts.GraphExperiments, "nodwrows") {
+				tiles = append(tiles, tw)
+			}
+		}
 	}
 	var runs []func() error
 	for _, tile := range tiles {
@@ -340,6 +348,11 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 		own[tile] = times[i]
 	}
 	t.Tile, t.Own = pickOwn(own, dwTileWidth(g, el))
+	labels := make([]string, len(tiles))
+	for i, tile := range tiles {
+		labels[i] = fmt.Sprintf("%s %.4f", dwTileLabel(tile), own[tile])
+	}
+	t.ownTimes = strings.Join(labels, ", ")
 	for j, algo := range algos {
 		if errs[len(tiles)+j] != nil {
 			continue // an algorithm cuDNN refuses for this problem
@@ -477,4 +490,16 @@ func (m *graphModel) saveDWTuning() {
 	if err := writeAtomic(path, f); err != nil && m.opts.Progress != nil {
 		m.opts.Progress("cuda: saving the tuning cache: %v", err)
 	}
+}
+
+// dwTileLabel names a depthwise kernel choice (dwTimed.Tile) in progress
+// lines.
+func dwTileLabel(tile int) string {
+	switch {
+	case tile == dwRows:
+		return "row split"
+	case tile > 0:
+		return fmt.Sprintf("tile %d", tile)
+	}
+	return "vector"
 }

@@ -379,6 +379,9 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 				}
 			}
 			rs.grid = min(g.b1*g.b2*((g.s+63)/64), 1<<24)
+			if useSplitAttention(m.fused, hd, rs.grid) && !hasExperiment(m.opts.GraphExperiments, "noattnsplit") {
+				rs.fn, rs.grid = kern.attnSplit64, g.b1*g.b2*((g.s+15)/16)
+			}
 		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(b).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]), s.p0)
 	case stGemm:
@@ -899,4 +902,14 @@ func (i *graphInstance) release() {
 		rt.StreamDestroy(i.stream)
 		i.stream = 0
 	}
+}
+
+// useSplitAttention reports whether an attention whose tensor-core kernel
+// would take tiles blocks of 64 query rows (heads of hd) runs the key-split
+// kernel instead: where those blocks leave SMs idle, as at batch 1, four
+// times the blocks, each with a quarter of the keys per warp, finish
+// sooner; with more blocks than SMs the plain kernel reads each key tile
+// once for 64 queries, not 16, and keeps the GPU busy by itself.
+func useSplitAttention(fp fusedPaths, hd, tiles int) bool {
+	return fp.split && hd <= 64 && tiles < fp.sms
 }

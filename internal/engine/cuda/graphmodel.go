@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -77,9 +78,26 @@ type graphKernels struct {
 	// 64 and 128 (16-bit types only; 0 for float32); attnLdm64 and
 	// attnLdm128 the same with ldmatrix fragment loads.
 	attnMMA64, attnMMA128, attnLdm64, attnLdm128 cu.Function
+	// attnSplit64: the key-split tensor-core attention for heads of up to
+	// 64, 16 query rows per block (few query tiles: batch 1).
+	attnSplit64 cu.Function
 }
 
-func loadGraphKernels(d *cu.Driver, suffix string) (*graphKernels, error) {
+// loadGraphKernels loads graph.cu's kernels for one dtype suffix: from
+// file (engine.Options.GraphKernelFile) when it is not empty, else the
+// embedded fatbin or PTX.
+func loadGraphKernels(d *cu.Driver, suffix, file string) (*graphKernels, error) {
+	if file != "" {
+		img, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("cuda engine: graph kernels: %w", err)
+		}
+		mod, err := d.ModuleLoad(img)
+		if err != nil {
+			return nil, fmt.Errorf("cuda engine: loading the graph kernels from %s: %w", file, err)
+		}
+		return graphFunctions(d, mod, suffix)
+	}
 	mod, err := d.ModuleLoad(graphImage())
 	if err != nil {
 		var perr error
@@ -131,7 +149,8 @@ func graphFunctions(d *cu.Driver, mod cu.Module, suffix string) (*graphKernels, 
 		for _, f := range []struct {
 			dst  *cu.Function
 			name string
-		}{{&k.attnMMA64, "g_attn_mma64_"}, {&k.attnMMA128, "g_attn_mma128_"}, {&k.attnLdm64, "g_attn_ldm64_"}, {&k.attnLdm128, "g_attn_ldm128_"}} {
+		}{{&k.attnMMA64, "g_attn_mma64_"}, {&k.attnMMA128, "g_attn_mma128_"}, {&k.attnLdm64, "g_attn_ldm64_"}, {&k.attnLdm128, "g_attn_ldm128_"},
+			{&k.attnSplit64, "g_attn_split64_"}} {
 			if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
 				d.ModuleUnload(mod)
 				return nil, err
@@ -146,7 +165,7 @@ func graphFunctions(d *cu.Driver, mod cu.Module, suffix string) (*graphKernels, 
 func (k *graphKernels) dwKernel(s *gstep, elem int) (cu.Function, int64, error) {
 	n := dwWork(s, elem)
 	switch {
-	case s.tile > 0:
+	case s.tile != 0:
 		f, ok := k.dwTile[dwTileName(s.conv, s.tile)]
 		if !ok {
 			return 0, 0, fmt.Errorf("no tiled depthwise kernel %s", dwTileName(s.conv, s.tile))
@@ -223,7 +242,7 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	m := &graphModel{g: g, dev: dev, libs: libs, opts: opts, prec: prec, plans: map[int]*devPlan{},
 		consts: map[constKey]cu.DevPtr{}, algos: map[string]convPick{}, dwTimes: map[dwShape]dwTimed{},
 		ltAlgos: map[cu.LtProblem]cu.LtAlgo{}}
-	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix); err != nil {
+	if m.kern, err = loadGraphKernels(libs.Driver, prec.suffix, opts.GraphKernelFile); err != nil {
 		return nil, err
 	}
 	if prec.nhwc {
