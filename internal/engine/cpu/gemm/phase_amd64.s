@@ -20,32 +20,88 @@ DATA evenIdx<>+56(SB)/4, $28
 DATA evenIdx<>+60(SB)/4, $30
 GLOBL evenIdx<>(SB), RODATA|NOPTR, $64
 
-// func deinterleave2AVX512(even, odd, src *float32, blocks int)
+// func deinterleave2AVX512(even, odd, src *float32, n, rows, srcStride, dstStride int)
 //
-// Per block: two zmm loads of 32 values, two permutes across both (indices
-// 0, 2, ... 30 and, one more, 1, 3, ... 31).
-TEXT ·deinterleave2AVX512(SB), NOSPLIT, $0-32
+// Per row, per block of 32 source values: two zmm loads, two permutes
+// across both (indices 0, 2, ... 30 and, one more, 1, 3, ... 31). The last
+// n mod 32 values of a row go through masked loads and stores, so that
+// the short rows of a late stage's planes (14 or 28 values) need no scalar
+// loop. The masks are the same for every row: set once.
+TEXT ·deinterleave2AVX512(SB), NOSPLIT, $0-56
 	MOVQ even+0(FP), DI
 	MOVQ odd+8(FP), DX
 	MOVQ src+16(FP), SI
-	MOVQ blocks+24(FP), CX
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ srcStride+40(FP), R11
+	SHLQ $2, R11
+	MOVQ dstStride+48(FP), R12
+	SHLQ $2, R12
 	VMOVDQU32 evenIdx<>(SB), Z4
 	MOVL $1, AX
 	VPBROADCASTD AX, Z5
 	VPADDD Z5, Z4, Z5
+	// K1, K2: the rem = n mod 32 last source values over two vectors;
+	// K3, K4: their (rem+1)/2 even and rem/2 odd values.
+	MOVQ R9, R13
+	ANDQ $31, R13
+	MOVQ R13, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	SHRL $16, AX
+	KMOVW AX, K2
+	LEAQ 1(R13), CX
+	SHRQ $1, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3
+	MOVQ R13, CX
+	SHRQ $1, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4
+	SHRQ $5, R9
+row:
+	MOVQ SI, R14
+	MOVQ DI, R15
+	MOVQ DX, R8
+	MOVQ R9, BX
+	TESTQ BX, BX
+	JZ tail
 loop:
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
+	VMOVUPS (R14), Z0
+	VMOVUPS 64(R14), Z1
 	VMOVDQA32 Z4, Z2
 	VMOVDQA32 Z5, Z3
 	VPERMI2PS Z1, Z0, Z2
 	VPERMI2PS Z1, Z0, Z3
-	VMOVUPS Z2, (DI)
-	VMOVUPS Z3, (DX)
-	ADDQ $128, SI
-	ADDQ $64, DI
-	ADDQ $64, DX
-	DECQ CX
+	VMOVUPS Z2, (R15)
+	VMOVUPS Z3, (R8)
+	ADDQ $128, R14
+	ADDQ $64, R15
+	ADDQ $64, R8
+	DECQ BX
 	JNZ loop
+tail:
+	TESTQ R13, R13
+	JZ next
+	VMOVUPS.Z (R14), K1, Z0
+	VMOVUPS.Z 64(R14), K2, Z1
+	VMOVDQA32 Z4, Z2
+	VMOVDQA32 Z5, Z3
+	VPERMI2PS Z1, Z0, Z2
+	VPERMI2PS Z1, Z0, Z3
+	VMOVUPS Z2, K3, (R15)
+	VMOVUPS Z3, K4, (R8)
+next:
+	ADDQ R11, SI
+	ADDQ R12, DI
+	ADDQ R12, DX
+	DECQ R10
+	JNZ row
 	VZEROUPPER
 	RET

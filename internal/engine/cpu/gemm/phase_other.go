@@ -2,4 +2,4 @@
 
 package gemm
 
-func deinterleave2(even, odd, src []float32, n int) int { return 0 }
+func deinterleave2(even, odd, src []float32, n, rows, srcStride, dstStride int) bool { return false }

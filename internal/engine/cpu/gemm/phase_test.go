@@ -7,7 +7,7 @@ import (
 func TestDeinterleave2(t *testing.T) {
 	for _, path := range kernelPaths() {
 		restore := path.set()
-		for _, n := range []int{0, 1, 2, 3, 31, 32, 33, 63, 64, 65, 112, 225} {
+		for _, n := range []int{0, 1, 2, 3, 14, 15, 16, 17, 28, 31, 32, 33, 56, 63, 64, 65, 112, 225} {
 			src := make([]float32, n)
 			for i := range src {
 				src[i] = float32(i + 1)
@@ -25,6 +25,40 @@ func TestDeinterleave2(t *testing.T) {
 			}
 			if even[(n+1)/2] != 0 || odd[n/2] != 0 {
 				t.Fatalf("%s n=%d: wrote past the halves", path.name, n)
+			}
+		}
+		restore()
+	}
+}
+
+func TestDeinterleave2Rows(t *testing.T) {
+	for _, path := range kernelPaths() {
+		restore := path.set()
+		for _, c := range []struct{ n, rows, ss, ds int }{{14, 7, 28, 7}, {28, 14, 56, 14}, {56, 3, 112, 28}, {33, 4, 40, 20}, {5, 1, 5, 3}, {2, 2, 2, 1}} {
+			src := make([]float32, (c.rows-1)*c.ss+c.n)
+			for i := range src {
+				src[i] = float32(i + 1)
+			}
+			size := (c.rows-1)*c.ds + (c.n+1)/2 + 1
+			even, odd := make([]float32, size), make([]float32, size)
+			Deinterleave2Rows(even, odd, src, c.n, c.rows, c.ss, c.ds)
+			for r := range c.rows {
+				for i := range min(c.ds, size-r*c.ds) {
+					want, got := float32(0), even[r*c.ds+i]
+					if i < (c.n+1)/2 {
+						want = src[r*c.ss+2*i]
+					}
+					if got != want {
+						t.Fatalf("%s %+v: even row %d [%d] = %g, want %g", path.name, c, r, i, got, want)
+					}
+					want, got = 0, odd[r*c.ds+i]
+					if i < c.n/2 {
+						want = src[r*c.ss+2*i+1]
+					}
+					if got != want {
+						t.Fatalf("%s %+v: odd row %d [%d] = %g, want %g", path.name, c, r, i, got, want)
+					}
+				}
 			}
 		}
 		restore()

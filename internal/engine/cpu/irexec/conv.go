@@ -711,33 +711,44 @@ func (j *phaseJob) Run(_, t int) {
 	sh, sw, ph, pw := s.sh, s.sw, s.ph, s.pw
 	for p := t * j.per; p < min(j.planes, (t+1)*j.per); p++ {
 		src := j.in[p*s.ih*s.iw : (p+1)*s.ih*s.iw]
-		for iy := range ph * sh {
-			py, r := iy%sh, iy/sh
-			if sw == 2 && iy < s.ih && s.iw >= 2 && (s.usedPhase[py*2] || s.usedPhase[py*2+1]) {
-				// Both column phases of the row at once (the phase buffer holds
-				// all of them, read or not).
-				d0 := j.out[((p*sh+py)*sw+0)*ph*pw+r*pw:][:pw]
-				d1 := j.out[((p*sh+py)*sw+1)*ph*pw+r*pw:][:pw]
-				gemm.Deinterleave2(d0, d1, src[iy*s.iw:(iy+1)*s.iw])
-				clear(d0[(s.iw+1)/2:])
-				clear(d1[s.iw/2:])
+		for py := range sh {
+			phase := j.out[(p*sh+py)*sw*ph*pw:][:sw*ph*pw]
+			if sw == 2 && s.iw >= 2 && (s.usedPhase[py*2] || s.usedPhase[py*2+1]) {
+				// Both column phases of the rows of this parity at once
+				// (the phase buffer holds all of them, read or not), in
+				// one call: a call per row had cost as much as the split.
+				in := (s.ih - py + sh - 1) / sh
+				d0, d1 := phase[:ph*pw], phase[ph*pw:]
+				if in > 0 {
+					gemm.Deinterleave2Rows(d0, d1, src[py*s.iw:], s.iw, in, sh*s.iw, pw)
+				}
+				if s.iw/2 < pw {
+					for r := range in {
+						clear(d1[r*pw+s.iw/2 : (r+1)*pw])
+					}
+				}
+				clear(d0[in*pw:])
+				clear(d1[in*pw:])
 				continue
 			}
 			for px := range sw {
 				if !s.usedPhase[py*sw+px] {
 					continue // no kernel position reads it
 				}
-				d := j.out[((p*sh+py)*sw+px)*ph*pw+r*pw:][:pw]
-				if iy >= s.ih || px >= s.iw {
-					clear(d)
-					continue
+				for r := range ph {
+					iy := r*sh + py
+					d := phase[px*ph*pw+r*pw:][:pw]
+					if iy >= s.ih || px >= s.iw {
+						clear(d)
+						continue
+					}
+					row := src[iy*s.iw+px : (iy+1)*s.iw]
+					cnt := (len(row) + sw - 1) / sw
+					for c := range d[:cnt] {
+						d[c] = row[c*sw]
+					}
+					clear(d[cnt:])
 				}
-				row := src[iy*s.iw+px : (iy+1)*s.iw]
-				cnt := (len(row) + sw - 1) / sw
-				for c := range d[:cnt] {
-					d[c] = row[c*sw]
-				}
-				clear(d[cnt:])
 			}
 		}
 	}

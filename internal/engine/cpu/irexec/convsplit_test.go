@@ -194,6 +194,8 @@ func TestChooseKSplit(t *testing.T) {
 		{"stage 4, 2 workers", 49, 512, 18, 18, 2, true, 1},
 		{"stage 4, 3 workers", 49, 512, 18, 18, 3, true, 1},
 		{"stage 4, 1 worker", 49, 512, 18, 18, 1, false, 0},
+		{"stride-2 into stage 4, 2 workers", 49, 512, 9, 18, 2, true, 2},
+		{"stride-2 into stage 4, 3 workers", 49, 512, 9, 18, 3, true, 1},
 		{"partial sums do not fit", 49, 512, 18, 1, 16, false, 0},
 		{"one K-block", 49, 512, 1, 18, 16, false, 0},
 		{"14x14 map", 196, 256, 5, 5, 16, false, 0},
@@ -216,6 +218,9 @@ func TestChooseKSplit(t *testing.T) {
 			}
 			if tasks := ks.nch * ks.mch * ks.kch; tasks < c.workers {
 				t.Errorf("split %+v: %d tasks for %d workers", ks, tasks, c.workers)
+			}
+			if tasks := ks.nch * ks.mch * ks.kch; c.workers < kSplitMinWorkers && (c.nb%ks.kch != 0 || tasks%c.workers != 0) {
+				t.Errorf("split %+v: K ranges of unequal blocks (%d) or tasks (%d) the %d workers do not divide", ks, c.nb, tasks, c.workers)
 			}
 		})
 	}

@@ -322,13 +322,23 @@ func (x *Exec) parRange(r ranger, n, grain int) {
 // workers workers: the most, tasksPerThread-1 to tasksPerThread a worker,
 // that are equal and a multiple of the workers (12 stem strips on 2
 // workers: 6 tasks of 2, where 8 tasks of 1 or 2 left one worker 7
-// strips); else up to tasksPerThread a worker, dealt out evenly (fewer
-// equal tasks would leave less for dynamic scheduling to even out when a
-// worker loses its core).
+// strips); on two or three workers, else the fewest more that are (the
+// 14 strips of ResNet-18's 7x7 stem: 14 tasks of 1, where 8 tasks of 1
+// or 2 ran 8:6 strips, 91% of two workers in TestSimThreads); else up to
+// tasksPerThread a worker, dealt out evenly (fewer equal tasks would
+// leave less for dynamic scheduling to even out when a worker loses its
+// core).
 func parTasks(units, workers int) int {
 	for nt := tasksPerThread * workers; nt >= (tasksPerThread-1)*workers && workers > 1; nt -= workers {
 		if units%nt == 0 {
 			return nt
+		}
+	}
+	if workers > 1 && workers < 4 {
+		for nt := (tasksPerThread + 1) * workers; nt <= min(units, 4*tasksPerThread*workers); nt += workers {
+			if units%nt == 0 {
+				return nt
+			}
 		}
 	}
 	return min(units, tasksPerThread*workers)

@@ -79,7 +79,7 @@ func chooseKSplit(sp convSplit, ntot, m, nb, maxK, workers int) convSplit {
 		return sp // one task, or no B shared between tasks
 	}
 	if workers < kSplitMinWorkers {
-		return convSplit{nch: sp.nch, mch: 1, kch: min(maxK, kSplitFewPerWorker*workers)}
+		return fewKSplit(sp.nch, mp, nb, maxK, workers)
 	}
 	if rows >= cols {
 		return sp
@@ -97,6 +97,30 @@ func chooseKSplit(sp convSplit, ntot, m, nb, maxK, workers int) convSplit {
 		}
 	}
 	return best
+}
+
+// fewKSplit is the K split on two or three workers: one row range in
+// kSplitFewPerWorker K ranges a worker, unless those are unequal or not a
+// multiple of the workers (9 K-blocks in 6 ranges of 1-2 blocks run 5:4
+// on two workers: ResNet-18's 3x3 stride-2 conv into stage 4, 87% busy
+// in TestSimThreads); then the fewest ranges of equal K-blocks, over as
+// few row ranges as make the tasks a multiple of the workers (9 blocks:
+// 2 row ranges x 3 K ranges), each row range packing its K range of B
+// again.
+func fewKSplit(nch, mp, nb, maxK, workers int) convSplit {
+	even := func(c convSplit) bool { return nb%c.kch == 0 && (c.mch*c.kch)%workers == 0 }
+	few := convSplit{nch: nch, mch: 1, kch: min(maxK, kSplitFewPerWorker*workers)}
+	if even(few) {
+		return few
+	}
+	for mch := 1; mch <= min(mp, workers); mch++ {
+		for kch := 2; kch <= maxK; kch++ {
+			if c := (convSplit{nch: nch, mch: mch, kch: kch}); even(c) && mch*kch >= 2*workers {
+				return c
+			}
+		}
+	}
+	return few
 }
 
 // kSplitCost is splitCost for a K split: tasks of a K range pack their own

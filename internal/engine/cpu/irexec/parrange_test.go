@@ -30,6 +30,8 @@ func TestParRange(t *testing.T) {
 		{12, 1, 2, 6}, // 6 of 2, not 8 of 1 or 2
 		{76, 1, 2, 8}, // 8 of 9 or 10, not 4 of 19
 		{13, 1, 2, 8},
+		{14, 1, 2, 14}, // a 7x7 stem's strips: 14 of 1, not 8 of 1 or 2
+		{20, 1, 2, 10},
 		{6, 1, 2, 6},
 		{1, 1, 2, 1},
 		{100, 16, 2, 7},

@@ -217,12 +217,40 @@ func (p *Pool) polled(seen uint64) bool {
 }
 
 func (p *Pool) work(worker int) {
+	if p.size == 2 {
+		p.work2(worker)
+		return
+	}
 	for {
 		t := p.next.Add(1) - 1
 		if t >= p.tasks {
 			return
 		}
 		p.job.Run(worker, int(t))
+	}
+}
+
+// work2 is work for a pool of two: the caller takes tasks from the front,
+// the helper from the back (next holds the tasks taken from the front in
+// its low 32 bits, from the back in the high ones), so that each worker
+// gets about the same half of every loop's tasks, loop after loop: the
+// rows of activations a worker writes in one step are the ones it reads
+// in the next, from its own core's cache.
+func (p *Pool) work2(worker int) {
+	const lo = 1<<32 - 1
+	for {
+		v := p.next.Load()
+		f, b := v&lo, v>>32
+		if f+b >= p.tasks {
+			return
+		}
+		t, inc := f, int64(1)
+		if worker != 0 {
+			t, inc = p.tasks-1-b, 1<<32
+		}
+		if p.next.CompareAndSwap(v, v+inc) {
+			p.job.Run(worker, int(t))
+		}
 	}
 }
 

@@ -60,14 +60,17 @@ func (g *MaxPool2D) ScratchLen() int {
 // its window's input rows to one row of column maxima in tmp (between the
 // -inf padding), then MaxWindows takes the columns' windows, so every
 // output pixel costs a few vector operations whatever its position.
-func (g *MaxPool2D) Plane(out, in, tmp []float32) {
+func (g *MaxPool2D) Plane(out, in, tmp []float32) { g.Rows(out, in, tmp, 0, g.OutH) }
+
+// Rows is Plane for output rows [oy0, oy1) of out (the whole plane).
+func (g *MaxPool2D) Rows(out, in, tmp []float32, oy0, oy1 int) {
 	in, out = in[:g.InH*g.InW], out[:g.OutH*g.OutW]
 	tmp = tmp[:g.ScratchLen()]
 	ninf := float32(math.Inf(-1))
 	fill(tmp[:g.PadL], ninf)
 	fill(tmp[g.PadL+g.InW:], ninf)
 	row := tmp[g.PadL : g.PadL+g.InW]
-	for oy := range g.OutH {
+	for oy := max(oy0, 0); oy < min(oy1, g.OutH); oy++ {
 		orow := out[oy*g.OutW : (oy+1)*g.OutW]
 		y, ky := oy*g.SH-g.PadT, 0
 		if y < 0 {
