@@ -24,17 +24,22 @@ import (
 // prepared).
 func runGraph(t *testing.T, g *ir.Graph, p engine.Precision, compile bool, maxBatch int, x []float32, ns ...int) [][]float32 {
 	t.Helper()
-	opts := engine.Options{Precision: p, Compile: compile, MaxBatch: maxBatch, BatchSizes: []int{1, maxBatch},
+	return runGraphWith(t, g, engine.Options{Precision: p, Compile: compile, MaxBatch: maxBatch, BatchSizes: []int{1, maxBatch},
 		// GOINFER_GRAPH_CHAINS=1 runs the same checks with elementwise chains fused.
-		FuseChains: os.Getenv("GOINFER_GRAPH_CHAINS") == "1"}
+		FuseChains: os.Getenv("GOINFER_GRAPH_CHAINS") == "1"}, x, ns...)
+}
+
+// runGraphWith is runGraph with the engine's options given.
+func runGraphWith(t *testing.T, g *ir.Graph, opts engine.Options, x []float32, ns ...int) [][]float32 {
+	t.Helper()
 	m, err := Engine{}.LoadGraph(context.Background(), g, opts)
 	if err != nil {
-		t.Fatalf("LoadGraph %s compile=%v: %v", p, compile, err)
+		t.Fatalf("%s: LoadGraph %s compile=%v: %v", g.Name, opts.Precision, opts.Compile, err)
 	}
 	defer m.Close()
 	inst, err := m.NewInstance(context.Background())
 	if err != nil {
-		t.Fatalf("NewInstance %s compile=%v: %v", p, compile, err)
+		t.Fatalf("%s: NewInstance %s compile=%v: %v", g.Name, opts.Precision, opts.Compile, err)
 	}
 	defer inst.Close()
 	per := m.Info().Input().Elems()
@@ -59,13 +64,7 @@ func TestGraphGPUOps(t *testing.T) {
 		for k := range c.g.Outputs {
 			g := singleOutput(c.g, k)
 			const batch = 3
-			in := randInput(append([]int{batch}, []int(g.Inputs[0].Type.Shape[1:])...), 5)
-			ref := evalRef(t, g, batch, in)[0].Data
-			x := make([]float32, len(in.Data))
-			for i, v := range in.Data {
-				x[i] = float32(v)
-			}
-			per := len(ref) / batch
+			x, ref, per := refInputs(t, g, batch)
 			for _, p := range allPrecisions {
 				for _, compile := range []bool{false, true} {
 					outs := runGraph(t, g, p, compile, batch, x, 1, batch)
@@ -327,36 +326,32 @@ func TestGraphGPUAttentionKernels(t *testing.T) {
 	needGPU(t)
 	for _, g := range []*ir.Graph{attentionGraph("attention_vit_heads", 70, 2, 64), attentionGraph("attention_vit_seq", 197, 2, 64)} {
 		const batch = 3
-		in := randInput(append([]int{batch}, []int(g.Inputs[0].Type.Shape[1:])...), 5)
-		ref := evalRef(t, g, batch, in)[0].Data
-		x := make([]float32, len(in.Data))
-		for i, v := range in.Data {
-			x[i] = float32(v)
-		}
-		per := len(ref) / batch
+		x, ref, per := refInputs(t, g, batch)
 		for _, exp := range []string{"", "noattnsplit"} {
 			for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
 				for _, compile := range []bool{false, true} {
 					opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, GraphExperiments: exp}
-					m, err := Engine{}.LoadGraph(context.Background(), g, opts)
-					if err != nil {
-						t.Fatalf("%s: LoadGraph: %v", g.Name, err)
-					}
-					inst, err := m.NewInstance(context.Background())
-					if err != nil {
-						m.Close()
-						t.Fatalf("%s: NewInstance: %v", g.Name, err)
-					}
-					for _, n := range []int{1, batch} {
-						got := runForward(t, m, inst, tensor.F32Bytes(x[:n*per]), n)
-						if e := relErr64(f64s(got), ref[:n*per]); e > tolerance[p] {
+					outs := runGraphWith(t, g, opts, x, 1, batch)
+					for j, n := range []int{1, batch} {
+						if e := relErr64(f64s(outs[j]), ref[:n*per]); e > tolerance[p] {
 							t.Errorf("%s %s experiments %q compile=%v batch %d: relative error %.3g > %.3g", g.Name, p, exp, compile, n, e, tolerance[p])
 						}
 					}
-					inst.Close()
-					m.Close()
 				}
 			}
 		}
 	}
+}
+
+// refInputs is a seeded input of batch samples for g, as float32, with
+// g's float64 reference output and the output's elements per sample.
+func refInputs(t *testing.T, g *ir.Graph, batch int) (x []float32, ref []float64, per int) {
+	t.Helper()
+	in := randInput(append([]int{batch}, []int(g.Inputs[0].Type.Shape[1:])...), 5)
+	ref = evalRef(t, g, batch, in)[0].Data
+	x = make([]float32, len(in.Data))
+	for i, v := range in.Data {
+		x[i] = float32(v)
+	}
+	return x, ref, len(ref) / batch
 }

@@ -1,13 +1,11 @@
 package cuda
 
 import (
-	"context"
 	"testing"
 
 	cu "goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	"goinfer/internal/ir"
-	"goinfer/internal/tensor"
 )
 
 // TestGraphGPUDepthwiseLowerings runs the depthwise cases with each
@@ -30,13 +28,7 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 			continue
 		}
 		g := c.g
-		in := randInput(append([]int{batch}, []int(g.Inputs[0].Type.Shape[1:])...), 5)
-		ref := evalRef(t, g, batch, in)[0].Data
-		x := make([]float32, len(in.Data))
-		for i, v := range in.Data {
-			x[i] = float32(v)
-		}
-		per := len(ref) / batch
+		x, ref, per := refInputs(t, g, batch)
 		var shapes []dwShape
 		for _, n := range []int{1, batch} {
 			b, _, err := ir.Optimize(g, n)
@@ -63,23 +55,12 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 					for _, compile := range []bool{false, true} {
 						opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, TuningCache: dir,
 							GraphExperiments: fuse}
-						m, err := Engine{}.LoadGraph(context.Background(), g, opts)
-						if err != nil {
-							t.Fatalf("%s: LoadGraph: %v", c.name, err)
-						}
-						inst, err := m.NewInstance(context.Background())
-						if err != nil {
-							m.Close()
-							t.Fatalf("%s: NewInstance: %v", c.name, err)
-						}
-						for _, n := range []int{1, batch} {
-							got := runForward(t, m, inst, tensor.F32Bytes(x[:n*m.Info().Input().Elems()]), n)
-							if e := relErr64(f64s(got), ref[:n*per]); e > tolerance[p] {
+						outs := runGraphWith(t, g, opts, x, 1, batch)
+						for j, n := range []int{1, batch} {
+							if e := relErr64(f64s(outs[j]), ref[:n*per]); e > tolerance[p] {
 								t.Errorf("%s %s %+v experiments %q compile=%v batch %d: relative error %.3g > %.3g", c.name, p, force, fuse, compile, n, e, tolerance[p])
 							}
 						}
-						inst.Close()
-						m.Close()
 					}
 				}
 			}
