@@ -9,8 +9,6 @@ import (
 // zeroed: every byte a request uses is overwritten by what arrives.
 type bufPool struct{ classes [33]sync.Pool }
 
-var messageBuffers bufPool
-
 // get returns an empty buffer of capacity at least n.
 func (p *bufPool) get(n int) []byte {
 	c := bits.Len(uint(max(n, 1) - 1))

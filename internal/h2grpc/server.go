@@ -68,6 +68,8 @@ type Server struct {
 	streams  callCount
 	conWG    sync.WaitGroup
 	inline   inlineWatch
+	// bufs holds message buffers between calls when Buffer is not set.
+	bufs bufPool
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -197,7 +199,8 @@ type serverStream struct {
 	// reads one DATA frame of the stream, cut while it frees the buffer.
 	bufMu sync.Mutex
 	buf   []byte
-	free  func() // gives buf back to Server.Buffer; nil for the package's pool
+	free  func() // gives buf back to Server.Buffer; nil for pool's
+	pool  *bufPool
 	recv  int    // received on the stream, not credited back
 
 	tooBig    bool
@@ -389,7 +392,7 @@ func (sc *serverConn) headers(h frameHeader) error {
 			ctx, cancel = context.WithTimeout(ctx, d)
 		}
 	}
-	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel, stopCut: func() bool { return false }}
+	st := &serverStream{id: h.stream, method: c.field(":path"), ctx: ctx, cancel: cancel, stopCut: func() bool { return false }, pool: &sc.s.bufs}
 	for _, o := range sc.streams {
 		// A call whose answer is on its way does not count: a client
 		// with one call at a time may send the next one as soon as the
@@ -603,7 +606,7 @@ func (st *serverStream) growBuf(n int) {
 	if cap(st.buf) >= n {
 		return
 	}
-	nb := append(messageBuffers.get(n), st.buf...)
+	nb := append(st.pool.get(n), st.buf...)
 	st.dropBuf()
 	st.buf = nb
 }
@@ -614,7 +617,7 @@ func (st *serverStream) dropBuf() {
 		st.free()
 		st.free = nil
 	} else {
-		messageBuffers.put(st.buf)
+		st.pool.put(st.buf)
 	}
 	st.buf = nil
 }
