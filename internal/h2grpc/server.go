@@ -201,7 +201,7 @@ type serverStream struct {
 	buf   []byte
 	free  func() // gives buf back to Server.Buffer; nil for pool's
 	pool  *bufPool
-	recv  int    // received on the stream, not credited back
+	recv  int // received on the stream, not credited back
 
 	tooBig    bool
 	answering atomic.Bool   // its answer is being written: the client may send the next call
