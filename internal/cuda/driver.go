@@ -32,6 +32,10 @@ type Driver struct {
 	moduleUnload     func(m uintptr) int32
 
 	launchKernel uintptr // hot: through SyscallN
+	// cuLaunchKernelEx (CUDA 12.0) and cuModuleGetGlobal_v2; 0 when
+	// missing.
+	launchKernelEx  uintptr
+	moduleGetGlobal uintptr
 	// Stream memory operations; 0 when the driver lacks them.
 	waitValue32  uintptr
 	writeValue32 uintptr
@@ -58,6 +62,8 @@ func newDriver(l *library) (*Driver, error) {
 	if err := d.check("cuInit", d.init_(0)); err != nil {
 		return nil, err
 	}
+	d.launchKernelEx = l.sym("cuLaunchKernelEx")
+	d.moduleGetGlobal = l.sym("cuModuleGetGlobal_v2")
 	d.waitValue32 = l.sym("cuStreamWaitValue32_v2")
 	d.writeValue32 = l.sym("cuStreamWriteValue32_v2")
 	return d, nil
@@ -184,6 +190,26 @@ func (d *Driver) ModuleUnload(m Module) error {
 	return d.check("cuModuleUnload", d.moduleUnload(uintptr(m)))
 }
 
+// ModuleGlobal is the device address and size of the __device__ variable
+// name (extern "C") of m.
+func (d *Driver) ModuleGlobal(m Module, name string) (DevPtr, int, error) {
+	if d.moduleGetGlobal == 0 {
+		return 0, 0, fmt.Errorf("cuModuleGetGlobal: %w", ErrNotSupported)
+	}
+	cname := append([]byte(name), 0)
+	var p, n uint64
+	c, _, _ := purego.SyscallN(d.moduleGetGlobal, uintptr(unsafe.Pointer(&p)), uintptr(unsafe.Pointer(&n)),
+		uintptr(m), uintptr(unsafe.Pointer(&cname[0])))
+	if err := d.check("cuModuleGetGlobal", int32(c)); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return DevPtr(p), int(n), nil
+}
+
+// HasLaunchEx says whether the driver has cuLaunchKernelEx, which
+// LaunchDependent needs.
+func (d *Driver) HasLaunchEx() bool { return d.launchKernelEx != 0 }
+
 // KernelArgs holds one launch's arguments where the driver can read them:
 // each value in an 8-byte slot (the kernel reads as many bytes as its
 // parameter's size, little-endian) and a pointer to each slot. Allocate it
@@ -192,7 +218,32 @@ type KernelArgs struct {
 	vals [20]uint64
 	ptrs [20]unsafe.Pointer
 	n    int
+	// cfg and attr are LaunchDependent's CUlaunchConfig and its one
+	// attribute, kept here so that a launch does not allocate.
+	cfg  launchConfig
+	attr launchAttr
 }
+
+// launchConfig is CUlaunchConfig.
+type launchConfig struct {
+	gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMem uint32
+	_                                                      uint32
+	stream                                                 uintptr
+	attrs                                                  *launchAttr
+	numAttrs                                               uint32
+	_                                                      uint32
+}
+
+// launchAttr is CUlaunchAttribute: an id, padding, a 64-byte value union.
+type launchAttr struct {
+	id  uint32
+	_   uint32
+	val [16]uint32
+}
+
+// launchAttrProgrammaticSerialization is
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+const launchAttrProgrammaticSerialization = 6
 
 // Reset empties the argument list.
 func (a *KernelArgs) Reset() *KernelArgs { a.n = 0; return a }
@@ -230,6 +281,31 @@ func (d *Driver) Launch2D(f Function, gridX, gridY, block int, s Stream, a *Kern
 		uintptr(unsafe.Pointer(&a.ptrs[0])), 0)
 	if int32(c) != cuSuccess {
 		return d.check("cuLaunchKernel", int32(c))
+	}
+	return nil
+}
+
+// LaunchDependent is Launch with programmatic dependent launch allowed: f
+// may start while the kernel before it on s finishes, once that kernel's
+// blocks have all signalled (griddepcontrol.launch_dependents) or ended. f
+// must wait for its predecessor (griddepcontrol.wait) before it reads
+// anything that kernel writes, and before it ends. Compute capability 9.0
+// and later; needs HasLaunchEx.
+func (d *Driver) LaunchDependent(f Function, grid, block int, s Stream, a *KernelArgs) error {
+	if d.launchKernelEx == 0 {
+		return fmt.Errorf("cuLaunchKernelEx: %w", ErrNotSupported)
+	}
+	for i := 0; i < a.n; i++ {
+		a.ptrs[i] = unsafe.Pointer(&a.vals[i])
+	}
+	a.attr = launchAttr{id: launchAttrProgrammaticSerialization}
+	a.attr.val[0] = 1
+	a.cfg = launchConfig{gridX: uint32(grid), gridY: 1, gridZ: 1, blockX: uint32(block), blockY: 1, blockZ: 1,
+		stream: uintptr(s), attrs: &a.attr, numAttrs: 1}
+	c, _, _ := purego.SyscallN(d.launchKernelEx, uintptr(unsafe.Pointer(&a.cfg)), uintptr(f),
+		uintptr(unsafe.Pointer(&a.ptrs[0])), 0)
+	if int32(c) != cuSuccess {
+		return d.check("cuLaunchKernelEx", int32(c))
 	}
 	return nil
 }

@@ -259,6 +259,28 @@ __device__ __forceinline__ float binary(int op, float a, float b) {
 
 // Indices are 32-bit (the engine refuses values of 2^31 elements or more):
 // 64-bit division costs several times more on the GPU.
+// pdl_enter starts every kernel: with programmatic dependent launch (the
+// engine's launches on compute capability 9.0 and later) a kernel may be
+// resident before the one it follows has finished, so it first waits for
+// that kernel's writes, then lets the next kernel launch in its turn (and
+// wait the same way), which hides a launch behind each kernel's run. Both
+// instructions do nothing for a kernel launched the ordinary way.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// goinfer_pdl tells the engine whether the code the driver loaded for this
+// GPU waits as pdl_enter says (compiled for compute capability 9.0 or
+// later), so that it may launch these kernels as dependents.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+extern "C" __device__ int goinfer_pdl = 1;
+#else
+extern "C" __device__ int goinfer_pdl = 0;
+#endif
+
 #define GRID_LOOP(i, n) \
   for (int i = CTAID_X * NTID_X + TID_X; i < (int)(n); i += NCTAID_X * NTID_X)
 
@@ -1006,6 +1028,81 @@ __device__ __forceinline__ void dwconv_rows(T* __restrict__ y, const T* __restri
   }
 }
 
+// dw_store1 is dw_store for one output.
+template <typename T>
+__device__ NOINLINE void dw_store1(T* y, const T* res, i64 e, float v, int act, float p0, float p1) {
+  if (res) v += load(res + e);
+  store(y + e, unary(act, v, p0, p1));
+}
+
+// dwconv_slide is the depthwise kernel that reads least: a thread owns one
+// channel and TW neighbouring outputs of a row, holds its K x K filter in
+// registers and walks the input a column (K rows) at a time, each column
+// feeding every output whose window covers it. Neighbouring threads own
+// neighbouring channels, so a warp's loads are contiguous. An input is read
+// about K*(1+(K-1)/TW) times and a weight once per TW outputs, where
+// dwconv_tile x1 reads each input K*K times and the filter for every output
+// (the 7x7 layers at batch 1 were bound by those reads). n counts (image,
+// row, group of TW columns, channel) items; the filter is [K][K][C]. It
+// takes no prologue (the engine does not choose it for one): a prologue on
+// each of its (TW-1)*S+K unrolled columns of K loads made it several times
+// larger.
+template <typename T, int K, int S, int TW>
+__device__ __forceinline__ void dwconv_slide(T* __restrict__ y, const T* __restrict__ x, const float* __restrict__ w,
+                                             const float* __restrict__ bias, const T* __restrict__ res, const int* meta,
+                                             int n, int act, float p0, float p1) {
+  const int IW = (TW - 1) * S + K;
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5];
+  int ph = meta[10], pw = meta[11];
+  int OWT = (OW + TW - 1) / TW;
+  if (dw_pre(meta).op != OP_COPY) asm volatile("trap;");
+  GRID_LOOP(i, n) {
+    int c = i % C;
+    int q = i / C;
+    int tx = q % OWT;
+    q /= OWT;
+    int oy = q % OH;
+    int b = q / OH;
+    float f[K * K];
+#pragma unroll
+    for (int j = 0; j < K * K; j++) f[j] = w[j * C + c];
+    float acc[TW];
+    float b0 = bias ? bias[c] : 0.f;
+#pragma unroll
+    for (int t = 0; t < TW; t++) acc[t] = b0;
+    int y0 = oy * S - ph, x0 = tx * TW * S - pw;
+    const T* src = x + (i64)b * H * W * C + c;
+#pragma unroll
+    for (int j = 0; j < IW; j++) {
+      int ix = x0 + j;
+      bool inx = ix >= 0 && ix < W;
+      float col[K];
+#pragma unroll
+      for (int ky = 0; ky < K; ky++) {
+        int iy = y0 + ky;
+        col[ky] = 0.f;
+        if (inx && iy >= 0 && iy < H) {
+          col[ky] = load(src + ((i64)iy * W + ix) * C);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < TW; t++) {
+        const int kx = j - t * S;
+        if (kx >= 0 && kx < K) {
+#pragma unroll
+          for (int ky = 0; ky < K; ky++) acc[t] += col[ky] * f[ky * K + kx];
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < TW; t++) {
+      int ox = tx * TW + t;
+      if (ox >= OW) break;
+      dw_store1(y, res, (((i64)b * OH + oy) * OW + ox) * C + c, acc[t], act, p0, p1);
+    }
+  }
+}
+
 // scale_cl: y = x op s[b][c] for channels-last x (hwc elements per image)
 // and s of one value per image and channel (squeeze-and-excitation's
 // channel scale), over 16-byte vectors (C a multiple of the vector): n
@@ -1645,91 +1742,91 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
 
 #define INSTANTIATE(T, S)                                                                                         \
   extern "C" __global__ void g_ew_##S(T* out, const T* a, const T* b, const int* meta, i64 n, int op, float p0,  \
-                                      float p1) {                                                                \
+                                      float p1) { pdl_enter();                                                   \
     ew<T>(out, a, b, meta, n, op, p0, p1);                                                                       \
   }                                                                                                              \
   extern "C" __global__ void g_ew_flat_##S(T* out, const T* a, const T* b, i64 n, int op, float p0, float p1,     \
-                                           int bscalar) {                                                        \
+                                           int bscalar) { pdl_enter();                                           \
     ew_flat<T>(out, a, b, n, op, p0, p1, bscalar);                                                               \
   }                                                                                                              \
   extern "C" __global__ void g_affine_##S(T* y, const T* x, const float* scale, const float* shift, const T* res, \
-                                          i64 n, int C, int inner, int act, float p0, float p1) {                \
+                                          i64 n, int C, int inner, int act, float p0, float p1) { pdl_enter();   \
     affine<T>(y, x, scale, shift, res, n, C, inner, act, p0, p1);                                                \
   }                                                                                                              \
   extern "C" __global__ void g_pool_##S(T* y, const T* x, int nc, int H, int W, int OH, int OW, int kh, int kw,   \
                                         int sh, int sw, int ph, int pw, int dh, int dw, int isMax, int countPad, \
-                                        int peh, int pew, int C) {                                               \
+                                        int peh, int pew, int C) { pdl_enter();                                  \
     pool<T>(y, x, nc, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, isMax, countPad, peh, pew, C);              \
   }                                                                                                              \
-  extern "C" __global__ void g_reduce_cl_##S(T* y, const T* x, int nb, int C, int hw, int op) {                  \
+  extern "C" __global__ void g_reduce_cl_##S(T* y, const T* x, int nb, int C, int hw, int op) { pdl_enter();     \
     reduce_cl<T>(y, x, nb, C, hw, op);                                                                           \
   }                                                                                                              \
-  extern "C" __global__ void g_reduce_##S(T* y, const T* x, int rows, int len, int op) {                         \
+  extern "C" __global__ void g_reduce_##S(T* y, const T* x, int rows, int len, int op) { pdl_enter();            \
     rows_reduce<T>(y, x, rows, len, op);                                                                         \
   }                                                                                                              \
-  extern "C" __global__ void g_softmax_##S(T* y, const T* x, int rows, int len, int logsm) {                     \
+  extern "C" __global__ void g_softmax_##S(T* y, const T* x, int rows, int len, int logsm) { pdl_enter();        \
     softmax<T>(y, x, rows, len, logsm);                                                                          \
   }                                                                                                              \
   extern "C" __global__ void g_layernorm_##S(T* y, const T* x, const float* g, const float* b, int rows, int len, \
-                                             float eps) {                                                        \
+                                             float eps) { pdl_enter();                                           \
     layernorm<T>(y, x, g, b, rows, len, eps);                                                                    \
   }                                                                                                              \
   extern "C" __global__ void g_layernorm_strided_##S(T* y, const T* x, const float* g, const float* b,           \
-                                                     int outer, int C, int inner, float eps) {                   \
+                                                     int outer, int C, int inner, float eps) { pdl_enter();      \
     layernorm_strided<T>(y, x, g, b, outer, C, inner, eps);                                                      \
   }                                                                                                              \
-  extern "C" __global__ void g_softmax_warp_##S(T* y, const T* x, int rows, int len, int logsm) {                \
+  extern "C" __global__ void g_softmax_warp_##S(T* y, const T* x, int rows, int len, int logsm) { pdl_enter();   \
     softmax_warp<T>(y, x, rows, len, logsm);                                                                     \
   }                                                                                                              \
   extern "C" __global__ void g_layernorm_warp_##S(T* y, const T* x, const float* g, const float* b, int rows,    \
-                                                  int len, float eps) {                                          \
+                                                  int len, float eps) { pdl_enter();                             \
     layernorm_warp<T>(y, x, g, b, rows, len, eps);                                                               \
   }                                                                                                              \
   extern "C" __global__ void g_layernorm_vec_##S(T* y, const T* x, const float* g, const float* b, int rows,     \
-                                                 int len, float eps) {                                           \
+                                                 int len, float eps) { pdl_enter();                              \
     layernorm_vec<T>(y, x, g, b, rows, len, eps);                                                                \
   }                                                                                                              \
   extern "C" __global__ void g_dwconv_##S(T* y, const T* x, const float* w, const float* bias, const T* res,     \
-                                          const int* meta, int n, int act, float p0, float p1) {                 \
+                                          const int* meta, int n, int act, float p0, float p1) { pdl_enter();    \
     dwconv<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                         \
   }                                                                                                              \
   extern "C" __global__ void g_affine_vec_##S(T* y, const T* x, const float* scale, const float* shift,          \
-                                              const T* res, int n, int C, int act, float p0, float p1) {         \
+                                              const T* res, int n, int C, int act, float p0, float p1) { pdl_enter();         \
     affine_vec<T>(y, x, scale, shift, res, n, C, act, p0, p1);                                                   \
   }                                                                                                              \
   extern "C" __global__ void g_dwconv_vec_##S(T* y, const T* x, const float* w, const float* bias, const T* res, \
-                                              const int* meta, int n, int act, float p0, float p1) {             \
+                                              const int* meta, int n, int act, float p0, float p1) { pdl_enter();             \
     dwconv_vec<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                     \
   }                                                                                                              \
-  extern "C" __global__ void g_scale_cl_##S(T* y, const T* x, const T* s, int n, int C, int hwc, int op) {        \
+  extern "C" __global__ void g_scale_cl_##S(T* y, const T* x, const T* s, int n, int C, int hwc, int op) { pdl_enter();        \
     scale_cl<T>(y, x, s, n, C, hwc, op);                                                                         \
   }                                                                                                              \
   extern "C" __global__ void g_affine_rows_##S(T* y, const T* x, const float* scale, const float* shift, i64 n,   \
                                                int C, int inner, int len, int ys, int xs, int act, float p0,     \
-                                               float p1) {                                                       \
+                                               float p1) { pdl_enter();                                          \
     affine_rows<T>(y, x, scale, shift, n, C, inner, len, ys, xs, act, p0, p1);                                   \
   }                                                                                                              \
   extern "C" __global__ void g_affine_rows_vec_##S(T* y, const T* x, const float* scale, const float* shift,     \
                                                    int n, int C, int len, int ys, int xs, int act, float p0,     \
-                                                   float p1) {                                                   \
+                                                   float p1) { pdl_enter();                                      \
     affine_rows_vec<T>(y, x, scale, shift, n, C, len, ys, xs, act, p0, p1);                                      \
   }                                                                                                              \
   extern "C" __global__ void g_ew_chain_##S(T* out, const T* a, const T* b0, const T* b1, const T* b2,           \
-                                            const T* b3, const int* meta, i64 n) {                               \
+                                            const T* b3, const int* meta, i64 n) { pdl_enter();                  \
     ew_chain<T>(out, a, b0, b1, b2, b3, meta, n);                                                                \
   }                                                                                                              \
   extern "C" __global__ void g_fc_##S(T* y, const T* x, const float* w, const float* bias, int nb, int C, int K,  \
-                                      int act, float p0, float p1) {                                             \
+                                      int act, float p0, float p1) { pdl_enter();                                \
     fc_warp<T>(y, x, w, bias, nb, C, K, act, p0, p1);                                                            \
   }                                                                                                              \
-  extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { cast<float, T>(y, x, n); }              \
-  extern "C" __global__ void g_pad_cl_##S(T* y, const T* x, i64 pixels, int hw, int C) {                         \
+  extern "C" __global__ void g_cast_in_##S(T* y, const float* x, i64 n) { pdl_enter(); cast<float, T>(y, x, n); }              \
+  extern "C" __global__ void g_pad_cl_##S(T* y, const T* x, i64 pixels, int hw, int C) { pdl_enter();            \
     pad_cl<T>(y, x, pixels, hw, C);                                                                              \
   }                                                                                                              \
-  extern "C" __global__ void g_attn_##S(T* out, const T* q, const T* k, const T* v, const int* meta, float scale) { \
+  extern "C" __global__ void g_attn_##S(T* out, const T* q, const T* k, const T* v, const int* meta, float scale) { pdl_enter(); \
     attn_warp<T>(out, q, k, v, meta, scale);                                                                     \
   }                                                                                                              \
-  extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { cast<T, float>(y, x, n); }
+  extern "C" __global__ void g_cast_out_##S(float* y, const T* x, i64 n) { pdl_enter(); cast<T, float>(y, x, n); }
 
 INSTANTIATE(float, f32)
 INSTANTIATE(f16, f16)
@@ -1739,7 +1836,7 @@ INSTANTIATE(bf16, bf16)
 #define DWT(T, S_, K, ST, TW)                                                                                     \
   extern "C" __global__ void g_dwt_k##K##s##ST##t##TW##_##S_(T* y, const T* x, const float* w, const float* bias, \
                                                              const T* res, const int* meta, int n, int act,       \
-                                                             float p0, float p1) {                                \
+                                                             float p0, float p1) { pdl_enter();                   \
     dwconv_tile<T, K, ST, TW>(y, x, w, bias, res, meta, n, act, p0, p1);                                          \
   }
 // Channels-last (and so the depthwise kernels) is the 16-bit precisions'
@@ -1760,7 +1857,7 @@ DWT_ALL(bf16, bf16)
 #define DWR(T, S_, K, ST)                                                                                         \
   extern "C" __global__ void g_dwr_k##K##s##ST##_##S_(T* y, const T* x, const float* w, const float* bias,         \
                                                       const T* res, const int* meta, int n, int act, float p0,    \
-                                                      float p1) {                                                 \
+                                                      float p1) { pdl_enter();                                    \
     dwconv_rows<T, K, ST>(y, x, w, bias, res, meta, n, act, p0, p1);                                              \
   }
 #define DWR_ALL(T, S_) \
@@ -1768,16 +1865,31 @@ DWT_ALL(bf16, bf16)
 DWR_ALL(f16, f16)
 DWR_ALL(bf16, bf16)
 
+// The sliding-window depthwise kernels: g_dws_k<K>s<S>t<TW>_<dtype>. Tiles
+// of 7 outputs read least (224-pixel images' widths are multiples of 7);
+// tiles of 4 and 2 give batch 1's small maps more threads.
+#define DWS(T, S_, K, ST, TW)                                                                                     \
+  extern "C" __global__ void g_dws_k##K##s##ST##t##TW##_##S_(T* y, const T* x, const float* w, const float* bias, \
+                                                             const T* res, const int* meta, int n, int act,       \
+                                                             float p0, float p1) { pdl_enter();                   \
+    dwconv_slide<T, K, ST, TW>(y, x, w, bias, res, meta, n, act, p0, p1);                                         \
+  }
+#define DWS_K(T, S_, K, ST) DWS(T, S_, K, ST, 7) DWS(T, S_, K, ST, 4) DWS(T, S_, K, ST, 2)
+#define DWS_ALL(T, S_) \
+  DWS_K(T, S_, 3, 1) DWS_K(T, S_, 3, 2) DWS_K(T, S_, 5, 1) DWS_K(T, S_, 5, 2) DWS_K(T, S_, 7, 1) DWS_K(T, S_, 7, 2)
+DWS_ALL(f16, f16)
+DWS_ALL(bf16, bf16)
+
 #define ATTN_MMA(T, S, NAME, DH, LDM)                                                                           \
   extern "C" __global__ void g_attn_##NAME##_##S(T* out, const T* q, const T* k, const T* v, const int* meta,  \
-                                                 float scale) {                                                \
+                                                 float scale) { pdl_enter();                                   \
     attn_mma<T, DH, LDM>(out, q, k, v, meta, scale);                                                           \
   }
 #define INSTANTIATE_MMA(T, S)                                                                                     \
   ATTN_MMA(T, S, mma64, 64, false) ATTN_MMA(T, S, mma128, 128, false)                                           \
   ATTN_MMA(T, S, ldm64, 64, true) ATTN_MMA(T, S, ldm128, 128, true)                                             \
   extern "C" __global__ void g_attn_split64_##S(T* out, const T* q, const T* k, const T* v, const int* meta,     \
-                                                float scale) {                                                  \
+                                                float scale) { pdl_enter();                                     \
     attn_split<T, 64>(out, q, k, v, meta, scale);                                                              \
   }
 

@@ -2,12 +2,14 @@ package cuda
 
 import (
 	"context"
+	"flag"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	cu "goinfer/internal/cuda"
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu"
 	"goinfer/internal/ir"
@@ -18,6 +20,12 @@ import (
 // compare them with the float64 reference (per-op graphs) or the cpu
 // engine's irexec (torchvision models, random weights): every precision,
 // eager and compiled, batch 1 and an odd batch.
+
+// graphKernelsFile is an nvcc-built graph.cu for the GPU tests to load
+// instead of the embedded kernels (goinfer compute's --graph_kernels), so
+// that a kernel change can be tested with nvcc's code before its fatbin is
+// committed.
+var graphKernelsFile = flag.String("graph_kernels", "", "graph.cu fatbin for the GPU tests to load (default: the embedded kernels)")
 
 // runGraph loads g on the cuda engine and returns the first output of a
 // forward of the first n samples of x (batch sizes 1 and maxBatch
@@ -32,6 +40,9 @@ func runGraph(t *testing.T, g *ir.Graph, p engine.Precision, compile bool, maxBa
 // runGraphWith is runGraph with the engine's options given.
 func runGraphWith(t *testing.T, g *ir.Graph, opts engine.Options, x []float32, ns ...int) [][]float32 {
 	t.Helper()
+	if opts.GraphKernelFile == "" {
+		opts.GraphKernelFile = *graphKernelsFile
+	}
 	m, err := Engine{}.LoadGraph(context.Background(), g, opts)
 	if err != nil {
 		t.Fatalf("%s: LoadGraph %s compile=%v: %v", g.Name, opts.Precision, opts.Compile, err)
@@ -305,7 +316,7 @@ func TestGraphGPUFusedChecks(t *testing.T) {
 		}
 	}
 	for _, p := range allPrecisions {
-		m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{Precision: p, MaxBatch: 2})
+		m, err := Engine{}.LoadGraph(context.Background(), g, engine.Options{Precision: p, MaxBatch: 2, GraphKernelFile: *graphKernelsFile})
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -313,6 +324,13 @@ func TestGraphGPUFusedChecks(t *testing.T) {
 		if !gm.fused.lt || !gm.fused.attn || (gm.prec.elem == 2 && !gm.fused.ldm) {
 			t.Errorf("%s: fused paths off: %v", p, gm.fused.why)
 		}
+		// nvcc's code for this GPU (not the driver's compile of the PTX)
+		// launches as programmatic dependents from compute capability 9.0.
+		if major, err := gm.dev.rt.DeviceAttribute(cu.AttrComputeCapabilityMajor, gm.dev.ordinal); err == nil &&
+			major >= pdlMajor && *graphKernelsFile != "" && !gm.fused.pdl {
+			t.Errorf("%s: no dependent launches with %s on compute capability %d: %v", p, *graphKernelsFile, major, gm.fused.why)
+		}
+		t.Logf("%s: dependent launches %v", p, gm.fused.pdl)
 		m.Close()
 	}
 }

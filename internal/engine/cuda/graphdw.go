@@ -110,7 +110,8 @@ func depthwiseShapes(g *ir.Graph, pre map[*ir.Node]prologue) []dwShape {
 // first; none where that kernel does not apply. It needs 16-bit storage,
 // channels in 16-byte vectors, and square 3, 5 or 7 filters of stride 1
 // or 2 without dilation (the shapes graph.cu instantiates: tiles of 7 and
-// 1 and the row split for all, of 4 for 3x3 and 5x5).
+// 1 and the row split for all, of 4 for 3x3 and 5x5, and the sliding
+// window where the step has no prologue).
 func dwTiles(g *convGeom, elem int) []int {
 	if elem != 2 || g.c%8 != 0 || g.kh != g.kw || g.strH != g.strW || g.dilH != 1 || g.dilW != 1 {
 		return nil
@@ -118,18 +119,41 @@ func dwTiles(g *convGeom, elem int) []int {
 	if g.strH != 1 && g.strH != 2 {
 		return nil
 	}
+	var tiles []int
 	switch g.kh {
 	case 3, 5:
-		return []int{7, 4, 1, dwRows}
+		tiles = []int{7, 4, 1, dwRows}
 	case 7:
-		return []int{7, 1, dwRows}
+		tiles = []int{7, 1, dwRows}
+	default:
+		return nil
 	}
-	return nil
+	if g.pre.op == ewCopy {
+		// The sliding window has no prologue (graph.cu's dwconv_slide);
+		// widths of graph.cu's DWS_K.
+		tiles = append(tiles, dwSlideTile(7), dwSlideTile(4), dwSlideTile(2))
+	}
+	return tiles
 }
 
 // dwRows is the tile "width" that names graph.cu's dwconv_rows: one output
 // vector per group of lanes, a lane per filter row (batch 1's small maps).
 const dwRows = -1
+
+// dwSlideBase - w is the tile "width" that names graph.cu's dwconv_slide
+// with w outputs per thread (a thread per channel and w outputs of a row,
+// the filter in registers, the input read a column at a time).
+const dwSlideBase = -10
+
+// dwSlideTile is the tile value of the sliding-window kernel of width w.
+func dwSlideTile(w int) int { return dwSlideBase - w }
+
+// dwSlideWidth is the outputs per thread of tile value t, and whether t
+// names a sliding-window kernel.
+func dwSlideWidth(t int) (int, bool) {
+	w := dwSlideBase - t
+	return w, w > 0 && w <= 8
+}
 
 // dwRowLanes is dwconv_rows' group of lanes for a k x k filter: k rounded
 // up to a power of two.
@@ -170,6 +194,9 @@ func dwLowering(g *convGeom, elem int, chosen map[dwShape]dwTimed) (cudnn bool, 
 func dwTileName(g *convGeom, tw int) string {
 	if tw == dwRows {
 		return fmt.Sprintf("g_dwr_k%ds%d_", g.kh, g.strH)
+	}
+	if w, ok := dwSlideWidth(tw); ok {
+		return fmt.Sprintf("g_dws_k%ds%dt%d_", g.kh, g.strH, w)
 	}
 	return fmt.Sprintf("g_dwt_k%ds%dt%d_", g.kh, g.strH, tw)
 }
@@ -212,6 +239,9 @@ func (s *gstep) setPre(p preAct) {
 // vectors of channels, or (tiled) rows of tile vectors.
 func dwWork(s *gstep, elem int) int64 {
 	g := s.conv
+	if w, ok := dwSlideWidth(s.tile); ok {
+		return int64(g.n) * int64(g.oh) * int64((g.ow+w-1)/w) * int64(g.c)
+	}
 	switch {
 	case s.tile == dwRows:
 		lanes := int64(g.n) * int64(g.oh) * int64(g.ow) * int64(g.c/(16/elem)) * dwRowLanes(g.kh)
@@ -227,9 +257,12 @@ func dwWork(s *gstep, elem int) int64 {
 // dwAlgoName names the own kernel a depthwise step runs, for profiles.
 func dwAlgoName(s *gstep) string {
 	name := "goinfer scalar"
+	w, slide := dwSlideWidth(s.tile)
 	switch {
 	case s.tile == dwRows:
 		name = fmt.Sprintf("goinfer row-split k%ds%d", s.conv.kh, s.conv.strH)
+	case slide:
+		name = fmt.Sprintf("goinfer sliding k%ds%d x%d", s.conv.kh, s.conv.strH, w)
 	case s.tile > 0:
 		name = fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
 	case s.vec:

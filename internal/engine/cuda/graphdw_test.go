@@ -121,13 +121,19 @@ func TestDWTileWidth(t *testing.T) {
 			}
 		})
 	}
-	if got := dwTiles(&base, 2); !reflect.DeepEqual(got, []int{7, 1, dwRows}) {
-		t.Errorf("7x7 tiles %v, want [7 1 %d]", got, dwRows)
+	slides := []int{dwSlideTile(7), dwSlideTile(4), dwSlideTile(2)}
+	if got, want := dwTiles(&base, 2), append([]int{7, 1, dwRows}, slides...); !reflect.DeepEqual(got, want) {
+		t.Errorf("7x7 tiles %v, want %v", got, want)
 	}
 	g3 := base
 	g3.kh, g3.kw = 3, 3
-	if got := dwTiles(&g3, 2); !reflect.DeepEqual(got, []int{7, 4, 1, dwRows}) {
-		t.Errorf("3x3 tiles %v, want [7 4 1 %d]", got, dwRows)
+	if got, want := dwTiles(&g3, 2), append([]int{7, 4, 1, dwRows}, slides...); !reflect.DeepEqual(got, want) {
+		t.Errorf("3x3 tiles %v, want %v", got, want)
+	}
+	pre := g3
+	pre.pre = preAct{op: ewHardSwish}
+	if got := dwTiles(&pre, 2); !reflect.DeepEqual(got, []int{7, 4, 1, dwRows}) {
+		t.Errorf("3x3 tiles with a prologue %v, want [7 4 1 %d] (no sliding window)", got, dwRows)
 	}
 	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
 	g := base
@@ -140,6 +146,28 @@ func TestDWTileWidth(t *testing.T) {
 	s.tile = dwRows
 	if got, want := dwWork(s, 2), int64(2*56*30*12*8); got != want {
 		t.Errorf("row split: %d threads, want %d", got, want)
+	}
+	// The sliding window's: a thread per channel and w outputs of a row.
+	for _, tc := range []struct {
+		w       int
+		threads int64
+		name    string
+	}{{7, 2 * 56 * 5 * 96, "g_dws_k7s1t7_"}, {4, 2 * 56 * 8 * 96, "g_dws_k7s1t4_"}, {2, 2 * 56 * 15 * 96, "g_dws_k7s1t2_"}} {
+		s.tile = dwSlideTile(tc.w)
+		if got := dwWork(s, 2); got != tc.threads {
+			t.Errorf("sliding window of %d: %d threads, want %d", tc.w, got, tc.threads)
+		}
+		if got := dwTileName(&g, s.tile); got != tc.name {
+			t.Errorf("sliding-window kernel %q, want %s", got, tc.name)
+		}
+		if w, ok := dwSlideWidth(s.tile); !ok || w != tc.w {
+			t.Errorf("dwSlideWidth(%d) = %d, %v; want %d, true", s.tile, w, ok, tc.w)
+		}
+	}
+	for _, tile := range []int{0, 1, 4, 7, dwRows} {
+		if _, ok := dwSlideWidth(tile); ok {
+			t.Errorf("dwSlideWidth(%d) names a sliding window", tile)
+		}
 	}
 	g.ow = 7
 	g.n = 1

@@ -277,7 +277,8 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 	tiles := []int{0}
 	if st.vec {
 		for _, tw := range dwTiles(g, el) {
-			if tw != dwRows || !hasExperiment(m.opts.GraphExperiments, "nodwrows") {
+			if (tw != dwRows || !hasExperiment(m.opts.GraphExperiments, "nodwrows")) &&
+				!(isSlide(tw) && hasExperiment(m.opts.GraphExperiments, "nodwslide")) {
 				tiles = append(tiles, tw)
 			}
 		}
@@ -492,12 +493,21 @@ func (m *graphModel) saveDWTuning() {
 	}
 }
 
+// isSlide says whether tile names a sliding-window kernel.
+func isSlide(tile int) bool {
+	_, ok := dwSlideWidth(tile)
+	return ok
+}
+
 // dwTileLabel names a depthwise kernel choice (dwTimed.Tile) in progress
 // lines.
 func dwTileLabel(tile int) string {
 	switch {
 	case tile == dwRows:
 		return "row split"
+	case isSlide(tile):
+		w, _ := dwSlideWidth(tile)
+		return fmt.Sprintf("sliding %d", w)
 	case tile > 0:
 		return fmt.Sprintf("tile %d", tile)
 	}

@@ -80,6 +80,8 @@ type graphInstance struct {
 	arena   cu.DevPtr
 	arenaSz int64
 	preps   map[int]*prepared
+	// ownLast: the last kernel enqueued was one of graph.cu's (launch).
+	ownLast bool
 	relu    cu.ActivationDesc
 	ident   cu.ActivationDesc
 	closed  bool
@@ -611,6 +613,7 @@ func (i *graphInstance) run(rs *runStep) error {
 	switch rs.s.kind {
 	case stConv:
 		if rs.fused {
+			i.ownLast = false
 			err := i.runConv(rs, true)
 			if err == nil || !(errors.Is(err, cu.ErrNotSupported) || isBadParam(err)) {
 				return err
@@ -619,15 +622,17 @@ func (i *graphInstance) run(rs *runStep) error {
 			// epilogue kernel from now on.
 			rs.fused = false
 		}
+		i.ownLast = false
 		if err := i.runConv(rs, false); err != nil {
 			return err
 		}
 		if rs.s.fused {
-			return i.d.libs.Driver.Launch(rs.fn, rs.grid, rs.block, i.stream, rs.args)
+			return i.launch(rs.fn, rs.grid, rs.block, rs.args)
 		}
 		return nil
 	case stGemm:
 		g := rs.s.gemm
+		i.ownLast = false
 		if rs.lt != nil {
 			err := m.libs.BLASLt.Matmul(i.lt, rs.lt, &rs.alpha, &rs.beta, rs.a, rs.b, rs.z, rs.c, i.blasWs, blasWorkspace, i.stream)
 			if err == nil {
@@ -644,14 +649,15 @@ func (i *graphInstance) run(rs *runStep) error {
 			return err
 		}
 		if rs.s.fused {
-			return i.d.libs.Driver.Launch(rs.fn, rs.grid, rs.block, i.stream, rs.args)
+			return i.launch(rs.fn, rs.grid, rs.block, rs.args)
 		}
 		return nil
 	}
-	return i.d.libs.Driver.Launch(rs.fn, rs.grid, rs.block, i.stream, rs.args)
+	return i.launch(rs.fn, rs.grid, rs.block, rs.args)
 }
 
 func (i *graphInstance) runSteps(pr *prepared) error {
+	i.ownLast = false
 	for _, rs := range pr.steps {
 		if err := i.run(rs); err != nil {
 			return fmt.Errorf("cuda engine: %s: %w", rs.s.node, err)
