@@ -151,7 +151,6 @@ type Options struct {
 	// "nodwrows" (the row-split depthwise kernel not among those timed),
 	// "nodwslide" (nor the sliding-window one), "nopdl" (the graph's own
 	// kernels launched the ordinary way, not as programmatic dependents),
-	// "pdlall" (forces one: dependent launches after library kernels too),
 	// "noattnsplit" (no key-split attention for few query tiles); "findlog"
 	// reports cudnnFind's ranking of each convolution through Progress.
 	// Empty: every change on.

@@ -23,7 +23,6 @@ type fusedPaths struct {
 	split    bool     // so did the key-split attention for few query tiles
 	sms      int      // the GPU's multiprocessors (0: unknown: no key-split attention)
 	pdl      bool     // graph.cu's kernels launch as programmatic dependents (checkPDL)
-	pdlAll   bool     // even after a library's kernel (experiment pdlall)
 	why      []string // what failed, for the model's log
 }
 
@@ -111,7 +110,6 @@ func (m *graphModel) checkFused() fusedPaths {
 	if fp.pdl, why = m.checkPDL(); why != "" {
 		fp.why = append(fp.why, why)
 	}
-	fp.pdlAll = hasExperiment(m.opts.GraphExperiments, "pdlall")
 	if err := m.checkLt(s); err != nil {
 		fp.why = append(fp.why, fmt.Sprintf("cuBLASLt epilogues not used: %v", err))
 	} else {

@@ -80,8 +80,6 @@ type graphInstance struct {
 	arena   cu.DevPtr
 	arenaSz int64
 	preps   map[int]*prepared
-	// ownLast: the last kernel enqueued was one of graph.cu's (launch).
-	ownLast bool
 	relu    cu.ActivationDesc
 	ident   cu.ActivationDesc
 	closed  bool
@@ -613,7 +611,6 @@ func (i *graphInstance) run(rs *runStep) error {
 	switch rs.s.kind {
 	case stConv:
 		if rs.fused {
-			i.ownLast = false
 			err := i.runConv(rs, true)
 			if err == nil || !(errors.Is(err, cu.ErrNotSupported) || isBadParam(err)) {
 				return err
@@ -622,7 +619,6 @@ func (i *graphInstance) run(rs *runStep) error {
 			// epilogue kernel from now on.
 			rs.fused = false
 		}
-		i.ownLast = false
 		if err := i.runConv(rs, false); err != nil {
 			return err
 		}
@@ -632,7 +628,6 @@ func (i *graphInstance) run(rs *runStep) error {
 		return nil
 	case stGemm:
 		g := rs.s.gemm
-		i.ownLast = false
 		if rs.lt != nil {
 			err := m.libs.BLASLt.Matmul(i.lt, rs.lt, &rs.alpha, &rs.beta, rs.a, rs.b, rs.z, rs.c, i.blasWs, blasWorkspace, i.stream)
 			if err == nil {
@@ -657,7 +652,6 @@ func (i *graphInstance) run(rs *runStep) error {
 }
 
 func (i *graphInstance) runSteps(pr *prepared) error {
-	i.ownLast = false
 	for _, rs := range pr.steps {
 		if err := i.run(rs); err != nil {
 			return fmt.Errorf("cuda engine: %s: %w", rs.s.node, err)

@@ -43,16 +43,13 @@ func (m *graphModel) checkPDL() (bool, string) {
 	return true, ""
 }
 
-// launch enqueues one of graph.cu's kernels on the instance's stream: as a
-// programmatic dependent where the model allows it (checkPDL) and the
-// kernel before it is one of graph.cu's too (ownLast), which lets it
-// launch early. After a library's kernel, which does not signal, a
-// dependent launch gains nothing and measured slower (ViT-B/16 at batch
-// 1, whose own kernels all follow cuBLASLt's).
+// launch enqueues one of graph.cu's kernels on the instance's stream, as a
+// programmatic dependent where the model allows it (checkPDL). After
+// another of graph.cu's kernels, which signals at its start, it launches
+// early; after a library's kernel, which does not signal, at that kernel's
+// end, as an ordinary launch would.
 func (i *graphInstance) launch(fn cu.Function, grid, block int, a *cu.KernelArgs) error {
-	dependent := i.m.fused.pdl && (i.ownLast || i.m.fused.pdlAll)
-	i.ownLast = true
-	if dependent {
+	if i.m.fused.pdl {
 		return i.d.libs.Driver.LaunchDependent(fn, grid, block, i.stream, a)
 	}
 	return i.d.libs.Driver.Launch(fn, grid, block, i.stream, a)
