@@ -289,33 +289,41 @@ func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
 	if c := in.m.chunk(n); c > 0 {
 		return in.forwardSplit(src, dst, n, c)
 	}
-	x, ok := in.execs[n]
-	var err error
-	if !ok {
-		var p *irexec.Plan
-		p, err = in.m.plan(context.Background(), n)
-		if err != nil {
-			return err
-		}
-		if p.ArenaBytes() > int64(len(in.arena)) {
-			// A batch size compiled after this instance was made needs a
-			// larger arena: move every Exec to a new one.
-			in.arena = irexec.NewArena(p.ArenaBytes())
-			for bn, old := range in.execs {
-				old.Close()
-				if in.execs[bn], err = old.Plan().NewExecShared(in.pool, in.arena); err != nil {
-					return err
-				}
-			}
-		}
-		if x, err = p.NewExecShared(in.pool, in.arena); err != nil {
-			return err
-		}
-		in.execs[n] = x
+	x, err := in.exec(n)
+	if err != nil {
+		return err
 	}
 	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
 		return x.Run(context.Background(), ins, outs)
 	})
+}
+
+// exec returns the instance's Exec for batch n, making it on first use.
+func (in *graphInstance) exec(n int) (*irexec.Exec, error) {
+	if x, ok := in.execs[n]; ok {
+		return x, nil
+	}
+	p, err := in.m.plan(context.Background(), n)
+	if err != nil {
+		return nil, err
+	}
+	if p.ArenaBytes() > int64(len(in.arena)) {
+		// A batch size compiled after this instance was made needs a
+		// larger arena: move every Exec to a new one.
+		in.arena = irexec.NewArena(p.ArenaBytes())
+		for bn, old := range in.execs {
+			old.Close()
+			if in.execs[bn], err = old.Plan().NewExecShared(in.pool, in.arena); err != nil {
+				return nil, err
+			}
+		}
+	}
+	x, err := p.NewExecShared(in.pool, in.arena)
+	if err != nil {
+		return nil, err
+	}
+	in.execs[n] = x
+	return x, nil
 }
 
 // bind runs run with src as input 0 and dst as output 0 of n images, the
@@ -347,22 +355,33 @@ func (in *graphInstance) bind(src, dst engine.Buffer, n int, run func(ins, outs 
 // forwardSplit runs n images, a multiple of c, on the instance's Split
 // of c-image chunks.
 func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n, c int) error {
-	s, ok := in.splits[c]
-	if !ok {
-		p, err := in.m.splitPlan(context.Background(), c)
-		if err != nil {
-			return err
-		}
-		// The instance's pool runs the chunks: its workers count
-		// against the model's cores like the whole-batch plans'.
-		if s, err = irexec.NewSplitShared(p, c, in.pool); err != nil {
-			return fmt.Errorf("cpu: %w", err)
-		}
-		in.splits[c] = s
+	s, err := in.split(c)
+	if err != nil {
+		return err
 	}
 	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
 		return s.Run(context.Background(), ins, outs, n)
 	})
+}
+
+// split returns the instance's Split of c-image chunks, making it on
+// first use.
+func (in *graphInstance) split(c int) (*irexec.Split, error) {
+	if s, ok := in.splits[c]; ok {
+		return s, nil
+	}
+	p, err := in.m.splitPlan(context.Background(), c)
+	if err != nil {
+		return nil, err
+	}
+	// The instance's pool runs the chunks: its workers count against the
+	// model's cores like the whole-batch plans'.
+	s, err := irexec.NewSplitShared(p, c, in.pool)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	in.splits[c] = s
+	return s, nil
 }
 
 // Close implements engine.Instance.
