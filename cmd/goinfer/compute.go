@@ -107,6 +107,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	profile := fs.Bool("profile", false, "also print a per-layer breakdown of each cell's forward, and the same summed by op kind (cuda engine: each layer timed on its own as a CUDA graph of repeated calls; cpu engine, ONNX and general graphs: each planned step timed with the wall clock over --profile_iters forwards run as Forward runs them, each step's median, fused nodes as one step, a split batch's steps summed over its chunks and divided by the threads)")
 	output := fs.String("output", "", "also write the markdown report to `FILE`")
 	csvOut := fs.String("csv", "", "also write the rows as CSV to `FILE`")
+	layersCSV := fs.String("profile_csv", "", "with --profile, also write every cell's per-layer times as CSV to `FILE` (tools/cpu/profile.py reads it)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -174,6 +175,11 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *csvOut != "" {
 		if werr := writeComputeCSV(*csvOut, rows); werr != nil {
 			return fmt.Errorf("--csv: %w", werr)
+		}
+	}
+	if *layersCSV != "" {
+		if werr := writeLayersCSV(*layersCSV, rows); werr != nil {
+			return fmt.Errorf("--profile_csv: %w", werr)
 		}
 	}
 	return err
@@ -473,6 +479,28 @@ func layersByKind(layers []engine.LayerTime) []kindTime {
 		return res[i].Kind < res[j].Kind
 	})
 	return res
+}
+
+// writeLayersCSV writes each row's per-layer times, one line a layer.
+func writeLayersCSV(path string, rows []computeRow) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"engine", "precision", "compile", "image", "batch", "index", "name", "kind", "algorithm", "ms"})
+	for _, r := range rows {
+		for i, l := range r.Layers {
+			w.Write([]string{r.Engine, r.Precision, strconv.FormatBool(r.Compiled), strconv.Itoa(r.Image), strconv.Itoa(r.Batch),
+				strconv.Itoa(i), l.Name, l.Kind, l.Algo, fmt.Sprintf("%.5f", l.Time.Seconds()*1e3)})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func writeComputeCSV(path string, rows []computeRow) error {

@@ -115,6 +115,14 @@ func TestComputeCPUProfile(t *testing.T) {
 			}
 		}
 	}
+	path := filepath.Join(t.TempDir(), "layers.csv")
+	if err := writeLayersCSV(path, rows); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if lines, want := strings.Count(string(b), "\n"), 1+len(rows[0].Layers)+len(rows[1].Layers); lines != want {
+		t.Errorf("layers CSV has %d lines, want %d", lines, want)
+	}
 	if !strings.Contains(md, "| Conv | ") || !strings.Contains(md, "dwBlockStep") {
 		t.Errorf("markdown lacks the convolution kind or the depthwise kernel:\n%s", md)
 	}
