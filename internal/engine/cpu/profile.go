@@ -18,7 +18,8 @@ var _ engine.Profiler = (*graphInstance)(nil)
 // the instance's pool, or the Split of chunks where the batch is split),
 // each planned step timed with the wall clock, and each step's mean per
 // forward. A split batch's steps run on every worker at once: a step's
-// time is the sum over the chunks divided by the workers. The input is
+// time is the sum over the chunks divided by the workers; the steps of
+// the model's tail, run once over the batch after the chunks, follow. The input is
 // seeded noise (the models' work does not depend on it).
 func (in *graphInstance) ProfileLayers(n, iters int) ([]engine.LayerTime, error) {
 	if in.closed {
@@ -45,12 +46,30 @@ func (in *graphInstance) ProfileLayers(n, iters int) ([]engine.LayerTime, error)
 		if err != nil {
 			return nil, err
 		}
+		tail, mid, err := in.tail(n)
+		if err != nil {
+			return nil, err
+		}
+		souts := outs
+		if tail != nil {
+			souts = mid
+		}
 		// One untimed forward first: the first touches every page.
-		if err := s.Run(ctx, ins, outs, n); err != nil {
+		if err := s.Run(ctx, ins, souts, n); err != nil {
 			return nil, fmt.Errorf("cpu: %w", err)
 		}
-		if steps, err = s.Profile(ctx, ins, outs, n, iters); err != nil {
+		if steps, err = s.Profile(ctx, ins, souts, n, iters); err != nil {
 			return nil, fmt.Errorf("cpu: %w", err)
+		}
+		if tail != nil {
+			if err := tail.Run(ctx, mid, outs); err != nil {
+				return nil, fmt.Errorf("cpu: %w", err)
+			}
+			ts, err := tail.Profile(ctx, mid, outs, iters)
+			if err != nil {
+				return nil, fmt.Errorf("cpu: %w", err)
+			}
+			steps = append(steps, ts...)
 		}
 	} else {
 		x, err := in.exec(n)
