@@ -18,6 +18,7 @@ func TestTailCut(t *testing.T) {
 	}{
 		{"mobilenet_v3_small", "avgpool"},
 		{"mobilenet_v3_large", "avgpool"},
+		{"efficientnet_b0", "avgpool"},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			sd, err := torchvision.RandomStateDict(tc.arch, 1000, 1)
