@@ -50,6 +50,8 @@ func (c *compiler) fuseSEScale() {
 		conv.src, conv.scale, conv.scaleB = xv, sv, !conv.direct
 		if conv.direct {
 			p.shared = max(p.shared, len(a.Data)+a.KC*gemm.MR)
+		} else {
+			p.shared = max(p.shared, conv.inC*gemm.NR)
 		}
 		p.steps[i+1].node = p.steps[i].node + " + " + p.steps[i+1].node
 		p.steps = append(p.steps[:i], p.steps[i+1:]...)
