@@ -834,9 +834,9 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 
 // scaleRows returns the input channels' scales of a convolution that
 // scales B as it packs it (fuseSEScale), each repeated NR times (a packed
-// panel's row), in x's shared buffer: filled once per call, where each
-// task's pack used to fill its K-block's rows for every panel range it
-// packed (at 2 threads the fill cost as much as the packing).
+// panel's row), in x's shared buffer. It runs once per call, before the
+// tasks: filled in each pack, the rows cost as much as the packing at 2
+// threads, where a task packs one or two panels.
 func (s *convStep) scaleRows(x *Exec) []float32 {
 	const nr = gemm.NR
 	sc := x.f32(s.scale)[:s.inC]
