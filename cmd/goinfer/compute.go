@@ -43,7 +43,10 @@ type computeConfig struct {
 	noWinograd bool
 	tuneAll    bool
 	profile    bool
-	tuneCache  string
+	// profileIters is the forwards of --profile's breakdown (0: iters/10,
+	// at least 3).
+	profileIters int
+	tuneCache    string
 	// stem, stemChannels and kernelFile are the cuda engine's experiment
 	// knobs (engine.Options.Stem, StemChannels, KernelFile).
 	stem         string
@@ -71,7 +74,7 @@ type computeRow struct {
 	Weights     int64
 	Workspace   int64
 	Activations int64
-	Layers      []cudaengine.LayerTime
+	Layers      []engine.LayerTime
 }
 
 func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -100,13 +103,15 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	experiments := fs.String("graph_experiments", "", graphExperimentsHelp)
 	split := engine.SplitAuto
 	fs.Var((*splitFlag)(&split), "cpu_split_batch", "cpu engine, ONNX/general graphs: run a batch as `N`-image chunks, one per thread at a time (auto: where the model's images are independent and its activations outweigh its weights; 0: off), as bench, predict and serve do")
-	profile := fs.Bool("profile", false, "also time each layer on its own (cuda engine: as a CUDA graph of repeated calls) and print the breakdown")
+	profileIters := fs.Int("profile_iters", 0, "with --profile, the forwards (cuda: the calls of each layer's graph) the breakdown is measured over (0: --iters/10, at least 3)")
+	profile := fs.Bool("profile", false, "also print a per-layer breakdown of each cell's forward, and the same summed by op kind (cuda engine: each layer timed on its own as a CUDA graph of repeated calls; cpu engine, ONNX and general graphs: each planned step timed with the wall clock over --profile_iters forwards run as Forward runs them, each step's median, fused nodes as one step, a split batch's steps summed over its chunks and divided by the threads)")
 	output := fs.String("output", "", "also write the markdown report to `FILE`")
 	csvOut := fs.String("csv", "", "also write the rows as CSV to `FILE`")
+	layersCSV := fs.String("profile_csv", "", "with --profile, also write every cell's per-layer times as CSV to `FILE` (tools/cpu/profile.py reads it)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, tuneAll: *tuneAll, profile: *profile, tuneCache: *tuneCache,
+	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, tuneAll: *tuneAll, profile: *profile, profileIters: *profileIters, tuneCache: *tuneCache,
 		stem: *stem, stemChannels: *stemChannels, kernelFile: *kernelFile, graphKernels: *graphKernels, experiments: *experiments, splitBatch: split,
 		progress: func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }}
 	var err error
@@ -170,6 +175,11 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *csvOut != "" {
 		if werr := writeComputeCSV(*csvOut, rows); werr != nil {
 			return fmt.Errorf("--csv: %w", werr)
+		}
+	}
+	if *layersCSV != "" {
+		if werr := writeLayersCSV(*layersCSV, rows); werr != nil {
+			return fmt.Errorf("--profile_csv: %w", werr)
 		}
 	}
 	return err
@@ -338,13 +348,21 @@ func computeCell(ctx context.Context, e engine.Engine, g netGraph, cfg computeCo
 	r.P50 = quantile(per, 0.5)
 	r.P90 = quantile(per, 0.9)
 	if cfg.profile {
-		if pr, ok := inst.(cudaengine.Profiler); ok {
-			if r.Layers, err = pr.ProfileLayers(bs, max(3, cfg.iters/10)); err != nil {
+		if pr, ok := inst.(engine.Profiler); ok {
+			if r.Layers, err = pr.ProfileLayers(bs, cfg.profileRuns()); err != nil {
 				return r, err
 			}
 		}
 	}
 	return r, nil
+}
+
+// profileRuns is the forwards --profile measures over.
+func (c computeConfig) profileRuns() int {
+	if c.profileIters > 0 {
+		return c.profileIters
+	}
+	return max(3, c.iters/10)
 }
 
 // quantile of sorted values, linear interpolation.
@@ -406,18 +424,83 @@ func computeMarkdown(rows []computeRow, cfg computeConfig, argv []string) string
 		if len(r.Layers) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n### per-layer device time: %s compile=%v %d batch %d\n\n", r.Precision, r.Compiled, r.Image, r.Batch)
-		b.WriteString("| op | kind | algorithm | ms | share |\n|---|---|---|---:|---:|\n")
-		var total time.Duration
-		for _, l := range r.Layers {
-			total += l.Time
-		}
-		for _, l := range r.Layers {
-			fmt.Fprintf(&b, "| %s | %s | %s | %.4f | %.1f%% |\n", l.Name, l.Kind, l.Algo, l.Time.Seconds()*1e3, 100*l.Time.Seconds()/total.Seconds())
-		}
-		fmt.Fprintf(&b, "| total | | | %.4f | |\n", total.Seconds()*1e3)
+		writeLayers(&b, r)
 	}
 	return b.String()
+}
+
+// writeLayers renders a cell's per-layer times, then the same summed by
+// kind, largest first: the table to set beside another runtime's per-op
+// profile.
+func writeLayers(b *strings.Builder, r computeRow) {
+	fmt.Fprintf(b, "\n### per-layer time: %s %s compile=%v %d batch %d\n\n", r.Engine, r.Precision, r.Compiled, r.Image, r.Batch)
+	b.WriteString("| op | kind | algorithm | ms | share |\n|---|---|---|---:|---:|\n")
+	var total time.Duration
+	for _, l := range r.Layers {
+		total += l.Time
+	}
+	share := func(d time.Duration) float64 { return 100 * d.Seconds() / total.Seconds() }
+	for _, l := range r.Layers {
+		fmt.Fprintf(b, "| %s | %s | %s | %.4f | %.1f%% |\n", l.Name, l.Kind, l.Algo, l.Time.Seconds()*1e3, share(l.Time))
+	}
+	fmt.Fprintf(b, "| total | | | %.4f | |\n", total.Seconds()*1e3)
+	fmt.Fprintf(b, "\n### by kind: %s %s compile=%v %d batch %d\n\n", r.Engine, r.Precision, r.Compiled, r.Image, r.Batch)
+	b.WriteString("| kind | layers | ms | share |\n|---|---:|---:|---:|\n")
+	for _, k := range layersByKind(r.Layers) {
+		fmt.Fprintf(b, "| %s | %d | %.4f | %.1f%% |\n", k.Kind, k.Count, k.Time.Seconds()*1e3, share(k.Time))
+	}
+}
+
+// kindTime is the time of all layers of one kind.
+type kindTime struct {
+	Kind  string
+	Count int
+	Time  time.Duration
+}
+
+// layersByKind sums layers by kind, largest time first (ties by kind).
+func layersByKind(layers []engine.LayerTime) []kindTime {
+	idx := map[string]int{}
+	var res []kindTime
+	for _, l := range layers {
+		i, ok := idx[l.Kind]
+		if !ok {
+			i = len(res)
+			idx[l.Kind] = i
+			res = append(res, kindTime{Kind: l.Kind})
+		}
+		res[i].Count++
+		res[i].Time += l.Time
+	}
+	sort.Slice(res, func(i, j int) bool {
+		if res[i].Time != res[j].Time {
+			return res[i].Time > res[j].Time
+		}
+		return res[i].Kind < res[j].Kind
+	})
+	return res
+}
+
+// writeLayersCSV writes each row's per-layer times, one line a layer.
+func writeLayersCSV(path string, rows []computeRow) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"engine", "precision", "compile", "image", "batch", "index", "name", "kind", "algorithm", "ms"})
+	for _, r := range rows {
+		for i, l := range r.Layers {
+			w.Write([]string{r.Engine, r.Precision, strconv.FormatBool(r.Compiled), strconv.Itoa(r.Image), strconv.Itoa(r.Batch),
+				strconv.Itoa(i), l.Name, l.Kind, l.Algo, fmt.Sprintf("%.5f", l.Time.Seconds()*1e3)})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func writeComputeCSV(path string, rows []computeRow) error {

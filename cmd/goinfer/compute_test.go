@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,6 +82,66 @@ func TestComputeCPU(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if lines := strings.Count(string(b), "\n"); lines != 3 {
 		t.Errorf("CSV has %d lines, want header + 2", lines)
+	}
+}
+
+// TestComputeCPUProfile runs --profile on the cpu engine with an ONNX
+// model, whole and split batches, and checks the per-layer and by-kind
+// tables.
+func TestComputeCPUProfile(t *testing.T) {
+	e, err := engine.Get("cpu")
+	if err != nil {
+		t.Skip("cpu engine not registered")
+	}
+	cfg := computeConfig{src: source{Path: "../../testdata/onnx/torchscript17/mobilenet_v3_small.onnx"}, batchSizes: []int{1, 4}, imageSizes: []int{48},
+		precisions: []engine.Precision{engine.FP32}, compile: []bool{true}, iters: 2, warmup: 1, inputDType: tensor.Float32,
+		threads: 2, splitBatch: 1, profile: true, profileIters: 2}
+	var stderr bytes.Buffer
+	rows, err := runCompute(context.Background(), e, cfg, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	md := computeMarkdown(rows, cfg, []string{"goinfer", "compute"})
+	for _, r := range rows {
+		if len(r.Layers) < 10 {
+			t.Errorf("batch %d: %d layers", r.Batch, len(r.Layers))
+		}
+		for _, want := range []string{
+			fmt.Sprintf("### per-layer time: cpu fp32 compile=true 48 batch %d", r.Batch),
+			fmt.Sprintf("### by kind: cpu fp32 compile=true 48 batch %d", r.Batch),
+		} {
+			if !strings.Contains(md, want) {
+				t.Errorf("markdown lacks %q", want)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "layers.csv")
+	if err := writeLayersCSV(path, rows); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if lines, want := strings.Count(string(b), "\n"), 1+len(rows[0].Layers)+len(rows[1].Layers); lines != want {
+		t.Errorf("layers CSV has %d lines, want %d", lines, want)
+	}
+	if !strings.Contains(md, "| Conv | ") || !strings.Contains(md, "dwBlockStep") {
+		t.Errorf("markdown lacks the convolution kind or the depthwise kernel:\n%s", md)
+	}
+}
+
+func TestLayersByKind(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		layers []engine.LayerTime
+		want   []kindTime
+	}{
+		{"none", nil, nil},
+		{"summed, largest first", []engine.LayerTime{{Kind: "Conv", Time: 3}, {Kind: "Gemm", Time: 5}, {Kind: "Conv", Time: 4}},
+			[]kindTime{{"Conv", 2, 7}, {"Gemm", 1, 5}}},
+		{"ties by kind", []engine.LayerTime{{Kind: "Mul", Time: 2}, {Kind: "Add", Time: 2}}, []kindTime{{"Add", 1, 2}, {"Mul", 1, 2}}},
+	} {
+		if got := layersByKind(tc.layers); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -69,7 +69,7 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 	if opts.SplitBatch < engine.SplitAuto {
 		return nil, fmt.Errorf("cpu: SplitBatch %d: must be 0 (off), positive or SplitAuto", opts.SplitBatch)
 	}
-	m := &graphModel{g: g, opts: opts, weights: irexec.NewWeightCache(), plans: map[int]*irexec.Plan{}, chunkPlans: map[int]*irexec.Plan{}}
+	m := &graphModel{g: g, opts: opts, weights: irexec.NewWeightCache(), plans: map[int]*irexec.Plan{}, chunkPlans: map[int]*irexec.Plan{}, tailPlans: map[int]*irexec.Plan{}}
 	switch {
 	case opts.SplitBatch > 0:
 		// Chunks give the whole batch's answer only when no op mixes
@@ -82,6 +82,13 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 			return nil, fmt.Errorf("cpu: %w", err)
 		}
 	}
+	if opts.SplitBatch > 0 || m.autoSplit {
+		b, err := m.bind(1)
+		if err != nil {
+			return nil, err
+		}
+		m.tailCut = irexec.TailCut(b)
+	}
 	sizes := opts.BatchSizes
 	if len(sizes) == 0 {
 		sizes = []int{opts.MaxBatch}
@@ -93,6 +100,11 @@ func (Engine) LoadGraph(ctx context.Context, g *ir.Graph, opts engine.Options) (
 		if c := m.chunk(n); c > 0 {
 			if _, err := m.splitPlan(ctx, c); err != nil {
 				return nil, err
+			}
+			if m.tailCut != "" {
+				if _, err := m.tailPlan(ctx, n); err != nil {
+					return nil, err
+				}
 			}
 		} else if _, err := m.plan(ctx, n); err != nil {
 			return nil, err
@@ -126,8 +138,14 @@ type graphModel struct {
 	// split in, by chunk size; autoSplit says whether SplitAuto splits.
 	chunkPlans map[int]*irexec.Plan
 	autoSplit  bool
-	instances  int
-	closed     bool
+	// tailCut, when not "", is the value after which a split batch's
+	// weight-heavy tail runs once over the whole batch (irexec.TailCut):
+	// chunkPlans then compute the graph up to it, tailPlans the rest, by
+	// batch size.
+	tailCut   string
+	tailPlans map[int]*irexec.Plan
+	instances int
+	closed    bool
 	// cores counts the workers of the instances' pools (parallel.Cores).
 	cores parallel.Cores
 }
@@ -163,14 +181,23 @@ func (m *graphModel) chunk(n int) int {
 }
 
 // splitPlan returns the single-threaded plan of c images that a Split
-// runs, compiling it on first use.
+// runs (up to tailCut where there is one), compiling it on first use.
 func (m *graphModel) splitPlan(ctx context.Context, c int) (*irexec.Plan, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p, ok := m.chunkPlans[c]; ok {
 		return p, nil
 	}
-	p, err := m.compile(ctx, c, 1)
+	b, err := m.bind(c)
+	if err != nil {
+		return nil, err
+	}
+	if m.tailCut != "" {
+		if b, _, err = irexec.CutAt(b, m.tailCut); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
+	}
+	p, err := m.compileBound(ctx, b, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -178,12 +205,45 @@ func (m *graphModel) splitPlan(ctx context.Context, c int) (*irexec.Plan, error)
 	return p, nil
 }
 
+// tailPlan returns the plan of the graph after tailCut for n images on
+// the model's threads, compiling it on first use.
+func (m *graphModel) tailPlan(ctx context.Context, n int) (*irexec.Plan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.tailPlans[n]; ok {
+		return p, nil
+	}
+	b, err := m.bind(n)
+	if err != nil {
+		return nil, err
+	}
+	_, tail, err := irexec.CutAt(b, m.tailCut)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	p, err := m.compileBound(ctx, tail, m.opts.Threads)
+	if err != nil {
+		return nil, err
+	}
+	m.tailPlans[n] = p
+	return p, nil
+}
+
 // compile binds the graph to batch n and compiles it for threads.
 func (m *graphModel) compile(ctx context.Context, n, threads int) (*irexec.Plan, error) {
+	b, err := m.bind(n)
+	if err != nil {
+		return nil, err
+	}
+	return m.compileBound(ctx, b, threads)
+}
+
+// bind returns the graph bound to batch n, optimized (batch norms folded
+// into convolutions, epilogues fused) where the model is compiled.
+func (m *graphModel) bind(n int) (*ir.Graph, error) {
 	var b *ir.Graph
 	var err error
 	if m.opts.Compile {
-		// Batch norms folded into convolutions, epilogues fused.
 		b, _, err = ir.Optimize(m.g, n)
 	} else {
 		b, err = ir.Bind(m.g, n)
@@ -191,6 +251,11 @@ func (m *graphModel) compile(ctx context.Context, n, threads int) (*irexec.Plan,
 	if err != nil {
 		return nil, fmt.Errorf("cpu: graph %q at batch %d: %w", m.g.Name, n, err)
 	}
+	return b, nil
+}
+
+// compileBound compiles a bound graph for threads.
+func (m *graphModel) compileBound(ctx context.Context, b *ir.Graph, threads int) (*irexec.Plan, error) {
 	wm := winograd.Auto
 	if m.opts.NoWinograd {
 		wm = winograd.Off
@@ -224,7 +289,7 @@ func (m *graphModel) NewInstance(ctx context.Context) (engine.Instance, error) {
 	}
 	m.instances++
 	return &graphInstance{m: m, pool: parallel.NewIn(&m.cores, m.opts.Threads), arena: irexec.NewArena(arena),
-		execs: map[int]*irexec.Exec{}, splits: map[int]*irexec.Split{}, out: map[int][][]byte{}}, nil
+		execs: map[int]*irexec.Exec{}, splits: map[int]*irexec.Split{}, tails: map[int]*irexec.Exec{}, mid: map[int][][]byte{}, out: map[int][][]byte{}}, nil
 }
 
 // Close implements engine.Model.
@@ -237,7 +302,7 @@ func (m *graphModel) Close() error {
 	if m.instances > 0 {
 		return fmt.Errorf("cpu: closing a model with %d open instances: close them first", m.instances)
 	}
-	m.closed, m.plans, m.chunkPlans = true, nil, nil
+	m.closed, m.plans, m.chunkPlans, m.tailPlans = true, nil, nil, nil
 	return nil
 }
 
@@ -250,8 +315,12 @@ type graphInstance struct {
 	pool   *parallel.Pool
 	arena  []byte
 	execs  map[int]*irexec.Exec
-	// splits run the batches that are split, by chunk size.
+	// splits run the batches that are split, by chunk size; where the
+	// model has a tail, tails run it by batch size, on the pool after
+	// the chunks, from mid (the chunks' output, n images).
 	splits map[int]*irexec.Split
+	tails  map[int]*irexec.Exec
+	mid    map[int][][]byte
 	in     [1][]byte
 	// out holds the output buffers: Forward's, then, per batch size, the
 	// graph's other outputs, which are computed and dropped.
@@ -271,6 +340,9 @@ func (in *graphInstance) MemoryBytes() int64 {
 	for _, s := range in.splits {
 		n += s.MemoryBytes()
 	}
+	for k, x := range in.tails {
+		n += x.MemoryBytes() + int64(len(in.mid[k][0]))
+	}
 	return n
 }
 
@@ -289,33 +361,41 @@ func (in *graphInstance) Forward(src, dst engine.Buffer, n int) error {
 	if c := in.m.chunk(n); c > 0 {
 		return in.forwardSplit(src, dst, n, c)
 	}
-	x, ok := in.execs[n]
-	var err error
-	if !ok {
-		var p *irexec.Plan
-		p, err = in.m.plan(context.Background(), n)
-		if err != nil {
-			return err
-		}
-		if p.ArenaBytes() > int64(len(in.arena)) {
-			// A batch size compiled after this instance was made needs a
-			// larger arena: move every Exec to a new one.
-			in.arena = irexec.NewArena(p.ArenaBytes())
-			for bn, old := range in.execs {
-				old.Close()
-				if in.execs[bn], err = old.Plan().NewExecShared(in.pool, in.arena); err != nil {
-					return err
-				}
-			}
-		}
-		if x, err = p.NewExecShared(in.pool, in.arena); err != nil {
-			return err
-		}
-		in.execs[n] = x
+	x, err := in.exec(n)
+	if err != nil {
+		return err
 	}
 	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
 		return x.Run(context.Background(), ins, outs)
 	})
+}
+
+// exec returns the instance's Exec for batch n, making it on first use.
+func (in *graphInstance) exec(n int) (*irexec.Exec, error) {
+	if x, ok := in.execs[n]; ok {
+		return x, nil
+	}
+	p, err := in.m.plan(context.Background(), n)
+	if err != nil {
+		return nil, err
+	}
+	if p.ArenaBytes() > int64(len(in.arena)) {
+		// A batch size compiled after this instance was made needs a
+		// larger arena: move every Exec to a new one.
+		in.arena = irexec.NewArena(p.ArenaBytes())
+		for bn, old := range in.execs {
+			old.Close()
+			if in.execs[bn], err = old.Plan().NewExecShared(in.pool, in.arena); err != nil {
+				return nil, err
+			}
+		}
+	}
+	x, err := p.NewExecShared(in.pool, in.arena)
+	if err != nil {
+		return nil, err
+	}
+	in.execs[n] = x
+	return x, nil
 }
 
 // bind runs run with src as input 0 and dst as output 0 of n images, the
@@ -345,24 +425,70 @@ func (in *graphInstance) bind(src, dst engine.Buffer, n int, run func(ins, outs 
 }
 
 // forwardSplit runs n images, a multiple of c, on the instance's Split
-// of c-image chunks.
+// of c-image chunks, then the model's tail where it has one.
 func (in *graphInstance) forwardSplit(src, dst engine.Buffer, n, c int) error {
-	s, ok := in.splits[c]
-	if !ok {
-		p, err := in.m.splitPlan(context.Background(), c)
-		if err != nil {
+	s, err := in.split(c)
+	if err != nil {
+		return err
+	}
+	tail, mid, err := in.tail(n)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
+		if tail == nil {
+			return s.Run(ctx, ins, outs, n)
+		}
+		if err := s.Run(ctx, ins, mid, n); err != nil {
 			return err
 		}
-		// The instance's pool runs the chunks: its workers count
-		// against the model's cores like the whole-batch plans'.
-		if s, err = irexec.NewSplitShared(p, c, in.pool); err != nil {
-			return fmt.Errorf("cpu: %w", err)
-		}
-		in.splits[c] = s
-	}
-	return in.bind(src, dst, n, func(ins, outs [][]byte) error {
-		return s.Run(context.Background(), ins, outs, n)
+		return tail.Run(ctx, mid, outs)
 	})
+}
+
+// tail returns the instance's Exec of the model's tail for n images and
+// the buffer of its input, nil where the model has no tail.
+func (in *graphInstance) tail(n int) (*irexec.Exec, [][]byte, error) {
+	if in.m.tailCut == "" {
+		return nil, nil, nil
+	}
+	if x, ok := in.tails[n]; ok {
+		return x, in.mid[n], nil
+	}
+	p, err := in.m.tailPlan(context.Background(), n)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The tail runs on the instance's pool, after the chunks; its arena
+	// is its own (the whole-batch Execs' may be smaller).
+	x, err := p.NewExecShared(in.pool, irexec.NewArena(p.ArenaBytes()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cpu: %w", err)
+	}
+	in.tails[n] = x
+	in.mid[n] = [][]byte{make([]byte, p.Inputs()[0].Type.Shape.NumElements()*p.Inputs()[0].Type.DType.Size())}
+	return x, in.mid[n], nil
+}
+
+// split returns the instance's Split of c-image chunks, making it on
+// first use.
+func (in *graphInstance) split(c int) (*irexec.Split, error) {
+	if s, ok := in.splits[c]; ok {
+		return s, nil
+	}
+	p, err := in.m.splitPlan(context.Background(), c)
+	if err != nil {
+		return nil, err
+	}
+	// The instance's pool runs the chunks: its workers count against the
+	// model's cores like the whole-batch plans'.
+	s, err := irexec.NewSplitShared(p, c, in.pool)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	in.splits[c] = s
+	return s, nil
 }
 
 // Close implements engine.Instance.
@@ -376,6 +502,9 @@ func (in *graphInstance) Close() error {
 	}
 	for _, s := range in.splits {
 		s.Close()
+	}
+	for _, x := range in.tails {
+		x.Close()
 	}
 	in.pool.Close()
 	in.execs, in.arena = nil, nil

@@ -8,6 +8,7 @@ import (
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/irexec"
 	"goinfer/internal/ir"
+	"goinfer/internal/torchvision"
 )
 
 // TestLoadGraphSplitBatch checks that SplitBatch gives the whole-batch
@@ -153,5 +154,76 @@ func TestLoadGraphSplitAuto(t *testing.T) {
 	defer mm.Close()
 	if c := mm.(*graphModel).chunk(4); c != 0 {
 		t.Errorf("a graph mixing images: batch 4 split in chunks of %d", c)
+	}
+}
+
+// TestLoadGraphSplitTail: a model whose classifier outweighs its
+// activations (MobileNetV3-Small's 4 MB at 32x32) runs a split batch's
+// chunks up to the global pooling and the classifier once over the batch,
+// with the whole-batch results, no allocation per forward, and the tail's
+// steps in the profile after the chunks'.
+func TestLoadGraphSplitTail(t *testing.T) {
+	ctx := context.Background()
+	sd, err := torchvision.RandomStateDict("mobilenet_v3_small", 1000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := torchvision.Build("mobilenet_v3_small", sd, torchvision.Options{ImageSize: 32})
+	sd.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 6, Threads: 1, Compile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	m, err := Engine{}.LoadGraph(ctx, g, engine.Options{MaxBatch: 6, Threads: 2, SplitBatch: 1, Compile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	gm := m.(*graphModel)
+	if gm.tailCut == "" {
+		t.Fatal("no tail cut: the test needs a model with one")
+	}
+	in := randInput(5, 6*m.Info().Input().Elems())
+	for _, n := range []int{6, 4, 1} {
+		x := in[:n*m.Info().Input().Elems()]
+		if d := relDiff(runModel(t, m, n, x), runModel(t, ref, n, x)); d > 1e-5 {
+			t.Errorf("batch %d: differs from the whole-batch plan by %g", n, d)
+		}
+	}
+	if len(gm.tailPlans) != 2 {
+		t.Errorf("%d tail plans, want 2 (batches 6 and 4; batch 1 runs whole)", len(gm.tailPlans))
+	}
+	inst, err := m.NewInstance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close()
+	src, _ := m.Device().Alloc(4 * m.Info().InputBytes())
+	dst, _ := m.Device().Alloc(4 * m.Info().OutputBytes())
+	if err := inst.Forward(src, dst, 4); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(5, func() {
+		if err := inst.Forward(src, dst, 4); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("a split Forward with a tail allocates %v times per call", allocs)
+	}
+	layers, err := inst.(engine.Profiler).ProfileLayers(4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _ := gm.splitPlan(ctx, 1)
+	tail, _ := gm.tailPlan(ctx, 4)
+	if len(layers) != head.Steps()+tail.Steps() {
+		t.Errorf("%d layers, want %d chunk steps + %d tail steps", len(layers), head.Steps(), tail.Steps())
+	}
+	if last := layers[len(layers)-1]; last.Kind != "Gemm" {
+		t.Errorf("last layer %+v, want the classifier's Gemm", last)
 	}
 }

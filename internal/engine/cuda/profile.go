@@ -9,19 +9,13 @@ import (
 	"goinfer/internal/engine"
 )
 
-// LayerTime is the device time of one op of a forward pass.
-type LayerTime struct {
-	Name string        // the graph node(s): "layer1.0.conv2+layer1.0.bn2+..."
-	Kind string        // conv, maxpool, linear, ...
-	Algo string        // the convolution algorithm and whether it ran fused
-	Time time.Duration // per call
-}
+// LayerTime is the device time of one op of a forward pass (engine's,
+// kept under this name for the cuda engine's callers).
+type LayerTime = engine.LayerTime
 
 // Profiler is implemented by cuda instances: per-op device times, each op
 // timed as a CUDA graph of repeated calls.
-type Profiler interface {
-	ProfileLayers(n, iters int) ([]LayerTime, error)
-}
+type Profiler = engine.Profiler
 
 // Memoryer is implemented by cuda instances: their memory split.
 type Memoryer interface {

@@ -331,7 +331,7 @@ func (s *convStep) run(x *Exec) error {
 	j.a, j.scale = s.a, nil
 	switch {
 	case s.scale >= 0 && s.scaleB:
-		j.scale = x.f32(s.scale)
+		j.scale = s.scaleRows(x)
 	case s.scale >= 0:
 		j.a = s.scaledA(x)
 	}
@@ -394,7 +394,7 @@ func (s *convStep) run(x *Exec) error {
 type convJob struct {
 	s            *convStep
 	a            []*gemm.PackedA // s.a, or its columns scaled (scaledA)
-	scale        []float32       // the input channels' scales packing applies
+	scale        []float32       // the input channels' scales packing applies, NR copies each (scaleRows)
 	in, res, out []float32
 	ntot         int // images x output pixels
 	// shared, when set, holds B packed once for all M-ranges.
@@ -481,9 +481,6 @@ type convScratch struct {
 	// contiguous says a panel's lanes are consecutive.
 	contiguous [ncMax / gemm.NR]bool
 	gather     gemm.Gather
-	// scaleRows holds, per row of a packed panel, its input channel's
-	// scale (pack).
-	scaleRows []float32
 	// cols holds the narrow last panel of a task's pixels, when it
 	// has at most gemm.ColsMax columns, expanded for KernelCols.
 	cols gemm.ColsCache
@@ -491,11 +488,10 @@ type convScratch struct {
 
 func newConvScratch(maxKK int) convScratch {
 	s := convScratch{
-		packB:     make([]float32, gemm.KCMax*ncMax),
-		scaleRows: make([]float32, gemm.KCMax*gemm.NR),
-		cols:      gemm.NewColsCache(),
-		masks:     make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
-		allOnes:   make([]int32, maxKK*gemm.NR),
+		packB:   make([]float32, gemm.KCMax*ncMax),
+		cols:    gemm.NewColsCache(),
+		masks:   make([]int32, ncMax/gemm.NR*maxKK*gemm.NR),
+		allOnes: make([]int32, maxKK*gemm.NR),
 	}
 	for i := range s.allOnes {
 		s.allOnes[i] = -1
@@ -836,6 +832,24 @@ func (s *convStep) prepare(ws *convScratch, n0, nw int, packing bool) {
 	}
 }
 
+// scaleRows returns the input channels' scales of a convolution that
+// scales B as it packs it (fuseSEScale), each repeated NR times (a packed
+// panel's row), in x's shared buffer. It runs once per call, before the
+// tasks: filled in each pack, the rows cost as much as the packing at 2
+// threads, where a task packs one or two panels.
+func (s *convStep) scaleRows(x *Exec) []float32 {
+	const nr = gemm.NR
+	sc := x.f32(s.scale)[:s.inC]
+	rows := x.shared[:s.inC*nr]
+	for k, v := range sc {
+		r := rows[k*nr : (k+1)*nr : (k+1)*nr]
+		for l := range r {
+			r[l] = v
+		}
+	}
+	return rows
+}
+
 // pointwise reports a 1x1 convolution of stride 1 without padding in the
 // shift layout: output pixel i reads input pixel i of every channel.
 func (s *convStep) pointwise() bool {
@@ -844,8 +858,8 @@ func (s *convStep) pointwise() bool {
 
 // pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw
 // columns, prepared by prepare) into NR-wide panels; with sc (a
-// pointwise convolution's input channel scales, see fuseSEScale) row k
-// is multiplied by sc[k].
+// pointwise convolution's input channel scales, see fuseSEScale, each
+// repeated NR times: scaleRows) row k is multiplied by sc[k].
 func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int, sc []float32) {
 	const nr = gemm.NR
 	g := &ws.gather
@@ -853,12 +867,7 @@ func (s *convStep) pack(dst, src []float32, ws *convScratch, k0, kc, nw int, sc 
 	var rows []float32
 	if sc != nil {
 		// A packed panel is kc rows of NR values.
-		rows = ws.scaleRows[:kc*nr]
-		for k, v := range sc[k0 : k0+kc] {
-			for l := range nr {
-				rows[k*nr+l] = v
-			}
-		}
+		rows = sc[k0*nr : (k0+kc)*nr]
 	}
 	for p := 0; p*nr < nw; p++ {
 		if s.direct && ws.panels[p].Whole {

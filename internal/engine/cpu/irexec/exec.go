@@ -180,6 +180,30 @@ func (x *Exec) Close() error {
 // input i's bytes (little-endian, its dtype and shape exactly), out[i]
 // receives output i's. It checks ctx between steps and allocates nothing.
 func (x *Exec) Run(ctx context.Context, in, out [][]byte) error {
+	if err := x.checkIO(in, out); err != nil {
+		return err
+	}
+	p := x.p
+	for i, v := range p.inputs {
+		copy(x.views[v], in[i])
+	}
+	for _, s := range p.steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.s.run(x); err != nil {
+			return fmt.Errorf("irexec: %s: %w", s.node, err)
+		}
+	}
+	for i, v := range p.outputs {
+		copy(out[i], x.views[v])
+	}
+	return nil
+}
+
+// checkIO checks that x is open and that in and out match the plan's
+// inputs and outputs.
+func (x *Exec) checkIO(in, out [][]byte) error {
 	if x.closed {
 		return errors.New("irexec: Run on a closed Exec")
 	}
@@ -198,20 +222,6 @@ func (x *Exec) Run(ctx context.Context, in, out [][]byte) error {
 			val := &p.vals[v]
 			return fmt.Errorf("irexec: output %q: got a %d-byte buffer, %s%v needs %d", val.name, len(out[i]), val.dtype, val.shape, val.nbytes)
 		}
-	}
-	for i, v := range p.inputs {
-		copy(x.views[v], in[i])
-	}
-	for _, s := range p.steps {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := s.s.run(x); err != nil {
-			return fmt.Errorf("irexec: %s: %w", s.node, err)
-		}
-	}
-	for i, v := range p.outputs {
-		copy(out[i], x.views[v])
 	}
 	return nil
 }

@@ -37,6 +37,9 @@ func (c *compiler) fuseSEScale() {
 			p.vals[p.root(sv)].kind == kindConst {
 			continue
 		}
+		if !seScaleOn {
+			continue
+		}
 		// B read in place (direct) can only be scaled through the
 		// weights; packed B is scaled as it is packed, for a multiply
 		// per packed value, in cache.
@@ -47,6 +50,8 @@ func (c *compiler) fuseSEScale() {
 		conv.src, conv.scale, conv.scaleB = xv, sv, !conv.direct
 		if conv.direct {
 			p.shared = max(p.shared, len(a.Data)+a.KC*gemm.MR)
+		} else {
+			p.shared = max(p.shared, conv.inC*gemm.NR)
 		}
 		p.steps[i+1].node = p.steps[i].node + " + " + p.steps[i+1].node
 		p.steps = append(p.steps[:i], p.steps[i+1:]...)
@@ -61,6 +66,10 @@ func (c *compiler) fuseSEScale() {
 		c.uses = append(c.uses[:i], c.uses[i+1:]...)
 	}
 }
+
+// seScaleOn switches the fusion on; BenchmarkSEScale turns it off to
+// measure the separate Mul it replaces.
+var seScaleOn = true
 
 // perChannel reports a shape of c values, one per channel of an NCHW
 // tensor: [1 c 1 1], [c 1 1] or the like.

@@ -1,6 +1,8 @@
 package irexec
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -93,5 +95,45 @@ func TestSEScale(t *testing.T) {
 				t.Errorf("scales B %v, reads B in place %v: want exactly one", conv.scaleB, conv.direct)
 			}
 		})
+	}
+}
+
+// BenchmarkSEScale times MobileNetV3's 14x14 and 7x7 SE block tails at
+// batch 1 on one and two threads, the scaling fused into the projection's
+// packing and as a separate Mul step. A batch of several images cannot be
+// fused (s differs per image and a packed panel may span two): scaling
+// each packed lane by its image's s measured slower than the Mul step at
+// batch 4 on one thread (notes/cpu-mnv3.md).
+func BenchmarkSEScale(b *testing.B) {
+	for _, sh := range []struct{ c, hw, oc int }{{672, 14, 112}, {960, 7, 160}} {
+		for _, threads := range []int{1, 2} {
+			for _, fused := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%dx%dx%d->%d/threads=%d/fused=%v", sh.c, sh.hw, sh.hw, sh.oc, threads, fused), func(b *testing.B) {
+					defer func(v bool) { seScaleOn = v }(seScaleOn)
+					seScaleOn = fused
+					g := seGraph(rand.New(rand.NewPCG(1, 2)), 1, sh.c, sh.hw, sh.hw, sh.oc, ir.ActNone, true, false)
+					bg, err := ir.Bind(g, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					p, err := Compile(context.Background(), bg, Options{Threads: threads})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if got := len(p.steps) == 1; got != fused {
+						b.Fatalf("%d steps, fused %v", len(p.steps), fused)
+					}
+					x := p.NewExec()
+					defer x.Close()
+					in := [][]byte{make([]byte, 4*sh.c*sh.hw*sh.hw), make([]byte, 4*sh.c)}
+					out := [][]byte{make([]byte, 4*sh.oc*sh.hw*sh.hw)}
+					for b.Loop() {
+						if err := x.Run(context.Background(), in, out); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"goinfer/internal/engine/cpu/parallel"
 )
@@ -39,6 +40,8 @@ type splitJob struct {
 	in, out [][]byte
 	ci, co  [][][]byte // per worker
 	errs    []error    // per worker
+	// prof, set by Profile, receives each worker's step times.
+	prof [][]time.Duration
 }
 
 // NewSplit makes a Split of workers Execs over p, a plan compiled for
@@ -152,7 +155,13 @@ func (j *splitJob) Run(worker, task int) {
 	for i, b := range s.outBytes {
 		co[i] = j.out[i][task*b : (task+1)*b]
 	}
-	if err := s.execs[worker].Run(j.ctx, ci, co); err != nil {
+	var err error
+	if j.prof != nil {
+		err = s.execs[worker].runTimed(j.ctx, ci, co, j.prof[worker])
+	} else {
+		err = s.execs[worker].Run(j.ctx, ci, co)
+	}
+	if err != nil {
 		j.errs[worker] = fmt.Errorf("irexec: Split chunk %d: %w", task, err)
 	}
 	clear(ci)
