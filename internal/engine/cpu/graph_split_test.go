@@ -88,17 +88,24 @@ func TestSplitForwardDoesNotAllocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inst.Close()
-	src, _ := m.Device().Alloc(4 * m.Info().InputBytes())
-	dst, _ := m.Device().Alloc(4 * m.Info().OutputBytes())
-	if err := inst.Forward(src, dst, 4); err != nil { // makes the Split
+	forwardAllocs(t, m, inst, 4, "a split Forward")
+}
+
+// forwardAllocs fails t if a Forward of n images on inst allocates, after
+// a first one that makes its Split.
+func forwardAllocs(t *testing.T, m engine.Model, inst engine.Instance, n int, what string) {
+	t.Helper()
+	src, _ := m.Device().Alloc(n * m.Info().InputBytes())
+	dst, _ := m.Device().Alloc(n * m.Info().OutputBytes())
+	if err := inst.Forward(src, dst, n); err != nil {
 		t.Fatal(err)
 	}
 	if allocs := testing.AllocsPerRun(5, func() {
-		if err := inst.Forward(src, dst, 4); err != nil {
+		if err := inst.Forward(src, dst, n); err != nil {
 			t.Fatal(err)
 		}
 	}); allocs != 0 {
-		t.Errorf("a split Forward allocates %v times per call", allocs)
+		t.Errorf("%s allocates %v times per call", what, allocs)
 	}
 }
 
@@ -202,18 +209,7 @@ func TestLoadGraphSplitTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inst.Close()
-	src, _ := m.Device().Alloc(4 * m.Info().InputBytes())
-	dst, _ := m.Device().Alloc(4 * m.Info().OutputBytes())
-	if err := inst.Forward(src, dst, 4); err != nil {
-		t.Fatal(err)
-	}
-	if allocs := testing.AllocsPerRun(5, func() {
-		if err := inst.Forward(src, dst, 4); err != nil {
-			t.Fatal(err)
-		}
-	}); allocs != 0 {
-		t.Errorf("a split Forward with a tail allocates %v times per call", allocs)
-	}
+	forwardAllocs(t, m, inst, 4, "a split Forward with a tail")
 	layers, err := inst.(engine.Profiler).ProfileLayers(4, 2)
 	if err != nil {
 		t.Fatal(err)
