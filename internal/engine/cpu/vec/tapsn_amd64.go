@@ -8,9 +8,6 @@ func tapsNAVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *
 //go:noescape
 func tapsN3AVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *float32, taps, n int)
 
-//go:noescape
-func tapsN4AVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *float32, taps, n int)
-
 // tapsRun is the run tapsN3AVX512 computes per pass: three vectors.
 const tapsRun = 48
 
@@ -24,22 +21,8 @@ func tapsN(dst []float32, dstStride int, src []float32, offs []int, w, bias []fl
 		// Eight outputs over three vectors load fewer operands per FMA
 		// than sixteen over one; the rest of the run takes the latter.
 		done = n / tapsRun * tapsRun
-		four := n-done == 16
-		if four {
-			// A run of 48k+16 (the 112 columns of a 224 image's
-			// stride-2 stem) ends in four vectors, four outputs at a
-			// time (8 loads per 16 FMAs), not one vector of sixteen
-			// outputs (17 per 16).
-			done -= tapsRun
-		}
-		for o := 0; done > 0 && o < no; o += 8 {
+		for o := 0; o < no; o += 8 {
 			tapsN3AVX512(&dst[o*dstStride], dstStride, &src[0], &offs[0], &w[o], &bias[o], len(offs), done)
-		}
-		if four {
-			for o := 0; o < no; o += 4 {
-				tapsN4AVX512(&dst[o*dstStride+done], dstStride, &src[done], &offs[0], &w[o], &bias[o], len(offs), 4*16)
-			}
-			done += 4 * 16
 		}
 		if done == n {
 			return

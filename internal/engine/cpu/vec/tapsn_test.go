@@ -6,15 +6,14 @@ import (
 	"testing"
 )
 
-// TestTapsN covers the AVX-512 kernels (sixteen outputs over one vector;
-// eight over three, for runs of 48 and outputs in eights; four over four,
-// for a run's last 64 where it is 48k+16) and their split of a run,
-// against the definition.
+// TestTapsN covers both AVX-512 kernels (sixteen outputs over one vector;
+// eight over three, for runs of 48 and outputs in eights) and their
+// split of a run, against the definition.
 func TestTapsN(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 8))
 	for _, taps := range []int{1, 9, 27, 147} {
 		for _, no := range []int{1, 3, 8, 15, 16} {
-			for _, n := range []int{1, 15, 16, 17, 47, 48, 64, 96, 112, 113, 160} {
+			for _, n := range []int{1, 15, 16, 17, 47, 48, 96, 112, 113} {
 				src := data(r, n+60, false)
 				offs := make([]int, taps)
 				for i := range offs {
