@@ -29,6 +29,9 @@ func main() {
 	for np := 1; np <= 4; np++ {
 		kernel(p, np)
 	}
+	for _, s := range wideShapes {
+		wideKernel(p, s[0], s[1])
+	}
 	if err := os.WriteFile("kernel_avx512_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -231,6 +234,182 @@ func kernel(p func(string, ...any), np int) {
 	p("ret:")
 	p("\tVZEROUPPER")
 	p("\tRET")
+}
+
+// wideShapes are the (A panels, B vectors) of the kernels that read
+// several B panels per k step: one broadcast of A feeds as many FMAs as
+// there are B vectors, so 12 x 32 issues 14 loads per 24 FMAs and 6 x 48 9
+// per 18, where the 24 x 16 kernel issues 25 per 24.
+var wideShapes = [][2]int{{2, 2}, {1, 3}, {1, 2}}
+
+// wideKernel writes kernelW<np>x<nv>: np MR-row A panels against nv
+// consecutive B panels (bstep floats apart) per group, t.npan groups,
+// stored as zTile describes without its split (all nv*NR columns).
+func wideKernel(p func(string, ...any), np, nv int) {
+	rows := np * mr
+	// accW is row r's accumulator for B vector v.
+	accW := func(r, v int) string { return fmt.Sprintf("Z%d", 8+r*nv+v) }
+	// bReg is the pointer to B vector v: DI, AX, R8.
+	bReg := []string{"DI", "AX", "R8"}
+	temps := 8 - nv
+	name := fmt.Sprintf("kernelW%dx%d", np, nv)
+	p("")
+	p("// func %s(kc int, a *float32, pstride int, b *float32, t *zTile)", name)
+	p("//")
+	p("// Up to %d rows (t.rows) of A against groups of %d B panels (%d columns),", rows, nv, nv*nr)
+	p("// A being %d MR-row panels pstride floats apart, stored as zTile", np)
+	p("// describes; the groups' panels are t.bstep floats apart.")
+	p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	p("\tMOVQ t+32(FP), BX")
+	p("\tMOVQ b+24(FP), DI")
+	p("\tMOVQ DI, 96(BX)")
+	p("panel:")
+	p("\tMOVQ kc+0(FP), CX")
+	p("\tMOVQ a+8(FP), SI")
+	p("\tMOVQ pstride+16(FP), R14")
+	p("\tSHLQ $2, R14")
+	p("\tMOVQ 112(BX), DX")
+	p("\tMOVQ 120(BX), R12")
+	p("\tTESTQ DX, DX")
+	p("\tJNZ pfset")
+	p("\tMOVQ SI, DX")
+	p("\tXORQ R12, R12")
+	p("pfset:")
+	for r := 0; r < rows; r++ {
+		for v := 0; v < nv; v++ {
+			p("\tVPXORD %s, %s, %s", accW(r, v), accW(r, v), accW(r, v))
+		}
+	}
+	p("\tMOVQ 72(BX), R9")
+	p("\tMOVQ 40(BX), R8")
+	p("\tSHLQ $2, R8")
+	p("\tTESTQ $4, R9")
+	p("\tJZ nopfres")
+	p("\tMOVQ 16(BX), AX")
+	prefetchWide(p, rows, nv)
+	p("nopfres:")
+	p("\tMOVQ 0(BX), AX")
+	prefetchWide(p, rows, nv)
+	// The B vectors' pointers: the group's first panel and the next
+	// ones bstep floats on.
+	p("\tMOVQ 96(BX), DI")
+	p("\tMOVQ 104(BX), R11")
+	p("\tSHLQ $2, R11")
+	for v := 1; v < nv; v++ {
+		p("\tLEAQ (%s)(R11*1), %s", bReg[v-1], bReg[v])
+	}
+	p("\tMOVQ 80(BX), R10")
+	p("\tSHLQ $2, R10")
+	p("\tLEAQ (R10)(R10*2), R11")
+	p("\tMOVQ CX, R9")
+	p("\tSHRQ $2, R9")
+	p("\tJZ tail")
+	rowOff := []string{"", "(R10*1)", "(R10*2)", "(R11*1)"}
+	step := func(u int, off string) {
+		for v := 0; v < nv; v++ {
+			p("\tVMOVUPS (%s)%s, Z%d", bReg[v], off, v)
+		}
+		for r := 0; r < rows; r++ {
+			t := fmt.Sprintf("Z%d", nv+r%temps)
+			p("\tVBROADCASTSS %s, %s", aOperand(r, u), t)
+			for v := 0; v < nv; v++ {
+				p("\tVFMADD231PS %s, Z%d, %s", t, v, accW(r, v))
+			}
+		}
+	}
+	p("loop:")
+	p("\tPREFETCHT1 (DX)")
+	p("\tPREFETCHT1 64(DX)")
+	p("\tADDQ R12, DX")
+	for u := 0; u < unroll; u++ {
+		step(u, rowOff[u])
+	}
+	p("\tADDQ $%d, SI", unroll*mr*4)
+	for v := 0; v < nv; v++ {
+		p("\tLEAQ (%s)(R10*4), %s", bReg[v], bReg[v])
+	}
+	p("\tDECQ R9")
+	p("\tJNZ loop")
+	p("tail:")
+	p("\tANDQ $%d, CX", unroll-1)
+	p("\tJZ store")
+	p("loop1:")
+	step(0, "")
+	p("\tADDQ $%d, SI", mr*4)
+	for v := 0; v < nv; v++ {
+		p("\tADDQ R10, %s", bReg[v])
+	}
+	p("\tDECQ CX")
+	p("\tJNZ loop1")
+	p("store:")
+	p("\tMOVQ t+32(FP), BX")
+	p("\tMOVQ DX, 112(BX)")
+	p("\tMOVQ 0(BX), DX")
+	p("\tMOVQ 16(BX), AX")
+	p("\tMOVQ 32(BX), SI")
+	p("\tMOVQ 40(BX), R8")
+	p("\tSHLQ $2, R8")
+	p("\tMOVQ 48(BX), R10")
+	p("\tMOVQ 72(BX), R9")
+	p("\tVPXORD Z0, Z0, Z0")
+	for r := 0; r < rows; r++ {
+		if r > 0 {
+			p("\tCMPQ R10, $%d", r)
+			p("\tJLE done")
+		}
+		for v := 0; v < nv; v++ {
+			a := accW(r, v)
+			p("\tTESTQ $1, R9")
+			p("\tJZ noload%d_%d", r, v)
+			p("\tVADDPS %d(DX), %s, %s", v*64, a, a)
+			p("noload%d_%d:", r, v)
+			p("\tTESTQ $2, R9")
+			p("\tJZ nobias%d_%d", r, v)
+			p("\tVADDPS.BCST %d(SI), %s, %s", r*4, a, a)
+			p("nobias%d_%d:", r, v)
+			p("\tTESTQ $4, R9")
+			p("\tJZ nores%d_%d", r, v)
+			p("\tVADDPS %d(AX), %s, %s", v*64, a, a)
+			p("nores%d_%d:", r, v)
+			p("\tTESTQ $8, R9")
+			p("\tJZ norelu%d_%d", r, v)
+			// As in kernel: the accumulator second keeps NaN.
+			p("\tVMAXPS %s, Z0, %s", a, a)
+			p("norelu%d_%d:", r, v)
+			p("\tVMOVUPS %s, %d(DX)", a, v*64)
+		}
+		p("\tADDQ R8, DX")
+		p("\tADDQ R8, AX")
+	}
+	p("done:")
+	p("\tMOVQ t+32(FP), BX")
+	p("\tDECQ 88(BX)")
+	p("\tJLE ret")
+	p("\tADDQ $%d, 0(BX)", nv*nr*4)
+	p("\tADDQ $%d, 16(BX)", nv*nr*4)
+	p("\tMOVQ 104(BX), CX")
+	p("\tSHLQ $2, CX")
+	for v := 0; v < nv; v++ {
+		p("\tADDQ CX, 96(BX)")
+	}
+	p("\tJMP panel")
+	p("ret:")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// prefetchWide prefetches the nv*NR floats of rows rows from AX on, R8
+// bytes apart.
+func prefetchWide(p func(string, ...any), rows, nv int) {
+	for r := 0; r < rows; r++ {
+		for v := 0; v < nv; v++ {
+			p("\tPREFETCHT0 %d(AX)", v*64)
+		}
+		p("\tPREFETCHT0 %d(AX)", nv*64-4)
+		if r < rows-1 {
+			p("\tADDQ R8, AX")
+		}
+	}
 }
 
 // prefetchRows prefetches the first 16 floats of rows rows from AX on, R8

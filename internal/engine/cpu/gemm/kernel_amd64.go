@@ -116,3 +116,36 @@ func kernelStrided(kc int, a, b, c *float32, ldc int, flags int, bias, res *floa
 //
 //go:noescape
 func kernelPairs(kc int, a *float32, pstride int, b *float32, bstep int, c *float32, ld int, npair int, load int)
+
+// kernelW2x2, kernelW1x3 and kernelW1x2 compute 2 or 1 A panels against
+// groups of 2 or 3 B panels (kernel_avx512_amd64.s, generated): one
+// broadcast of A feeds an FMA per B vector, fewer loads per FMA than
+// kernelZ4's one each.
+//
+//go:noescape
+func kernelW2x2(kc int, a *float32, pstride int, b *float32, t *zTile)
+
+//go:noescape
+func kernelW1x3(kc int, a *float32, pstride int, b *float32, t *zTile)
+
+//go:noescape
+func kernelW1x2(kc int, a *float32, pstride int, b *float32, t *zTile)
+
+// kernelWide computes np A panels against t.npan groups of nv B panels;
+// false means the CPU (or the shape) has no such kernel.
+func kernelWide(np, nv, kc int, a *float32, pstride int, b *float32, t *zTile) bool {
+	if !useAVX512 {
+		return false
+	}
+	switch {
+	case np == 2 && nv == 2:
+		kernelW2x2(kc, a, pstride, b, t)
+	case np == 1 && nv == 3:
+		kernelW1x3(kc, a, pstride, b, t)
+	case np == 1 && nv == 2:
+		kernelW1x2(kc, a, pstride, b, t)
+	default:
+		return false
+	}
+	return true
+}

@@ -22,3 +22,5 @@ func kernelStrided(kc int, a, b, c *float32, ldc int, flags int, bias, res *floa
 func kernelPairs(kc int, a *float32, pstride int, b *float32, bstep int, c *float32, ld int, npair int, load int) {
 	panic("gemm: no 12 x 32 kernel on this CPU")
 }
+
+func kernelWide(np, nv, kc int, a *float32, pstride int, b *float32, t *zTile) bool { return false }

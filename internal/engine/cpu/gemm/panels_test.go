@@ -13,28 +13,26 @@ func kernelPaths() []struct {
 	name string
 	set  func() (restore func())
 } {
-	asm, z, dq := useAsm, useAVX512, useAVX512DQ
-	sel := func(a, b bool) func() func() {
+	asm, z, dq, ws := useAsm, useAVX512, useAVX512DQ, wideShape
+	sel := func(a, b bool, w int) func() func() {
 		return func() func() {
-			useAsm, useAVX512, useAVX512DQ = a, b, b && dq
-			return func() { useAsm, useAVX512, useAVX512DQ = asm, z, dq }
+			useAsm, useAVX512, useAVX512DQ, wideShape = a, b, b && dq, w
+			return func() { useAsm, useAVX512, useAVX512DQ, wideShape = asm, z, dq, ws }
 		}
 	}
-	paths := []struct {
+	type path = struct {
 		name string
 		set  func() (restore func())
-	}{{"go", sel(false, false)}}
+	}
+	paths := []path{{"go", sel(false, false, ws)}}
 	if asm {
-		paths = append(paths, struct {
-			name string
-			set  func() (restore func())
-		}{"avx2", sel(true, false)})
+		paths = append(paths, path{"avx2", sel(true, false, ws)})
 	}
 	if z {
-		paths = append(paths, struct {
-			name string
-			set  func() (restore func())
-		}{"avx512", sel(true, true)})
+		// KernelRun's wide kernels (12 x 32, 6 x 48) and the 24 x 16
+		// ones alone.
+		paths = append(paths, path{"avx512", sel(true, true, wideAuto)}, path{"avx512-6x48", sel(true, true, wide1x3)},
+			path{"avx512-24x16", sel(true, true, wideOff)})
 	}
 	return paths
 }

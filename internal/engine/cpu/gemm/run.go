@@ -47,6 +47,9 @@ func KernelRun(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb
 		runNarrow(np, kc, a, pstride, b, ldb, bstep, nb, t, flags)
 		return
 	}
+	if runWide(np, kc, a, pstride, b, ldb, bstep, nb, t, flags) {
+		return
+	}
 	z := zTile{ld: t.Ld, cols: NR, split: NR, ldb: ldb, bstep: bstep, flags: flags}
 	for p := 0; p < np && p*MR < t.Rows; {
 		n := groupPanels(min(np-p, (t.Rows-p*MR+MR-1)/MR))

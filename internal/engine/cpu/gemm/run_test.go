@@ -16,6 +16,11 @@ func TestKernelRun(t *testing.T) {
 		{9, 50, 3, 40, 37}, {2, 12, 1, 256, 20},
 		// Panel groups of unequal sizes (33 -> 4x6 + 3x3), rows ending early.
 		{33, 197, 2, 24, NR}, {11, 57, 2, 9, NR}, {6, 31, 1, 7, 40},
+		// Groups of wide kernels with one or two B panels left, an odd
+		// A panel, partial last panels; runs past wideMinPanels (12 x
+		// 32, an odd run's first three 6 x 48).
+		{3, 18, 3, 256, NR}, {3, 17, 4, 31, NR}, {5, 25, 5, 66, 75}, {2, 8, 8, 7, 16}, {1, 2, 2, 4, NR},
+		{3, 17, 11, 31, NR}, {5, 25, 10, 66, 175}, {2, 8, 13, 7, 16}, {4, 24, 16, 256, NR}, {2, 7, 12, 40, 200},
 	}
 	for _, path := range kernelPaths() {
 		restore := path.set()
@@ -123,6 +128,94 @@ func BenchmarkKernelRun(b *testing.B) {
 					b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkKernelRunWide compares KernelRun's kernel shapes on a
+// convolution task's block: 32 A panels (192 rows) of depth 256 against 3
+// packed B panels (a 7x7 map at batch 1) or 12 and 16, C loaded. "auto" is
+// the default (the 24 x 16 kernels below wideMinPanels); cpuGFLOP/s counts
+// the process's CPU time, steadier than wall time on a shared machine (run
+// with -cpu 1).
+func BenchmarkKernelRunWide(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("the wide kernels are AVX-512")
+	}
+	r := rand.New(rand.NewPCG(9, 11))
+	const np, kc = 32, 256
+	a := randSlice(r, np*MR*kc)
+	for _, nb := range []int{3, 12, 16} {
+		packed := randSlice(r, nb*NR*kc)
+		c := make([]float32, np*MR*nb*NR)
+		for _, sh := range []struct {
+			name  string
+			shape int
+		}{{"24x16", wideOff}, {"auto", wideAuto}, {"6x48", wide1x3}} {
+			b.Run(fmt.Sprintf("nb%d/%s", nb, sh.name), func(b *testing.B) {
+				defer func(w int) { wideShape = w }(wideShape)
+				wideShape = sh.shape
+				cpu0 := processCPU()
+				for b.Loop() {
+					t := Tile{C: c, Ld: nb * NR, Rows: np * MR, Cols: nb * NR, Load: true}
+					KernelRun(np, kc, a, MR*kc, packed, NR, NR*kc, nb, &t)
+				}
+				b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				if cpu := processCPU() - cpu0; cpu > 0 {
+					b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkKernelRunStream is a 3x3 512->512 convolution's GEMM at batch 1
+// on a 7x7 map (ResNet-18's stage 4, 504 rows): 9.3 MB of A a layer, six
+// layers in turn, streamed from memory, against 3 B panels per K-block, each call pointing
+// Tile.Next at the A rows it reads next; the wide shapes are forced (auto
+// takes them from wideMinPanels on).
+func BenchmarkKernelRunStream(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("the wide kernels are AVX-512")
+	}
+	r := rand.New(rand.NewPCG(9, 12))
+	const m, k, kc, chunk, layers = 504, 4608, 256, 192, 6
+	all := randSlice(r, layers*m*k)
+	for _, nb := range []int{3, 12} {
+		packed := randSlice(r, nb*NR*kc)
+		c := make([]float32, m*nb*NR)
+		for _, sh := range []struct {
+			name  string
+			shape int
+		}{{"24x16", wideOff}, {"auto", wideAuto}, {"6x48", wide1x3}} {
+			b.Run(fmt.Sprintf("nb%d/%s", nb, sh.name), func(b *testing.B) {
+				defer func(w int) { wideShape = w }(wideShape)
+				wideShape = sh.shape
+				cpu0 := processCPU()
+				layer := 0
+				for b.Loop() {
+					// Six layers' weights in turn, more than the L3 holds.
+					a := all[layer*m*k : (layer+1)*m*k]
+					layer = (layer + 1) % layers
+					for kb := 0; kb < k/kc; kb++ {
+						blk := a[kb*m*kc : (kb+1)*m*kc]
+						for ic := 0; ic < m; ic += chunk {
+							ie := min(m, ic+chunk)
+							t := Tile{C: c[ic*nb*NR:], Ld: nb * NR, Rows: ie - ic, Cols: nb * NR, Load: kb > 0}
+							if ie < m {
+								t.Next = blk[ie*kc : min(m, ie+chunk)*kc]
+							} else if kb+1 < k/kc {
+								t.Next = a[(kb+1)*m*kc:][:chunk*kc]
+							}
+							KernelRun((ie-ic)/MR, kc, blk[ic*kc:], MR*kc, packed, NR, NR*kc, nb, &t)
+						}
+					}
+				}
+				b.ReportMetric(2*float64(m*nb*NR*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				if cpu := processCPU() - cpu0; cpu > 0 {
+					b.ReportMetric(2*float64(m*nb*NR*k)*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
+				}
+			})
 		}
 	}
 }

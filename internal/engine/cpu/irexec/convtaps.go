@@ -111,11 +111,13 @@ func (s *tapsConvStep) rows(x *Exec, wk, img, dimg, r0, strip int) {
 		m0 := grp * L
 		no := min(L, s.outC-m0)
 		w, b := s.w[grp*taps*L:(grp+1)*taps*L], s.bias[grp*L:(grp+1)*L]
+		// A ReLU goes into TapsN's stores, saving a pass over the
+		// strip's outputs; other activations follow it.
 		for oy := 0; oy < rows; oy++ {
 			at := m0*ohw + (r0+oy)*s.ow
-			vec.TapsN(out[at:], ohw, planes[oy*s.sh*s.wq:], s.offs, w, b, no, s.ow)
+			vec.TapsN(out[at:], ohw, planes[oy*s.sh*s.wq:], s.offs, w, b, no, s.ow, s.act.relu())
 		}
-		for m := m0; m < m0+no; m++ {
+		for m := m0; s.act.post() && m < m0+no; m++ {
 			s.act.apply(out[m*ohw+r0*s.ow : m*ohw+(r0+rows)*s.ow])
 		}
 	}

@@ -8,11 +8,12 @@ import "fmt"
 //
 //	dst[o*dstStride+i] = bias[o] + sum over t of w[t*DWLanes+o]*src[offs[t]+i]
 //
-// summed in tap order. Each input vector is loaded once for all outputs.
+// summed in tap order, then with relu set max(0, that), NaN kept. Each
+// input vector is loaded once for all outputs.
 // bias holds DWLanes values (those past no unused). It panics if an
 // operand is too short, an offset is negative, no is
 // outside [1, DWLanes] or dstStride < n.
-func TapsN(dst []float32, dstStride int, src []float32, offs []int, w, bias []float32, no, n int) {
+func TapsN(dst []float32, dstStride int, src []float32, offs []int, w, bias []float32, no, n int, relu bool) {
 	if n <= 0 {
 		return
 	}
@@ -33,10 +34,10 @@ func TapsN(dst []float32, dstStride int, src []float32, offs []int, w, bias []fl
 	case len(offs) > 0 && maxOff+n > len(src):
 		panic(fmt.Sprintf("vec.TapsN: offset %d of a %d-element run in a source of %d", maxOff, n, len(src)))
 	}
-	tapsN(dst, dstStride, src, offs, w, bias, no, n)
+	tapsN(dst, dstStride, src, offs, w, bias, no, n, relu)
 }
 
-func tapsNGo(dst []float32, dstStride int, src []float32, offs []int, w, bias []float32, no, n int) {
+func tapsNGo(dst []float32, dstStride int, src []float32, offs []int, w, bias []float32, no, n int, relu bool) {
 	for o := 0; o < no; o++ {
 		d := dst[o*dstStride : o*dstStride+n]
 		for i := range d {
@@ -44,6 +45,9 @@ func tapsNGo(dst []float32, dstStride int, src []float32, offs []int, w, bias []
 		}
 		for t, off := range offs {
 			axpyGo(d, src[off:off+n], w[t*DWLanes+o])
+		}
+		if relu {
+			reluGo(d, d)
 		}
 	}
 }

@@ -2,13 +2,13 @@
 
 #include "textflag.h"
 
-// func tapsNAVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *float32, taps, no, n int)
+// func tapsNAVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *float32, taps, no, n, relu int)
 // Per run of 16 elements (the last through mask K1): Z0-Z15 hold the 16
 // outputs' accumulators; per tap one input load (Z16) and 16 FMAs with
 // the tap's weights broadcast from memory. Registers: DI dst, R8 dst
 // stride in bytes, SI src, R9 offs, R10 w, R11 the end of w, CX elements
 // left, DX bias, BX/AX per-tap pointers, R12 outputs to store.
-TEXT ·tapsNAVX512(SB), NOSPLIT, $0-72
+TEXT ·tapsNAVX512(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ dstStride+8(FP), R8
 	SHLQ $2, R8
@@ -74,6 +74,28 @@ tap:
 	ADDQ $8, R13
 	CMPQ BX, R11
 	JLT  tap
+	MOVQ relu+72(FP), AX
+	TESTQ AX, AX
+	JZ   norelu
+	VPXORD Z17, Z17, Z17
+	VMAXPS Z0, Z17, Z0
+	VMAXPS Z1, Z17, Z1
+	VMAXPS Z2, Z17, Z2
+	VMAXPS Z3, Z17, Z3
+	VMAXPS Z4, Z17, Z4
+	VMAXPS Z5, Z17, Z5
+	VMAXPS Z6, Z17, Z6
+	VMAXPS Z7, Z17, Z7
+	VMAXPS Z8, Z17, Z8
+	VMAXPS Z9, Z17, Z9
+	VMAXPS Z10, Z17, Z10
+	VMAXPS Z11, Z17, Z11
+	VMAXPS Z12, Z17, Z12
+	VMAXPS Z13, Z17, Z13
+	VMAXPS Z14, Z17, Z14
+	VMAXPS Z15, Z17, Z15
+
+norelu:
 	MOVQ DI, BX
 	VMOVUPS Z0, K1, (BX)
 	CMPQ R12, $1
@@ -145,7 +167,7 @@ stored:
 	VZEROUPPER
 	RET
 
-// func tapsN3AVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *float32, taps, n int)
+// func tapsN3AVX512(dst *float32, dstStride int, src *float32, offs *int, w, bias *float32, taps, n, relu int)
 // Eight outputs over runs of 48 elements (n a multiple of 48): Z0-Z23
 // hold output o's accumulators for the run's three vectors in Zo, Z(8+o)
 // and Z(16+o); per tap three input loads (Z24-Z26) and one broadcast per
@@ -154,7 +176,7 @@ stored:
 // stride of w stays 16 floats. Registers: DI dst, R8 dst stride in bytes,
 // SI src, R9 offs, R10 w, R11 the end of w, CX elements left, DX bias,
 // BX/R13/AX per-tap pointers.
-TEXT ·tapsN3AVX512(SB), NOSPLIT, $0-64
+TEXT ·tapsN3AVX512(SB), NOSPLIT, $0-72
 	MOVQ dst+0(FP), DI
 	MOVQ dstStride+8(FP), R8
 	SHLQ $2, R8
@@ -237,6 +259,36 @@ tap3:
 	ADDQ $8, R13
 	CMPQ BX, R11
 	JLT  tap3
+	MOVQ relu+64(FP), AX
+	TESTQ AX, AX
+	JZ   norelu3
+	VPXORD Z29, Z29, Z29
+	VMAXPS Z0, Z29, Z0
+	VMAXPS Z1, Z29, Z1
+	VMAXPS Z2, Z29, Z2
+	VMAXPS Z3, Z29, Z3
+	VMAXPS Z4, Z29, Z4
+	VMAXPS Z5, Z29, Z5
+	VMAXPS Z6, Z29, Z6
+	VMAXPS Z7, Z29, Z7
+	VMAXPS Z8, Z29, Z8
+	VMAXPS Z9, Z29, Z9
+	VMAXPS Z10, Z29, Z10
+	VMAXPS Z11, Z29, Z11
+	VMAXPS Z12, Z29, Z12
+	VMAXPS Z13, Z29, Z13
+	VMAXPS Z14, Z29, Z14
+	VMAXPS Z15, Z29, Z15
+	VMAXPS Z16, Z29, Z16
+	VMAXPS Z17, Z29, Z17
+	VMAXPS Z18, Z29, Z18
+	VMAXPS Z19, Z29, Z19
+	VMAXPS Z20, Z29, Z20
+	VMAXPS Z21, Z29, Z21
+	VMAXPS Z22, Z29, Z22
+	VMAXPS Z23, Z29, Z23
+
+norelu3:
 	MOVQ DI, BX
 	VMOVUPS Z0, (BX)
 	VMOVUPS Z8, 64(BX)

@@ -2,6 +2,6 @@
 
 package vec
 
-func tapsN(dst []float32, dstStride int, src []float32, offs []int, w, bias []float32, no, n int) {
-	tapsNGo(dst, dstStride, src, offs, w, bias, no, n)
+func tapsN(dst []float32, dstStride int, src []float32, offs []int, w, bias []float32, no, n int, relu bool) {
+	tapsNGo(dst, dstStride, src, offs, w, bias, no, n, relu)
 }
