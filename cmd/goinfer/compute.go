@@ -107,7 +107,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	profile := fs.Bool("profile", false, "also print a per-layer breakdown of each cell's forward, and the same summed by op kind (cuda engine: each layer timed on its own as a CUDA graph of repeated calls; cpu engine, ONNX and general graphs: each planned step timed with the wall clock over --profile_iters forwards run as Forward runs them, each step's median, fused nodes as one step, a split batch's steps summed over its chunks and divided by the threads)")
 	output := fs.String("output", "", "also write the markdown report to `FILE`")
 	csvOut := fs.String("csv", "", "also write the rows as CSV to `FILE`")
-	layersCSV := fs.String("profile_csv", "", "with --profile, also write every cell's per-layer times as CSV to `FILE` (tools/cpu/profile.py reads it)")
+	layersCSV := fs.String("profile_csv", "", "with --profile, also write every cell's per-layer times as CSV to `FILE` (tools/cpu/layer_profile.py reads it)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}

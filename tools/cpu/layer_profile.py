@@ -2,7 +2,7 @@
 """Where a model's CPU time goes: goinfer's per-layer profile beside
 onnxruntime's per-node profile, for one model, thread count and batch.
 
-    python3 tools/cpu/profile.py --goinfer .bin/goinfer \
+    python3 tools/cpu/layer_profile.py --goinfer .bin/goinfer \
         --model mobilenet_v3_large [--threads 2] [--batch 1] [--iters 50] \
         [--ort auto|python|node] [--out FILE.md]
 
