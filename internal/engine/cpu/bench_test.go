@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"goinfer/internal/cputime"
 	"goinfer/internal/engine"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
@@ -73,7 +74,7 @@ func benchForward(b *testing.B, g *model.Graph, n int, opts engine.Options) {
 	if err := inst.Forward(in, out, n); err != nil { // warm caches and pages
 		b.Fatal(err)
 	}
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	for b.Loop() {
 		if err := inst.Forward(in, out, n); err != nil {
@@ -86,7 +87,7 @@ func benchForward(b *testing.B, g *model.Graph, n int, opts engine.Options) {
 	b.ReportMetric(flops/sec/1e9, "GFLOP/s")
 	// Work per CPU-second (all threads) tells the code's efficiency apart
 	// from what other processes on a shared machine take.
-	if cpu := (processCPU() - cpu0).Seconds(); cpu > 0 {
+	if cpu := (cputime.Process() - cpu0).Seconds(); cpu > 0 {
 		b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
 	}
 }
@@ -138,7 +139,7 @@ func benchModel(b *testing.B, m engine.Model, n int, macs int64) {
 	if err := inst.Forward(in, out, n); err != nil {
 		b.Fatal(err)
 	}
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	for b.Loop() {
 		if err := inst.Forward(in, out, n); err != nil {
@@ -147,7 +148,7 @@ func benchModel(b *testing.B, m engine.Model, n int, macs int64) {
 	}
 	sec := b.Elapsed().Seconds()
 	b.ReportMetric(float64(n*b.N)/sec, "img/s")
-	cpu := (processCPU() - cpu0).Seconds()
+	cpu := (cputime.Process() - cpu0).Seconds()
 	if cpu > 0 {
 		// Images per CPU-second tell the code's efficiency apart from what
 		// other processes on a shared machine take.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"goinfer/internal/cputime"
 	"goinfer/internal/engine"
 	"goinfer/internal/model"
 	"goinfer/internal/tensor"
@@ -113,13 +114,13 @@ func BenchmarkConv(b *testing.B) {
 				out, _ := m.Device().Alloc(m.Info().OutputBytes())
 				macs, _ := g.MACs(tc.hw, tc.hw)
 				_ = outElems
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					inst.Forward(in, out, 1)
 				}
 				flops := 2 * float64(macs) * float64(b.N)
 				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := (processCPU() - cpu0).Seconds(); cpu > 0 {
+				if cpu := (cputime.Process() - cpu0).Seconds(); cpu > 0 {
 					b.ReportMetric(flops/cpu/1e9, "GFLOP/cpu-s")
 				}
 			})

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"goinfer/internal/cputime"
 )
 
 func TestKernelRun(t *testing.T) {
@@ -155,13 +157,13 @@ func BenchmarkKernelRunWide(b *testing.B) {
 			b.Run(fmt.Sprintf("nb%d/%s", nb, sh.name), func(b *testing.B) {
 				defer func(w int) { wideShape = w }(wideShape)
 				wideShape = sh.shape
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					t := Tile{C: c, Ld: nb * NR, Rows: np * MR, Cols: nb * NR, Load: true}
 					KernelRun(np, kc, a, MR*kc, packed, NR, NR*kc, nb, &t)
 				}
 				b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := processCPU() - cpu0; cpu > 0 {
+				if cpu := cputime.Process() - cpu0; cpu > 0 {
 					b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
 				}
 			})
@@ -191,7 +193,7 @@ func BenchmarkKernelRunStream(b *testing.B) {
 			b.Run(fmt.Sprintf("nb%d/%s", nb, sh.name), func(b *testing.B) {
 				defer func(w int) { wideShape = w }(wideShape)
 				wideShape = sh.shape
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				layer := 0
 				for b.Loop() {
 					// Six layers' weights in turn, more than the L3 holds.
@@ -212,7 +214,7 @@ func BenchmarkKernelRunStream(b *testing.B) {
 					}
 				}
 				b.ReportMetric(2*float64(m*nb*NR*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := processCPU() - cpu0; cpu > 0 {
+				if cpu := cputime.Process() - cpu0; cpu > 0 {
 					b.ReportMetric(2*float64(m*nb*NR*k)*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
 				}
 			})

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"goinfer/internal/cputime"
 	"goinfer/internal/ir"
 	"goinfer/internal/tensor"
 )
@@ -47,13 +48,13 @@ func BenchmarkConvLayers(b *testing.B) {
 				b.Fatal(err)
 			}
 			ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if err := x.Run(context.Background(), ib, ob); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "CPU-us/op")
+			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "CPU-us/op")
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"goinfer/internal/cputime"
 	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/ir"
 	"goinfer/internal/onnx"
@@ -69,7 +70,7 @@ func TestProfileArchs(t *testing.T) {
 		// comparable across a loaded machine's runs.
 		var bestRun, sum time.Duration
 		runs := 0
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
 		secs, _ := strconv.ParseFloat(os.Getenv("IREXEC_SECONDS"), 64)
 		for start := time.Now(); runs < 3 || time.Since(start).Seconds() < max(secs, 2); runs++ {
@@ -83,7 +84,7 @@ func TestProfileArchs(t *testing.T) {
 				bestRun = d
 			}
 		}
-		cpu := processCPU() - cpu0
+		cpu := cputime.Process() - cpu0
 		fmt.Printf("%s bs%d threads %d: best %.2f ms (%.1f img/s), mean %.2f ms over %d forwards, %.2f CPU-ms each\n", arch, batch, p.threads,
 			float64(bestRun.Microseconds())/1e3, float64(batch)/bestRun.Seconds(), float64(sum.Microseconds())/1e3/float64(runs), runs,
 			float64(cpu.Microseconds())/1e3/float64(runs))
@@ -247,7 +248,7 @@ func profileSplit(t *testing.T, arch string, g *ir.Graph, batch, chunk, threads 
 	}
 	var bestRun, sum time.Duration
 	runs := 0
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	secs, _ := strconv.ParseFloat(os.Getenv("IREXEC_SECONDS"), 64)
 	for start := time.Now(); runs < 3 || time.Since(start).Seconds() < max(secs, 2); runs++ {
 		t0 := time.Now()
@@ -260,7 +261,7 @@ func profileSplit(t *testing.T, arch string, g *ir.Graph, batch, chunk, threads 
 			bestRun = d
 		}
 	}
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	fmt.Printf("%s bs%d threads %d: best %.2f ms (%.1f img/s), mean %.2f ms over %d forwards, %.2f CPU-ms each (split in chunks of %d)\n", arch, batch, threads,
 		float64(bestRun.Microseconds())/1e3, float64(batch)/bestRun.Seconds(), float64(sum.Microseconds())/1e3/float64(runs), runs,
 		float64(cpu.Microseconds())/1e3/float64(runs), chunk)

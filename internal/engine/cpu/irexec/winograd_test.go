@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"goinfer/internal/cputime"
 	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/ir"
 	"goinfer/internal/model"
@@ -149,13 +150,13 @@ func BenchmarkWinogradLayers(b *testing.B) {
 						b.Fatal(err)
 					}
 					ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
-					cpu0 := processCPU()
+					cpu0 := cputime.Process()
 					for b.Loop() {
 						if err := x.Run(context.Background(), ib, ob); err != nil {
 							b.Fatal(err)
 						}
 					}
-					b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
+					b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
 				})
 			}
 		}
