@@ -5,10 +5,13 @@ counts, the same batch sizes, in one run on one machine.
 
     python3 tools/cpu/compare.py --goinfer .bin/goinfer \
         [--models resnet18,mobilenet_v3_large,efficientnet_b0,vit_b_16] \
-        [--threads 16,2] [--batches 1,32] [--seconds 3] [--out FILE.md]
+        [--threads 16,2] [--batches 1,32] [--seconds 3] [--rounds 1] [--no_torch] [--out FILE.md]
 
 Each cell runs for about --seconds after a warm-up and reports images per
-second (batch / mean time per forward). onnxruntime runs with its CPU
+second (batch / mean time per forward). With --rounds N, goinfer and
+onnxruntime take turns N times per cell (a shared host drifts by tens of
+percent within a minute) and the table gives each one's median, the median
+of the N paired ratios and their range. onnxruntime runs with its CPU
 provider, intra-op threads = the thread count, graph optimisations on;
 PyTorch with torch.set_num_threads and inference_mode; goinfer with
 `goinfer compute --engine cpu --threads N --compile true`.
@@ -49,12 +52,15 @@ def timed(fn, seconds):
             return el / n
 
 
-def ort_ips(path, threads, batch, seconds):
+def ort_session(path, threads):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def ort_ips(s, batch, seconds):
     x = np.random.rand(batch, 3, 224, 224).astype(np.float32)
     return batch / timed(lambda: s.run(None, {"input": x}), seconds)
 
@@ -82,23 +88,24 @@ def goinfer_run(binary, path, threads, batch, iters, warmup):
             return float(row["img_per_s"]), float(row["ms_per_forward"])
 
 
-def goinfer_ips(binary, path, threads, batches, seconds):
-    # Timed like onnxruntime and PyTorch: about --seconds of back-to-back
-    # forwards after a warm-up. A short probe sizes the run per cell (a
-    # forward takes 3 ms at batch 1 and about a second at batch 32 on two
-    # threads); 5 forwards alone, at batch 1, are 20-30 ms of timing that
-    # one descheduling or a cold cache moves by tens of percent.
-    res = {}
-    for b in batches:
-        probe = goinfer_run(binary, path, threads, b, 3, 1)
-        if probe is None:
-            continue
-        iters = max(5, min(10000, int(seconds * 1e3 / max(probe[1], 1e-3))))
-        warmup = max(2, min(50, iters // 10))
-        r = goinfer_run(binary, path, threads, b, iters, warmup)
-        if r is not None:
-            res[b] = r[0]
-    return res
+def goinfer_sizes(binary, path, threads, batch, seconds):
+    """(iters, warmup) for about --seconds of goinfer forwards in a cell,
+    or None if goinfer fails. Timed like onnxruntime and PyTorch: a short
+    probe sizes the run (a forward takes 3 ms at batch 1 and about a second
+    at batch 32 on two threads); 5 forwards alone, at batch 1, are 20-30 ms
+    of timing that one descheduling or a cold cache moves by tens of
+    percent."""
+    probe = goinfer_run(binary, path, threads, batch, 3, 1)
+    if probe is None:
+        return None
+    iters = max(5, min(10000, int(seconds * 1e3 / max(probe[1], 1e-3))))
+    return iters, max(2, min(50, iters // 10))
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else float("nan")
 
 
 def main():
@@ -109,28 +116,47 @@ def main():
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--workdir", default="/tmp/cpu_compare")
+    ap.add_argument("--rounds", type=int, default=1, help="goinfer and onnxruntime take turns this many times per cell")
+    ap.add_argument("--no_torch", action="store_true", help="leave PyTorch out")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
     batches = [int(b) for b in a.batches.split(",")]
+    rounds = max(1, a.rounds)
     os.makedirs(a.workdir, exist_ok=True)
     import onnxruntime
+    head = "| model | threads | batch | goinfer img/s | onnxruntime img/s | PyTorch img/s | goinfer / onnxruntime |"
+    rule = "|---|---:|---:|---:|---:|---:|---:|"
+    if rounds > 1:
+        head += " ratio range |"
+        rule += "---|"
     lines = [f"torch {torch.__version__}, torchvision {torchvision.__version__}, onnxruntime {onnxruntime.__version__}, "
-             f"{os.cpu_count()} CPUs, fp32, 224x224, random weights",
-             "",
-             "| model | threads | batch | goinfer img/s | onnxruntime img/s | PyTorch img/s | goinfer / onnxruntime |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             f"{os.cpu_count()} CPUs, fp32, 224x224, random weights"
+             + (f"; {rounds} alternating rounds per cell, medians" if rounds > 1 else ""),
+             "", head, rule]
     print("\n".join(lines), flush=True)
+    nan = float("nan")
     for name in a.models.split(","):
         path = os.path.join(a.workdir, name + ".onnx")
         model = export(name, path)
         for t in threads:
-            g = goinfer_ips(a.goinfer, path, t, batches, a.seconds)
+            sess = ort_session(path, t)
             for b in batches:
-                o = ort_ips(path, t, b, a.seconds)
-                p = torch_ips(model, t, b, a.seconds)
-                gi = g.get(b, float("nan"))
-                line = f"| {name} | {t} | {b} | {gi:.1f} | {o:.1f} | {p:.1f} | {gi / o:.2f}x |"
+                sizes = goinfer_sizes(a.goinfer, path, t, b, a.seconds)
+                gs, os_, ratios = [], [], []
+                for _ in range(rounds):
+                    r = goinfer_run(a.goinfer, path, t, b, *sizes) if sizes else None
+                    o = ort_ips(sess, b, a.seconds)
+                    os_.append(o)
+                    if r is not None:
+                        gs.append(r[0])
+                        ratios.append(r[0] / o)
+                p = nan if a.no_torch else torch_ips(model, t, b, a.seconds)
+                gi, o = median(gs), median(os_)
+                ratio = median(ratios) if ratios else nan
+                line = f"| {name} | {t} | {b} | {gi:.1f} | {o:.1f} | {p:.1f} | {ratio:.2f}x |"
+                if rounds > 1:
+                    line += f" {min(ratios, default=nan):.2f}-{max(ratios, default=nan):.2f} |"
                 lines.append(line)
                 print(line, flush=True)
     if a.out:
