@@ -155,6 +155,12 @@ func dwSlideWidth(t int) (int, bool) {
 	return w, w > 0 && w <= 8
 }
 
+// isSlide says whether tile names a sliding-window kernel.
+func isSlide(tile int) bool {
+	_, ok := dwSlideWidth(tile)
+	return ok
+}
+
 // dwRowLanes is dwconv_rows' group of lanes for a k x k filter: k rounded
 // up to a power of two.
 func dwRowLanes(k int) int64 {

@@ -493,12 +493,6 @@ func (m *graphModel) saveDWTuning() {
 	}
 }
 
-// isSlide says whether tile names a sliding-window kernel.
-func isSlide(tile int) bool {
-	_, ok := dwSlideWidth(tile)
-	return ok
-}
-
 // dwTileLabel names a depthwise kernel choice (dwTimed.Tile) in progress
 // lines.
 func dwTileLabel(tile int) string {

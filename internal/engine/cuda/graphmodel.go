@@ -19,17 +19,15 @@ import (
 	"goinfer/internal/tensor"
 )
 
-// graphFatbinGz and graphPTX are tools/kernels/graph.cu, the general-graph
-// executor's kernels, compiled by tools/kernels/build.sh: nvcc's machine
-// code (no JIT compile at load), gzipped because the machine code for six
-// GPU generations is 4-5 times its compressed size in the repository and
-// the binary, and clang's PTX. graphSums records the
+// graphFatbinGz (graphfatbin.go) and graphPTX are tools/kernels/graph.cu,
+// the general-graph executor's kernels, compiled by tools/kernels/build.sh:
+// nvcc's machine code (no JIT compile at load), gzipped because the machine
+// code for six GPU generations is 4-5 times its compressed size in the
+// repository and the binary, and clang's PTX. graphSums records the
 // source each was built from; the fatbin is loaded only when it was built
 // from the same source as the PTX (a kernel edited where only clang is
 // installed leaves the fatbin behind until nvcc rebuilds it).
 var (
-	//go:embed kernels/graph.fatbin.gz
-	graphFatbinGz []byte
 	//go:embed kernels/graph.ptx
 	graphPTX []byte
 	//go:embed kernels/graph.sha256

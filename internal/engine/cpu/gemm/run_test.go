@@ -150,24 +150,10 @@ func BenchmarkKernelRunWide(b *testing.B) {
 	for _, nb := range []int{3, 12, 16} {
 		packed := randSlice(r, nb*NR*kc)
 		c := make([]float32, np*MR*nb*NR)
-		for _, sh := range []struct {
-			name  string
-			shape int
-		}{{"24x16", wideOff}, {"auto", wideAuto}, {"6x48", wide1x3}} {
-			b.Run(fmt.Sprintf("nb%d/%s", nb, sh.name), func(b *testing.B) {
-				defer func(w int) { wideShape = w }(wideShape)
-				wideShape = sh.shape
-				cpu0 := cputime.Process()
-				for b.Loop() {
-					t := Tile{C: c, Ld: nb * NR, Rows: np * MR, Cols: nb * NR, Load: true}
-					KernelRun(np, kc, a, MR*kc, packed, NR, NR*kc, nb, &t)
-				}
-				b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := cputime.Process() - cpu0; cpu > 0 {
-					b.ReportMetric(2*float64(np*MR*nb*NR*kc)*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
-				}
-			})
-		}
+		benchShapes(b, fmt.Sprintf("nb%d", nb), 2*float64(np*MR*nb*NR*kc), func() {
+			t := Tile{C: c, Ld: nb * NR, Rows: np * MR, Cols: nb * NR, Load: true}
+			KernelRun(np, kc, a, MR*kc, packed, NR, NR*kc, nb, &t)
+		})
 	}
 }
 
@@ -186,38 +172,47 @@ func BenchmarkKernelRunStream(b *testing.B) {
 	for _, nb := range []int{3, 12} {
 		packed := randSlice(r, nb*NR*kc)
 		c := make([]float32, m*nb*NR)
-		for _, sh := range []struct {
-			name  string
-			shape int
-		}{{"24x16", wideOff}, {"auto", wideAuto}, {"6x48", wide1x3}} {
-			b.Run(fmt.Sprintf("nb%d/%s", nb, sh.name), func(b *testing.B) {
-				defer func(w int) { wideShape = w }(wideShape)
-				wideShape = sh.shape
-				cpu0 := cputime.Process()
-				layer := 0
-				for b.Loop() {
-					// Six layers' weights in turn, more than the L3 holds.
-					a := all[layer*m*k : (layer+1)*m*k]
-					layer = (layer + 1) % layers
-					for kb := 0; kb < k/kc; kb++ {
-						blk := a[kb*m*kc : (kb+1)*m*kc]
-						for ic := 0; ic < m; ic += chunk {
-							ie := min(m, ic+chunk)
-							t := Tile{C: c[ic*nb*NR:], Ld: nb * NR, Rows: ie - ic, Cols: nb * NR, Load: kb > 0}
-							if ie < m {
-								t.Next = blk[ie*kc : min(m, ie+chunk)*kc]
-							} else if kb+1 < k/kc {
-								t.Next = a[(kb+1)*m*kc:][:chunk*kc]
-							}
-							KernelRun((ie-ic)/MR, kc, blk[ic*kc:], MR*kc, packed, NR, NR*kc, nb, &t)
-						}
+		layer := 0
+		benchShapes(b, fmt.Sprintf("nb%d", nb), 2*float64(m*nb*NR*k), func() {
+			// Six layers' weights in turn, more than the L3 holds.
+			a := all[layer*m*k : (layer+1)*m*k]
+			layer = (layer + 1) % layers
+			for kb := 0; kb < k/kc; kb++ {
+				blk := a[kb*m*kc : (kb+1)*m*kc]
+				for ic := 0; ic < m; ic += chunk {
+					ie := min(m, ic+chunk)
+					t := Tile{C: c[ic*nb*NR:], Ld: nb * NR, Rows: ie - ic, Cols: nb * NR, Load: kb > 0}
+					if ie < m {
+						t.Next = blk[ie*kc : min(m, ie+chunk)*kc]
+					} else if kb+1 < k/kc {
+						t.Next = a[(kb+1)*m*kc:][:chunk*kc]
 					}
+					KernelRun((ie-ic)/MR, kc, blk[ic*kc:], MR*kc, packed, NR, NR*kc, nb, &t)
 				}
-				b.ReportMetric(2*float64(m*nb*NR*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := cputime.Process() - cpu0; cpu > 0 {
-					b.ReportMetric(2*float64(m*nb*NR*k)*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
-				}
-			})
-		}
+			}
+		})
+	}
+}
+
+// benchShapes runs one sub-benchmark per KernelRun shape (24 x 16 forced,
+// the automatic choice, 6 x 48 forced) of op, which does flop floating-point
+// operations, reporting GFLOP/s of wall and of CPU time.
+func benchShapes(b *testing.B, name string, flop float64, op func()) {
+	for _, sh := range []struct {
+		name  string
+		shape int
+	}{{"24x16", wideOff}, {"auto", wideAuto}, {"6x48", wide1x3}} {
+		b.Run(name+"/"+sh.name, func(b *testing.B) {
+			defer func(w int) { wideShape = w }(wideShape)
+			wideShape = sh.shape
+			cpu0 := cputime.Process()
+			for b.Loop() {
+				op()
+			}
+			b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			if cpu := cputime.Process() - cpu0; cpu > 0 {
+				b.ReportMetric(flop*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"goinfer/internal/cputime"
 	"goinfer/internal/ir"
@@ -39,22 +40,26 @@ func BenchmarkConvLayers(b *testing.B) {
 				b.Fatal(err)
 			}
 			x := prog.NewExec()
-			in := tensor.New(tensor.Float32, 1, c.c, c.h, c.h)
-			for i := range f32(in.Data) {
-				f32(in.Data)[i] = float32(r.NormFloat64())
-			}
-			outs, err := x.RunTensors(context.Background(), []*tensor.Tensor{in})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
-			cpu0 := cputime.Process()
-			for b.Loop() {
-				if err := x.Run(context.Background(), ib, ob); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "CPU-us/op")
+			cpu := benchRuns(b, x, randTensor(r, bound.Inputs[0].Type))
+			b.ReportMetric(float64(cpu)/1e3, "CPU-us/op")
 		})
 	}
+}
+
+// benchRuns times x's forwards of in in b's loop (after one to set up its
+// outputs) and returns the process CPU time per forward.
+func benchRuns(b *testing.B, x *Exec, in *tensor.Tensor) time.Duration {
+	b.Helper()
+	outs, err := x.RunTensors(context.Background(), []*tensor.Tensor{in})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
+	cpu0 := cputime.Process()
+	for b.Loop() {
+		if err := x.Run(context.Background(), ib, ob); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return (cputime.Process() - cpu0) / time.Duration(b.N)
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"goinfer/internal/cputime"
 	"goinfer/internal/engine/cpu/winograd"
 	"goinfer/internal/ir"
 	"goinfer/internal/model"
@@ -144,19 +143,8 @@ func BenchmarkWinogradLayers(b *testing.B) {
 					}
 					x := p.NewExec()
 					defer x.Close()
-					in := randTensor(r, bg.Inputs[0].Type)
-					outs, err := x.RunTensors(context.Background(), []*tensor.Tensor{in})
-					if err != nil {
-						b.Fatal(err)
-					}
-					ib, ob := [][]byte{in.Data}, [][]byte{outs[0].Data}
-					cpu0 := cputime.Process()
-					for b.Loop() {
-						if err := x.Run(context.Background(), ib, ob); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/op")
+					cpu := benchRuns(b, x, randTensor(r, bg.Inputs[0].Type))
+					b.ReportMetric(float64(cpu)/1e6, "cpu-ms/op")
 				})
 			}
 		}
