@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // LayerTime is the time one op of a forward pass takes, as an engine's
 // profiler measures it.
@@ -21,4 +24,27 @@ type LayerTime struct {
 // work of the models it runs).
 type Profiler interface {
 	ProfileLayers(n, iters int) ([]LayerTime, error)
+}
+
+// MedianTimes returns, per layer, the median over the forwards of
+// times[forward][layer], divided by div: on a shared machine a layer that
+// loses its core for a scheduler tick would otherwise carry the tick.
+func MedianTimes(times [][]time.Duration, div int) []time.Duration {
+	if len(times) == 0 {
+		return nil
+	}
+	res := make([]time.Duration, len(times[0]))
+	col := make([]time.Duration, len(times))
+	for i := range res {
+		for it := range times {
+			col[it] = times[it][i]
+		}
+		slices.Sort(col)
+		m := col[len(col)/2]
+		if len(col)%2 == 0 {
+			m = (col[len(col)/2-1] + m) / 2
+		}
+		res[i] = m / time.Duration(div)
+	}
+	return res
 }

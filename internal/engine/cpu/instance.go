@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"goinfer/internal/engine"
 	"goinfer/internal/engine/cpu/parallel"
@@ -97,7 +98,16 @@ func (in *instance) Forward(src, dst engine.Buffer, n int) error {
 	if err != nil {
 		return fmt.Errorf("%w (%d x %d float32 logits)", err, n, p.classes)
 	}
-	logits := tensor.BytesF32(y)
+	in.pass(x, tensor.BytesF32(y), n, nil)
+	return nil
+}
+
+// pass runs n images of input x through the plan into logits, chunk by
+// chunk. With sum non-nil it adds each step's wall time to sum[step]
+// (the profile); Forward passes nil and reads no clock.
+func (in *instance) pass(x []byte, logits []float32, n int, sum []time.Duration) {
+	p := in.plan
+	inElems := p.inC * p.h * p.w
 	for c0 := 0; c0 < n; c0 += p.chunk {
 		nc := min(p.chunk, n-c0)
 		for v, s := range p.slotOf {
@@ -114,13 +124,18 @@ func (in *instance) Forward(src, dst engine.Buffer, n int) error {
 			in.runPlanes(j, nc*p.inC, p.h*p.w)
 			j.inBytes = nil
 		}
-		for _, s := range p.steps {
+		for i, s := range p.steps {
+			if sum == nil {
+				s.run(in, nc)
+				continue
+			}
+			t0 := time.Now()
 			s.run(in, nc)
+			sum[i] += time.Since(t0)
 		}
 		copy(logits[c0*p.classes:(c0+nc)*p.classes], in.vals[p.output])
 	}
 	clear(in.vals)
-	return nil
 }
 
 // Close implements engine.Instance: it stops the workers.

@@ -19,13 +19,16 @@ import (
 // plan is everything instances share: per-node steps with packed weights,
 // value shapes, and the assignment of values to recycled activation slots.
 type plan struct {
-	steps     []step
-	dims      []model.Dims
-	output    model.Value
-	classes   int
-	inDType   tensor.DType
-	inC, h, w int
-	maxBatch  int
+	steps []step
+	// names and ops are each step's graph node and its op (the profile's
+	// names).
+	names, ops []string
+	dims       []model.Dims
+	output     model.Value
+	classes    int
+	inDType    tensor.DType
+	inC, h, w  int
+	maxBatch   int
 	// chunk is the images one pass through the network takes; Forward
 	// splits bigger batches, so activations are sized for chunk images.
 	chunk       int
@@ -69,6 +72,9 @@ const maxSharedB = 2 << 20
 // step is one node's prepared computation.
 type step interface {
 	run(in *instance, n int)
+	// describe names the kernel and the shape that decides its path, for
+	// the profile: "convStep 3x3/2 64->128 28x28 phases +relu".
+	describe() string
 }
 
 func newPlan(ctx context.Context, g *model.Graph, o engine.Options) (*plan, error) {
@@ -125,6 +131,8 @@ func newPlan(ctx context.Context, g *model.Graph, o engine.Options) (*plan, erro
 			return nil, fmt.Errorf("cpu: node %s (%s): %w", nd.Name, nd.Op, err)
 		}
 		p.steps = append(p.steps, s)
+		p.names = append(p.names, nd.Name)
+		p.ops = append(p.ops, nd.Op.String())
 	}
 	p.planSlots(g)
 	return p, nil

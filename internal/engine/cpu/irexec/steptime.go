@@ -3,9 +3,10 @@ package irexec
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
+
+	"goinfer/internal/engine"
 )
 
 // StepTime is one planned step's share of a forward, as Profile measures
@@ -39,7 +40,7 @@ func (x *Exec) Profile(ctx context.Context, in, out [][]byte, iters int) ([]Step
 			return nil, err
 		}
 	}
-	return x.p.stepTimes(medians(times, 1)), nil
+	return x.p.stepTimes(engine.MedianTimes(times, 1)), nil
 }
 
 // runTimed is Run adding each step's wall time to sum[step].
@@ -77,28 +78,6 @@ func (p *Plan) stepTimes(t []time.Duration) []StepTime {
 	return res
 }
 
-// medians returns, per step, the median over the forwards of
-// times[forward][step], divided by div.
-func medians(times [][]time.Duration, div int) []time.Duration {
-	if len(times) == 0 {
-		return nil
-	}
-	res := make([]time.Duration, len(times[0]))
-	col := make([]time.Duration, len(times))
-	for i := range res {
-		for it := range times {
-			col[it] = times[it][i]
-		}
-		slices.Sort(col)
-		m := col[len(col)/2]
-		if len(col)%2 == 0 {
-			m = (col[len(col)/2-1] + m) / 2
-		}
-		res[i] = m / time.Duration(div)
-	}
-	return res
-}
-
 // Profile runs iters forwards of n images like Run, each worker timing
 // the steps of its chunks, and returns per step the median over the
 // forwards of the time all chunks spent in it divided by the workers: its
@@ -131,7 +110,7 @@ func (s *Split) Profile(ctx context.Context, in, out [][]byte, n, iters int) ([]
 			}
 		}
 	}
-	return s.p.stepTimes(medians(times, workers)), nil
+	return s.p.stepTimes(engine.MedianTimes(times, workers)), nil
 }
 
 // splitNode parses a step's node description (ir.Node.String, joined

@@ -3,9 +3,7 @@ package irexec
 import (
 	"bytes"
 	"context"
-	"slices"
 	"testing"
-	"time"
 
 	"goinfer/internal/ir"
 )
@@ -20,24 +18,6 @@ func TestSplitNode(t *testing.T) {
 		names, ops := splitNode(tc.node)
 		if names != tc.names || ops != tc.ops {
 			t.Errorf("splitNode(%q) = %q, %q; want %q, %q", tc.node, names, ops, tc.names, tc.ops)
-		}
-	}
-}
-
-func TestMedians(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		times [][]time.Duration
-		div   int
-		want  []time.Duration
-	}{
-		{"one forward", [][]time.Duration{{4, 9}}, 1, []time.Duration{4, 9}},
-		{"odd, an outlier", [][]time.Duration{{1, 50}, {900, 60}, {3, 40}}, 1, []time.Duration{3, 50}},
-		{"even, divided", [][]time.Duration{{2, 8}, {4, 12}}, 2, []time.Duration{1, 5}},
-		{"none", nil, 1, nil},
-	} {
-		if got := medians(tc.times, tc.div); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: medians = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
