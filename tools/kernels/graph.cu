@@ -1366,10 +1366,54 @@ __device__ __forceinline__ void ldsm4(const void* p, unsigned* r, bool trans) {
 
 // LDM: B fragments by ldmatrix (four per instruction) instead of 32- and
 // 16-bit shared loads.
+// 0/1 switches for A/B builds. ATTN_QO: queries in and outputs out
+// through shared memory in 16-byte accesses where their rows allow.
+// ATTN_DB: the next tile of keys and values copied in by cp.async while
+// the current one computes, where two tiles fit the 48 KB of static
+// shared memory (head sizes up to 64).
+#ifndef ATTN_QO
+#define ATTN_QO 1
+#endif
+#ifndef ATTN_DB
+#define ATTN_DB 0
+#endif
+
+// cp_async16 copies 16 bytes from global src to shared dst without
+// registers, or zero-fills them where n is 0 (src is then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int n) {
+  asm volatile(
+      "{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, %0; cvt.u32.u64 s, a;\n"
+      "cp.async.cg.shared.global [s], [%1], 16, %2; }" ::"l"(dst),
+      "l"(src), "r"(n)
+      : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// attn_kv_async copies keys and values [j0, j0 + ATK) into shared memory
+// by cp.async (zeros past L keys and D / DV columns), one commit group;
+// rows must be contiguous and 16-byte aligned.
+template <typename T, int DH>
+__device__ __forceinline__ void attn_kv_async(u16 (*ks)[DH + 8], u16 (*vs)[DH + 8], const T* kb, const T* vb,
+                                              const int* m, int j0, int L, int D, int DV, int tid) {
+#pragma unroll
+  for (int c = 0; c < ATK * DH / 8 / 128; c++) {
+    int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
+    bool kin = j0 + key < L && d < D, vin = j0 + key < L && d < DV;
+    cp_async16(&ks[key][d], kin ? (const void*)(kb + (j0 + key) * m[12] + d) : (const void*)kb, kin ? 16 : 0);
+    cp_async16(&vs[key][d], vin ? (const void*)(vb + (j0 + key) * m[16] + d) : (const void*)vb, vin ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
 template <typename T, int DH, bool LDM>
 __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T* v, const int* m, float scale) {
-  __shared__ __attribute__((aligned(16))) u16 ks[ATK][DH + 8];
-  __shared__ __attribute__((aligned(16))) u16 vs[ATK][DH + 8];
+  constexpr int NB = ATTN_DB && DH <= 64 ? 2 : 1;
+  __shared__ __attribute__((aligned(16))) u16 ks[NB][ATK][DH + 8];
+  __shared__ __attribute__((aligned(16))) u16 vs[NB][ATK][DH + 8];
   int B2 = m[1], S = m[2], L = m[3], D = m[4], DV = m[5];
   int tid = TID_X, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
   int tiles = (S + ATQ - 1) / ATQ;
@@ -1385,19 +1429,51 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
                ((unsigned long long)kb & 15) == 0 && ((unsigned long long)vb & 15) == 0;
     int r0 = t * ATQ + w * 16 + g, r1 = r0 + 8;
     unsigned qa[DH / 16][4];
+    if (ATTN_QO && m[9] == 1 && m[8] % 8 == 0 && D % 8 == 0 && ((unsigned long long)qb & 15) == 0) {
+      // The block's 64 query rows through shared memory: 16-byte loads
+      // of whole rows, then A fragments by ldmatrix (the element loads
+      // below read a quarter of each 32-byte sector they touch).
+      SYNC();
 #pragma unroll
-    for (int kk = 0; kk < DH / 16; kk++) {
-      int c0 = kk * 16 + tg * 2, c1 = c0 + 8;
-      qa[kk][0] = raw16(qb, r0, c0, m[8], m[9], S, D) | (raw16(qb, r0, c0 + 1, m[8], m[9], S, D) << 16);
-      qa[kk][1] = raw16(qb, r1, c0, m[8], m[9], S, D) | (raw16(qb, r1, c0 + 1, m[8], m[9], S, D) << 16);
-      qa[kk][2] = raw16(qb, r0, c1, m[8], m[9], S, D) | (raw16(qb, r0, c1 + 1, m[8], m[9], S, D) << 16);
-      qa[kk][3] = raw16(qb, r1, c1, m[8], m[9], S, D) | (raw16(qb, r1, c1 + 1, m[8], m[9], S, D) << 16);
+      for (int c = 0; c < ATQ * DH / 8 / 128; c++) {
+        int e = (tid + c * 128) * 8, row = e / DH, d = e - row * DH, r = t * ATQ + row;
+        unsigned x[4];
+        ld16(r < S && d < D ? (const void*)(qb + r * m[8] + d) : 0, x);
+        st16(&vs[0][row][d], x);
+      }
+      SYNC();
+#pragma unroll
+      for (int kk = 0; kk < DH / 16; kk++) ldsm4(&vs[0][w * 16 + (lane & 15)][kk * 16 + (lane >> 4) * 8], qa[kk], false);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < DH / 16; kk++) {
+        int c0 = kk * 16 + tg * 2, c1 = c0 + 8;
+        qa[kk][0] = raw16(qb, r0, c0, m[8], m[9], S, D) | (raw16(qb, r0, c0 + 1, m[8], m[9], S, D) << 16);
+        qa[kk][1] = raw16(qb, r1, c0, m[8], m[9], S, D) | (raw16(qb, r1, c0 + 1, m[8], m[9], S, D) << 16);
+        qa[kk][2] = raw16(qb, r0, c1, m[8], m[9], S, D) | (raw16(qb, r0, c1 + 1, m[8], m[9], S, D) << 16);
+        qa[kk][3] = raw16(qb, r1, c1, m[8], m[9], S, D) | (raw16(qb, r1, c1 + 1, m[8], m[9], S, D) << 16);
+      }
     }
     float o[DH / 8][4];
 #pragma unroll
     for (int nt = 0; nt < DH / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
     float mx0 = NEG_INF, mx1 = NEG_INF, l0 = 0.f, l1 = 0.f;
-    for (int j0 = 0; j0 < L; j0 += ATK) {
+    // db: tile n + 1 is copied in (cp.async) while tile n computes; the
+    // barrier at a tile's end frees its buffer for the copy after next.
+    const bool db = NB == 2 && vec;
+    if (db) {
+      SYNC();
+      attn_kv_async<T, DH>(ks[0], vs[0], kb, vb, m, 0, L, D, DV, tid);
+    }
+    for (int j0 = 0, nb = 0; j0 < L; j0 += ATK, nb = db ? nb ^ 1 : 0) {
+      if (db) {
+        if (j0 + ATK < L) {
+          attn_kv_async<T, DH>(ks[nb ^ 1], vs[nb ^ 1], kb, vb, m, j0 + ATK, L, D, DV, tid);
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+      } else {
       SYNC();
       if (vec) {
         // 16-byte chunks of 8 elements, all of a thread's loads issued
@@ -1415,17 +1491,20 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
 #pragma unroll
         for (int c = 0; c < CH; c++) {
           int e = (tid + c * 128) * 8, key = e / DH, d = e - key * DH;
-          st16(&ks[key][d], kr[c]);
-          st16(&vs[key][d], vr[c]);
+          st16(&ks[0][key][d], kr[c]);
+          st16(&vs[0][key][d], vr[c]);
         }
       } else {
         for (int e = tid; e < ATK * DH; e += 128) {
           int key = e / DH, d = e - key * DH;
-          ks[key][d] = (u16)raw16(kb, j0 + key, d, m[12], m[13], L, D);
-          vs[key][d] = (u16)raw16(vb, j0 + key, d, m[16], m[17], L, DV);
+          ks[0][key][d] = (u16)raw16(kb, j0 + key, d, m[12], m[13], L, D);
+          vs[0][key][d] = (u16)raw16(vb, j0 + key, d, m[16], m[17], L, DV);
         }
       }
+      }
       SYNC();
+      const u16(*kt)[DH + 8] = ks[nb];
+      const u16(*vt)[DH + 8] = vs[nb];
       float s[ATK / 8][4];
 #pragma unroll
       for (int nt = 0; nt < ATK / 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
@@ -1438,7 +1517,7 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
 #pragma unroll
           for (int kk = 0; kk < DH / 16; kk++) {
             unsigned b[4];
-            ldsm4(&ks[(nt + (mj >> 1)) * 8 + mr][kk * 16 + (mj & 1) * 8], b, false);
+            ldsm4(&kt[(nt + (mj >> 1)) * 8 + mr][kk * 16 + (mj & 1) * 8], b, false);
             Mma<T>::run(s[nt], qa[kk], b[0], b[1]);
             Mma<T>::run(s[nt + 1], qa[kk], b[2], b[3]);
           }
@@ -1448,8 +1527,8 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
         for (int nt = 0; nt < ATK / 8; nt++) {
 #pragma unroll
           for (int kk = 0; kk < DH / 16; kk++) {
-            unsigned b0 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + tg * 2];
-            unsigned b1 = *(const unsigned*)&ks[nt * 8 + g][kk * 16 + 8 + tg * 2];
+            unsigned b0 = *(const unsigned*)&kt[nt * 8 + g][kk * 16 + tg * 2];
+            unsigned b1 = *(const unsigned*)&kt[nt * 8 + g][kk * 16 + 8 + tg * 2];
             Mma<T>::run(s[nt], qa[kk], b0, b1);
           }
         }
@@ -1499,7 +1578,7 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
 #pragma unroll
           for (int nt = 0; nt < DH / 8; nt += 2) {
             unsigned b[4];
-            ldsm4(&vs[kc * 16 + (mj & 1) * 8 + mr][(nt + (mj >> 1)) * 8], b, true);
+            ldsm4(&vt[kc * 16 + (mj & 1) * 8 + mr][(nt + (mj >> 1)) * 8], b, true);
             Mma<T>::run(o[nt], pa[kc], b[0], b[1]);
             Mma<T>::run(o[nt + 1], pa[kc], b[2], b[3]);
           }
@@ -1508,20 +1587,42 @@ __device__ __forceinline__ void attn_mma(T* out, const T* q, const T* k, const T
 #pragma unroll
           for (int nt = 0; nt < DH / 8; nt++) {
             int col = nt * 8 + g;
-            unsigned b0 = (unsigned)vs[key][col] | ((unsigned)vs[key + 1][col] << 16);
-            unsigned b1 = (unsigned)vs[key + 8][col] | ((unsigned)vs[key + 9][col] << 16);
+            unsigned b0 = (unsigned)vt[key][col] | ((unsigned)vt[key + 1][col] << 16);
+            unsigned b1 = (unsigned)vt[key + 8][col] | ((unsigned)vt[key + 9][col] << 16);
             Mma<T>::run(o[nt], pa[kc], b0, b1);
           }
         }
       }
       mx0 = mn0;
       mx1 = mn1;
+      if (db) SYNC();
     }
     l0 += shfl_xor(l0, 1);
     l0 += shfl_xor(l0, 2);
     l1 += shfl_xor(l1, 1);
     l1 += shfl_xor(l1, 2);
     float i0 = 1.f / l0, i1 = 1.f / l1;
+    if (ATTN_QO && m[21] == 1 && m[20] % 8 == 0 && DV % 8 == 0 && ((unsigned long long)ob & 15) == 0) {
+      // The same through shared memory the other way: each warp's rows
+      // as pairs of T, then the block's rows out in 16-byte stores.
+      SYNC();
+#pragma unroll
+      for (int nt = 0; nt < DH / 8; nt++) {
+        *(unsigned*)&ks[0][w * 16 + g][nt * 8 + tg * 2] = Mma<T>::pack(o[nt][0] * i0, o[nt][1] * i0);
+        *(unsigned*)&ks[0][w * 16 + g + 8][nt * 8 + tg * 2] = Mma<T>::pack(o[nt][2] * i1, o[nt][3] * i1);
+      }
+      SYNC();
+#pragma unroll
+      for (int c = 0; c < ATQ * DH / 8 / 128; c++) {
+        int e = (tid + c * 128) * 8, row = e / DH, d = e - row * DH, r = t * ATQ + row;
+        if (r < S && d < DV) {
+          unsigned x[4];
+          asm volatile("ld.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "l"(&ks[0][row][d]));
+          st16(ob + r * m[20] + d, x);
+        }
+      }
+      continue;
+    }
 #pragma unroll
     for (int nt = 0; nt < DH / 8; nt++) {
 #pragma unroll
