@@ -34,12 +34,12 @@ type Options struct {
 	// compiled for several batch sizes should share one. Nil makes a
 	// private cache.
 	Weights *WeightCache
-	// Winograd says when 3x3 stride-1 convolutions run as Winograd
-	// F(4x4, 3x3) (default: where it pays).
-	Winograd winograd.Mode
 	// mmOnly keeps every Gemm and MatMul on mmStep, for tests and
 	// benchmarks of the dot-product path (mmGemvStep) against it.
 	mmOnly bool
+	// Winograd says when 3x3 stride-1 convolutions run as Winograd
+	// F(4x4, 3x3) (default: where it pays).
+	Winograd winograd.Mode
 }
 
 // Plan is a compiled graph. It is immutable and safe to share between
