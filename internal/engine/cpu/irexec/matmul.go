@@ -456,13 +456,6 @@ func buildGemm(nc *nodeCtx) (step, error) {
 	s.rows, s.cols = m, n
 	s.lrs, s.lcs, s.rrs, s.rcs = ars, acs, brs, bcs
 	s.ors, s.ocs = n, 1
-	if b.kind == kindConst {
-		pr, err := packR(nc, 1, k, n, brs, bcs, float32(op.Alpha))
-		if err != nil {
-			return nil, err
-		}
-		s.pr, s.prCols, s.r = pr, roundUp(n, gemm.NR), -1
-	}
 	for _, ad := range addends {
 		v := nc.inVal(ad.in)
 		if v.dtype != tensor.Float32 {
@@ -483,6 +476,16 @@ func buildGemm(nc *nodeCtx) (step, error) {
 			continue
 		}
 		s.adds = append(s.adds, mmAdd{v: nc.in[ad.in], scale: float32(ad.scale), rs: rs, cs: cs})
+	}
+	if b.kind == kindConst {
+		if nc.c.gemv && gemvFits(s) {
+			return newMMGemvStep(nc, s, 1, brs, bcs, float32(op.Alpha))
+		}
+		pr, err := packR(nc, 1, k, n, brs, bcs, float32(op.Alpha))
+		if err != nil {
+			return nil, err
+		}
+		s.pr, s.prCols, s.r = pr, roundUp(n, gemm.NR), -1
 	}
 	s.block(nc.c.p.threads)
 	nc.needScratch(s.scratchElems())
@@ -564,14 +567,11 @@ func buildMatMul(nc *nodeCtx) (step, error) {
 	}
 	s := &mmStep{k: k, alpha: 1, dst: nc.out[0]}
 	bBatch := bs[:len(bs)-2].NumElements()
-	if b.kind == kindConst && bBatch == 1 {
-		// Constant weights, packed once; every batch row of A is a row of
-		// one product.
-		pr, err := packR(nc, 1, k, n, n, 1, 1)
-		if err != nil {
-			return nil, err
-		}
-		s.pr, s.prCols, s.l, s.r = pr, roundUp(n, gemm.NR), nc.in[0], -1
+	constR := b.kind == kindConst && bBatch == 1
+	if constR {
+		// Constant weights, packed once (below, after the epilogue); every
+		// batch row of A is a row of one product.
+		s.l, s.r = nc.in[0], -1
 		s.batch, s.rows, s.cols = 1, batch*m, n
 		s.lrs, s.lcs = k, 1
 		s.ors, s.ocs = n, 1
@@ -597,6 +597,16 @@ func buildMatMul(nc *nodeCtx) (step, error) {
 	}
 	if err := s.matMulEpilogue(nc, any(nc.n.Op).(*ir.MatMul).Epilogue, y); err != nil {
 		return nil, err
+	}
+	if constR {
+		if nc.c.gemv && gemvFits(s) {
+			return newMMGemvStep(nc, s, 1, n, 1, 1)
+		}
+		pr, err := packR(nc, 1, k, n, n, 1, 1)
+		if err != nil {
+			return nil, err
+		}
+		s.pr, s.prCols = pr, roundUp(n, gemm.NR)
 	}
 	s.block(nc.c.p.threads)
 	nc.needScratch(s.scratchElems())

@@ -34,6 +34,9 @@ type Options struct {
 	// compiled for several batch sizes should share one. Nil makes a
 	// private cache.
 	Weights *WeightCache
+	// mmOnly keeps every Gemm and MatMul on mmStep, for tests and
+	// benchmarks of the dot-product path (mmGemvStep) against it.
+	mmOnly bool
 	// Winograd says when 3x3 stride-1 convolutions run as Winograd
 	// F(4x4, 3x3) (default: where it pays).
 	Winograd winograd.Mode
@@ -158,6 +161,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd},
 		index: map[*ir.Value]int{},
 		bad:   map[string]string{},
+		gemv:  !opts.mmOnly,
 	}
 	for _, v := range g.Inputs {
 		i, err := c.value(v)
@@ -204,6 +208,8 @@ type compiler struct {
 	// uses lists, per step, the values it reads and defines (liveness).
 	uses []stepUses
 	bad  map[string]string
+	// gemv lets few-row products of constant weights run as dot products.
+	gemv bool
 }
 
 // stepUses are the values a step reads and defines.

@@ -153,6 +153,8 @@ func describeStep(s step) string {
 		return fmt.Sprintf("%s %dch %dx%d", t, c.l.C, c.l.OH, c.l.OW)
 	case *mmStep:
 		return fmt.Sprintf("%s %dx%dx%d", t, c.rows, c.k, c.cols)
+	case *mmGemvStep:
+		return fmt.Sprintf("%s %dx%dx%d", t, c.rows, c.k, c.cols)
 	}
 	if g == nil {
 		return t

@@ -456,30 +456,48 @@ expshift:
 	RET
 
 // func dotAVX2(a, b *float32, n int) float32
-// n is a multiple of 8; two accumulators halve the FMA latency chain.
+// n is a multiple of 8. Four accumulators over runs of 32 keep two FMAs
+// a cycle in flight (one chain would wait out the FMA latency between
+// them); runs of 8 finish the rest.
 TEXT ·dotAVX2(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI
 	MOVQ b+8(FP), DX
 	MOVQ n+16(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 	SHRQ $3, CX
 
-dot:
-	VMOVUPS (SI), Y2
-	VFMADD231PS (DX), Y2, Y0
+dot32:
+	CMPQ CX, $4
+	JLT  dot8
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS (DX), Y4, Y0
+	VFMADD231PS 32(DX), Y5, Y1
+	VFMADD231PS 64(DX), Y6, Y2
+	VFMADD231PS 96(DX), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $128, DX
+	SUBQ $4, CX
+	JMP  dot32
+
+dot8:
+	TESTQ CX, CX
+	JZ    dotdone
+	VMOVUPS (SI), Y4
+	VFMADD231PS (DX), Y4, Y0
 	ADDQ $32, SI
 	ADDQ $32, DX
 	DECQ CX
-	JZ   dotdone
-	VMOVUPS (SI), Y2
-	VFMADD231PS (DX), Y2, Y1
-	ADDQ $32, SI
-	ADDQ $32, DX
-	DECQ CX
-	JNZ  dot
+	JMP  dot8
 
 dotdone:
+	VADDPS Y2, Y0, Y0
+	VADDPS Y3, Y1, Y1
 	VADDPS Y1, Y0, Y0
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS X1, X0, X0
