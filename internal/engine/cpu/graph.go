@@ -260,7 +260,7 @@ func (m *graphModel) compileBound(ctx context.Context, b *ir.Graph, threads int)
 	if m.opts.NoWinograd {
 		wm = winograd.Off
 	}
-	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: threads, Weights: m.weights, Winograd: wm})
+	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: threads, Weights: m.weights, Winograd: wm, NoExpandFusion: m.opts.NoExpandFusion})
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}

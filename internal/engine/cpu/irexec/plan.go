@@ -37,6 +37,9 @@ type Options struct {
 	// Winograd says when 3x3 stride-1 convolutions run as Winograd
 	// F(4x4, 3x3) (default: where it pays).
 	Winograd winograd.Mode
+	// NoExpandFusion keeps a pointwise expansion and the depthwise
+	// convolution after it two steps (fusePWDW; for A/B comparisons).
+	NoExpandFusion bool
 }
 
 // Plan is a compiled graph. It is immutable and safe to share between
@@ -62,6 +65,7 @@ type Plan struct {
 	wino, winoWorker int
 	winoMode         winograd.Mode
 	threads          int
+	noPWDW           bool
 	weights          *WeightCache
 }
 
@@ -155,7 +159,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		opts.Weights = NewWeightCache()
 	}
 	c := &compiler{
-		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd},
+		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd, noPWDW: opts.NoExpandFusion},
 		index: map[*ir.Value]int{},
 		bad:   map[string]string{},
 	}
@@ -189,6 +193,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 	c.fuseStemPool()
 	c.fuseSEScale()
 	c.fuseDWPool()
+	c.fusePWDW()
 	c.sharePhases()
 	if err := c.materialize(); err != nil {
 		return nil, err
