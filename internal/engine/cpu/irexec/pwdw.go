@@ -1,6 +1,8 @@
 package irexec
 
 import (
+	"fmt"
+
 	"goinfer/internal/engine/cpu/gemm"
 	"goinfer/internal/engine/cpu/vec"
 )
@@ -36,6 +38,10 @@ const pwdwBandFloats = 32 << 10
 // is fused: smaller maps stay in L2 between the two steps anyway.
 const pwdwMinMap = 64 << 10
 
+// pwdwMinBands is the bands an image is cut into at least, where its
+// rows allow: a band is a unit of the step's parallel work.
+const pwdwMinBands = 4
+
 // pwdwOn switches the fusion on; tests turn it off to compare with the
 // two steps it replaces.
 var pwdwOn = true
@@ -50,13 +56,18 @@ func newPWDW(pw *convStep, dw *dwBlockStep) *pwdwStep {
 	}
 	s := &pwdwStep{pw: pw, dw: dw}
 	// The widest band of whole depthwise strips whose input rows fit
-	// the budget; at least one strip.
+	// the budget and that leaves an image pwdwMinBands bands, else (the
+	// depthwise step's strips are whole small maps: 28x28) a part of a
+	// strip that does.
 	per := pw.outC * pw.ow
 	s.spb = 1
-	for k := 2; k*dw.strip < dw.oh && dw.tileRows(k*dw.strip)*per <= pwdwBandFloats; k++ {
+	for k := 2; (dw.oh+k*dw.strip-1)/(k*dw.strip) >= pwdwMinBands && dw.tileRows(k*dw.strip)*per <= pwdwBandFloats; k++ {
 		s.spb = k
 	}
 	s.band = s.spb * dw.strip
+	if (dw.oh+s.band-1)/s.band < pwdwMinBands {
+		s.band = max(1, (dw.oh+pwdwMinBands-1)/pwdwMinBands)
+	}
 	s.nband = (dw.oh + s.band - 1) / s.band
 	if s.nband < 2 {
 		return nil // one band is the unfused order, without the parallel channel blocks
@@ -74,9 +85,10 @@ func (s *pwdwStep) scratchFloats() int {
 
 func (s *pwdwStep) run(x *Exec) error {
 	units := s.dw.n * s.nband
-	// About two tasks per worker: each task's first band computes its
-	// halo rows again, later ones copy them.
-	grain := max(1, (units+2*x.pool.Size()-1)/(2*x.pool.Size()))
+	// About three tasks per worker: each task's first band computes its
+	// halo rows again, later ones copy them; fewer tasks left a worker
+	// idle long enough at the step's end to park.
+	grain := max(1, units/(3*x.pool.Size()))
 	x.parRange(s, units, grain)
 	if s.dw.poolDst >= 0 {
 		s.dw.finishPool(x, s.nband*s.spb)
@@ -166,7 +178,7 @@ func (s *pwdwStep) expand(dst, tail, in []float32, n int) {
 // blocked depthwise convolution right after it reads by a pwdwStep.
 func (c *compiler) fusePWDW() {
 	p := c.p
-	if p.noPWDW {
+	if p.expandMode == ExpandOff {
 		return
 	}
 	for i := 0; i+1 < len(p.steps); i++ {
@@ -176,6 +188,9 @@ func (c *compiler) fusePWDW() {
 		}
 		dw, ok := p.steps[i+1].s.(*dwBlockStep)
 		if !ok || p.root(dw.src) != p.root(pw.dst) || c.readElsewhere(p.root(pw.dst), i+1) {
+			continue
+		}
+		if p.expandMode == ExpandAuto && pw.n < 2 {
 			continue
 		}
 		s := newPWDW(pw, dw)
@@ -198,4 +213,33 @@ func (c *compiler) fusePWDW() {
 		}
 		c.uses = append(c.uses[:i+1], c.uses[i+2:]...)
 	}
+}
+
+// ExpandMode says where Compile fuses a pointwise expansion with the
+// depthwise convolution after it (fusePWDW).
+type ExpandMode uint8
+
+const (
+	// ExpandAuto fuses in plans of several images: on the 2-core AVX2 VM
+	// the fused step measured faster in a split batch's chunks of 4 and
+	// slower at batch 1, where one image's expanded map stays in its
+	// large L3 between the two steps (notes/cpu-front.md).
+	ExpandAuto ExpandMode = iota
+	// ExpandOn fuses at every batch size.
+	ExpandOn
+	// ExpandOff never fuses.
+	ExpandOff
+)
+
+// ParseExpandMode reads "auto" (or ""), "on" or "off".
+func ParseExpandMode(s string) (ExpandMode, error) {
+	switch s {
+	case "", "auto":
+		return ExpandAuto, nil
+	case "on":
+		return ExpandOn, nil
+	case "off":
+		return ExpandOff, nil
+	}
+	return 0, fmt.Errorf("expansion fusion %q: want auto, on or off", s)
 }

@@ -102,7 +102,7 @@ func TestPWDW(t *testing.T) {
 		for _, threads := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/threads=%d", c.name, threads), func(t *testing.T) {
 				g := pwdwGraph(rand.New(rand.NewPCG(5, uint64(c.exp))), c.pwdwCase)
-				p := checkOpts(t, g, 1e-5, 1, Options{Threads: threads})
+				p := checkOpts(t, g, 1e-5, 1, Options{Threads: threads, ExpandFusion: ExpandOn})
 				var fused *pwdwStep
 				for _, s := range p.steps {
 					if f, ok := s.s.(*pwdwStep); ok {
@@ -164,7 +164,7 @@ func TestPWDWAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Compile(context.Background(), b, Options{Threads: 2})
+	p, err := Compile(context.Background(), b, Options{Threads: 2, ExpandFusion: ExpandOn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func BenchmarkPWDW(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					p, err := Compile(context.Background(), bg, Options{Threads: threads})
+					p, err := Compile(context.Background(), bg, Options{Threads: threads, ExpandFusion: ExpandOn})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -228,5 +228,40 @@ func BenchmarkPWDW(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// TestPWDWModes checks where each ExpandMode fuses: auto only for plans
+// of several images, on for every batch, off never; and ParseExpandMode.
+func TestPWDWModes(t *testing.T) {
+	for _, c := range []struct {
+		mode  ExpandMode
+		n     int
+		fused bool
+	}{
+		{ExpandAuto, 1, false}, {ExpandAuto, 2, true}, {ExpandOn, 1, true}, {ExpandOn, 4, true}, {ExpandOff, 1, false}, {ExpandOff, 4, false},
+	} {
+		t.Run(fmt.Sprintf("mode=%d/n=%d", c.mode, c.n), func(t *testing.T) {
+			g := pwdwGraph(rand.New(rand.NewPCG(4, 4)), pwdwCase{n: c.n, inC: 16, exp: 64, h: 40, w: 40, k: 3, s: 2, act1: ir.ActRelu, act2: ir.ActRelu})
+			b, err := ir.Bind(g, c.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Compile(context.Background(), b, Options{Threads: 2, ExpandFusion: c.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := p.steps[0].s.(*pwdwStep); ok != c.fused {
+				t.Errorf("step 0 is %T, want fused %v", p.steps[0].s, c.fused)
+			}
+		})
+	}
+	for in, want := range map[string]ExpandMode{"": ExpandAuto, "auto": ExpandAuto, "on": ExpandOn, "off": ExpandOff} {
+		if got, err := ParseExpandMode(in); err != nil || got != want {
+			t.Errorf("ParseExpandMode(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseExpandMode("yes"); err == nil {
+		t.Error("ParseExpandMode(yes) succeeded")
 	}
 }
