@@ -41,6 +41,7 @@ type computeConfig struct {
 	device     int
 	threads    int
 	noWinograd bool
+	expandFuse string
 	tuneAll    bool
 	profile    bool
 	// profileIters is the forwards of --profile's breakdown (0: iters/10,
@@ -95,6 +96,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	threads := fs.Int("threads", 0, "cpu engine threads (0: all cores)")
 	tuneCache := fs.String("tuning_cache", "", "`DIR` where the cuda engine keeps its autotuning results between runs (as for bench and serve); empty: measure every time")
 	wino := fs.Bool("winograd", true, "cpu engine: run 3x3 stride-1 convolutions as Winograd F(4x4,3x3) where it pays (false: direct GEMMs, for A/B)")
+	expandFuse := fs.String("cpu_fuse_expand", "auto", "cpu engine: when an inverted residual block's pointwise expansion and the depthwise convolution after it run as one step, band by band of rows, where the expanded map is large: auto (batches of several images, a split batch's chunks included), on (every batch) or off (two steps; for A/B)")
 	tuneAll := fs.Bool("tune_all", false, "cuda engine, compiled ResNet path: time every candidate algorithm and math type, not only those within reach of cuDNN's best (slower compile; checks that the shortlist loses nothing)")
 	stem := fs.String("stem", "", "cuda engine, compiled ResNet path, fp16/bf16: how the image reaches the first convolution: s2d (space to depth, the default), pad (zero channels up to --stem_channels) or none; for A/B runs")
 	stemChannels := fs.Int("stem_channels", 0, "cuda engine: the channel count --stem pad pads the image to (0: 8)")
@@ -111,7 +113,7 @@ func runComputeCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, tuneAll: *tuneAll, profile: *profile, profileIters: *profileIters, tuneCache: *tuneCache,
+	cfg := computeConfig{engine: *eng, iters: *iters, warmup: *warmup, device: *device, threads: *threads, noWinograd: !*wino, expandFuse: *expandFuse, tuneAll: *tuneAll, profile: *profile, profileIters: *profileIters, tuneCache: *tuneCache,
 		stem: *stem, stemChannels: *stemChannels, kernelFile: *kernelFile, graphKernels: *graphKernels, experiments: *experiments, splitBatch: split,
 		progress: func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }}
 	var err error
@@ -259,7 +261,7 @@ func runCompute(ctx context.Context, e engine.Engine, cfg computeConfig, stderr 
 
 func computeCell(ctx context.Context, e engine.Engine, g netGraph, cfg computeConfig, size int, p engine.Precision, compile bool, bs int) (computeRow, error) {
 	opts := engine.Options{Compile: compile, Precision: p, MaxBatch: bs, BatchSizes: []int{bs}, Height: size, Width: size,
-		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, TuneAll: cfg.tuneAll, TuningCache: cfg.tuneCache, Progress: cfg.progress,
+		InputDType: cfg.inputDType, Device: cfg.device, Threads: cfg.threads, NoWinograd: cfg.noWinograd, ExpandFusion: cfg.expandFuse, TuneAll: cfg.tuneAll, TuningCache: cfg.tuneCache, Progress: cfg.progress,
 		Stem: cfg.stem, StemChannels: cfg.stemChannels, KernelFile: cfg.kernelFile, GraphKernelFile: cfg.graphKernels, GraphExperiments: cfg.experiments, SplitBatch: cfg.splitBatch}
 	t0 := time.Now()
 	m, err := g.load(ctx, e, opts)

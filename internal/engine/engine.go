@@ -92,6 +92,11 @@ type Options struct {
 	// NoWinograd makes the cpu engine run every convolution as a direct
 	// GEMM, never as Winograd F(4x4, 3x3) (for A/B comparisons).
 	NoWinograd bool
+	// ExpandFusion says when the cpu engine runs an inverted residual
+	// block's pointwise expansion and the depthwise convolution after it
+	// as one step, band by band of rows: "auto" or "" (batches of
+	// several images), "on" (every batch) or "off" (for A/B comparisons).
+	ExpandFusion string
 	// SplitBatch (cpu engine, general graphs; 0: off) runs a forward of
 	// more than SplitBatch images, a multiple of it, as chunks of
 	// SplitBatch images, each on one thread, the threads taking chunks

@@ -260,7 +260,11 @@ func (m *graphModel) compileBound(ctx context.Context, b *ir.Graph, threads int)
 	if m.opts.NoWinograd {
 		wm = winograd.Off
 	}
-	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: threads, Weights: m.weights, Winograd: wm})
+	em, err := irexec.ParseExpandMode(m.opts.ExpandFusion)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	p, err := irexec.Compile(ctx, b, irexec.Options{Threads: threads, Weights: m.weights, Winograd: wm, ExpandFusion: em})
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}

@@ -89,7 +89,11 @@ func KernelRun(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb
 func runNarrow(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb int, t *Tile, flags int) {
 	for p := 0; p < np && p*MR < t.Rows; p++ {
 		r0 := p * MR
-		if t.Rows-r0 < MR || !useAsm {
+		if t.Rows-r0 < MR && useAsm {
+			narrowRows(kc, a[p*pstride:], b, ldb, bstep, nb, t, flags, r0)
+			continue
+		}
+		if !useAsm {
 			sub := *t
 			sub.Rows = min(MR, t.Rows-r0)
 			sub.C = t.C[r0*t.Ld:]
@@ -112,6 +116,38 @@ func runNarrow(np, kc int, a []float32, pstride int, b []float32, ldb, bstep, nb
 				res = &t.Res[r0*t.Ld+j*NR]
 			}
 			kernelStrided(kc, &a[p*pstride], &b[j*bstep], &t.C[r0*t.Ld+j*NR], t.Ld, flags, bias, res, ldb)
+		}
+	}
+}
+
+// narrowRows is runNarrow's last A panel when it has fewer than MR rows
+// (64 output channels leave 4): each tile goes through the AVX2 kernel
+// into scratch, the epilogue's bias and residual padded to MR rows, and
+// its rows are copied out. Through KernelPanels' scalar epilogue, with B
+// copied panel by panel, those 4 rows cost as much as the other 60 of a
+// pointwise convolution over few input channels.
+func narrowRows(kc int, a, b []float32, ldb, bstep, nb int, t *Tile, flags, r0 int) {
+	rows := t.Rows - r0
+	var tile, res [MR * NR]float32
+	var bias [MR]float32
+	if t.Bias != nil {
+		copy(bias[:rows], t.Bias[r0:r0+rows])
+	}
+	for j := 0; j < nb; j++ {
+		c := t.C[r0*t.Ld+j*NR:]
+		if t.Res != nil {
+			for r := range rows {
+				copy(res[r*NR:(r+1)*NR], t.Res[(r0+r)*t.Ld+j*NR:])
+			}
+		}
+		if t.Load {
+			for r := range rows {
+				copy(tile[r*NR:(r+1)*NR], c[r*t.Ld:])
+			}
+		}
+		kernelStrided(kc, &a[0], &b[j*bstep], &tile[0], NR, flags, &bias[0], &res[0], ldb)
+		for r := range rows {
+			copy(c[r*t.Ld:r*t.Ld+NR], tile[r*NR:(r+1)*NR])
 		}
 	}
 }

@@ -69,45 +69,58 @@ func (s *dwBlockStep) tileRows(rows int) int { return (rows-1)*s.sh + (s.kh-1)*s
 func (s *dwBlockStep) run(x *Exec) error {
 	x.parRange(s, s.n*s.nblk*s.nstrip, 1)
 	if s.poolDst >= 0 {
-		s.finishPool(x)
+		s.finishPool(x, s.nstrip)
 	}
 	return nil
 }
 
 // rng computes tasks [lo, hi): strips of blocks of images, strip fastest.
 func (s *dwBlockStep) rng(x *Exec, wk, lo, hi int) {
-	const L = vec.DWLanes
-	tile := x.scratch[wk][:s.tileLen:s.tileLen]
-	out := x.scratch[wk][s.tileLen:][:s.strip*s.ow*L]
 	// Padding columns stay zero: packing writes only the input's columns.
 	// Lanes past the last channel hold stale values no output reads.
-	clear(tile)
-	src, dst := x.f32(s.src), x.f32(s.dst)
-	ihw, ohw, kk := s.ih*s.iw, s.oh*s.ow, s.kh*s.kw
+	clear(x.scratch[wk][:s.tileLen])
+	src := x.f32(s.src)
+	ihw := s.ih * s.iw
 	for task := lo; task < hi; task++ {
 		st := task % s.nstrip
 		img, blk := task/s.nstrip/s.nblk, task/s.nstrip%s.nblk
-		c0 := blk * L
-		nc := min(L, s.outC-c0)
 		r0 := st * s.strip
 		rows := min(s.oh, r0+s.strip) - r0
-		s.pack(tile, src[(img*s.inC+c0)*ihw:(img*s.inC+c0+nc)*ihw], nc, r0*s.sh-s.pt, s.tileRows(rows))
-		o := out[:rows*s.ow*L]
-		vec.DWTile(o, tile, s.w[blk*kk*L:(blk+1)*kk*L], s.bias[blk*L:(blk+1)*L], s.offs, rows, s.ow, s.sh*s.wp, s.sw)
-		s.act.apply(o)
-		base := (img*s.outC + c0) * ohw
-		vec.Deinterleave(dst[base+r0*s.ow:base+(nc-1)*ohw+(r0+rows)*s.ow], o, nc, ohw, rows*s.ow)
-		if s.poolDst >= 0 {
-			s.poolStrip(x, dst, img, c0, nc, st, r0, rows)
-		}
+		s.rows(x, wk, src[(img*s.inC+blk*vec.DWLanes)*ihw:], ihw, 0, img, blk, r0, rows, st, s.nstrip)
+	}
+}
+
+// rows computes output rows [r0, r0+rows) (at most s.strip) of channel
+// block blk of image img from src, which holds the block's input planes
+// plane floats apart, each from input row base on (a whole plane, or the
+// rows a fused expansion left in a band buffer: pwdwStep). st is the
+// strip's index among the nst of a plane for the fused pooling. The
+// worker's tile must have been cleared once before its first call.
+func (s *dwBlockStep) rows(x *Exec, wk int, src []float32, plane, base, img, blk, r0, rows, st, nst int) {
+	const L = vec.DWLanes
+	tile := x.scratch[wk][:s.tileLen:s.tileLen]
+	out := x.scratch[wk][s.tileLen:][:s.strip*s.ow*L]
+	kk, ohw := s.kh*s.kw, s.oh*s.ow
+	c0 := blk * L
+	nc := min(L, s.outC-c0)
+	s.pack(tile, src, plane, base, nc, r0*s.sh-s.pt, s.tileRows(rows))
+	o := out[:rows*s.ow*L]
+	vec.DWTile(o, tile, s.w[blk*kk*L:(blk+1)*kk*L], s.bias[blk*L:(blk+1)*L], s.offs, rows, s.ow, s.sh*s.wp, s.sw)
+	s.act.apply(o)
+	dst := x.f32(s.dst)
+	base0 := (img*s.outC + c0) * ohw
+	vec.Deinterleave(dst[base0+r0*s.ow:base0+(nc-1)*ohw+(r0+rows)*s.ow], o, nc, ohw, rows*s.ow)
+	if s.poolDst >= 0 {
+		s.poolStrip(x, dst, img, c0, nc, st, nst, r0, rows)
 	}
 }
 
 // pack interleaves nc input planes' rows [top, top+hs) (negative and
 // past the end: padding) into the tile's first hs rows, one
-// vec.Interleave for all of them. Padding rows are zeroed, since a
+// vec.Interleave for all of them; src holds the planes plane floats
+// apart, each from input row base on. Padding rows are zeroed, since a
 // previous strip may have left input there.
-func (s *dwBlockStep) pack(tile, src []float32, nc, top, hs int) {
+func (s *dwBlockStep) pack(tile, src []float32, plane, base, nc, top, hs int) {
 	const L = vec.DWLanes
 	x0, x1 := max(0, -s.pl), min(s.iw, s.wp-s.pl)
 	y0, y1 := max(0, top), min(s.ih, top+hs)
@@ -119,7 +132,7 @@ func (s *dwBlockStep) pack(tile, src []float32, nc, top, hs int) {
 	clear(tile[:(y0-top)*row])
 	clear(tile[(y1-top)*row : hs*row])
 	at := ((y0-top)*s.wp + x0 + s.pl) * L
-	vec.Interleave(tile[at:], src[y0*s.iw+x0:], nc, s.ih*s.iw, y1-y0, x1-x0, s.iw, s.wp)
+	vec.Interleave(tile[at:], src[(y0-base)*s.iw+x0:], nc, plane, y1-y0, x1-x0, s.iw, s.wp)
 }
 
 // laneWeights lays out outC output channels' weights (taps each, channel

@@ -30,23 +30,24 @@ func (c *compiler) fuseDWPool() {
 
 // poolStrip records the sums of output rows [r0, r0+rows) of channels
 // c0... (nc of them) of image img, just written to dst, for the fused
-// pooling.
-func (s *dwBlockStep) poolStrip(x *Exec, dst []float32, img, c0, nc, st, r0, rows int) {
+// pooling: strip st of the nst of each plane.
+func (s *dwBlockStep) poolStrip(x *Exec, dst []float32, img, c0, nc, st, nst, r0, rows int) {
 	ohw := s.oh * s.ow
-	sums := x.shared[(img*s.outC+c0)*s.nstrip:]
+	sums := x.shared[(img*s.outC+c0)*nst:]
 	for c := range nc {
 		base := (img*s.outC+c0+c)*ohw + r0*s.ow
-		sums[c*s.nstrip+st] = vec.Sum(dst[base : base+rows*s.ow])
+		sums[c*nst+st] = vec.Sum(dst[base : base+rows*s.ow])
 	}
 }
 
-// finishPool averages the strips' sums into the pooling's output.
-func (s *dwBlockStep) finishPool(x *Exec) {
+// finishPool averages the sums of each plane's nst strips into the
+// pooling's output.
+func (s *dwBlockStep) finishPool(x *Exec, nst int) {
 	out := x.f32(s.poolDst)
 	inv := 1 / float32(s.oh*s.ow)
 	for pl := range s.n * s.outC {
 		var sum float32
-		for _, v := range x.shared[pl*s.nstrip : (pl+1)*s.nstrip] {
+		for _, v := range x.shared[pl*nst : (pl+1)*nst] {
 			sum += v
 		}
 		out[pl] = sum * inv

@@ -40,6 +40,9 @@ type Options struct {
 	// Winograd says when 3x3 stride-1 convolutions run as Winograd
 	// F(4x4, 3x3) (default: where it pays).
 	Winograd winograd.Mode
+	// ExpandFusion says where a pointwise expansion and the depthwise
+	// convolution after it run as one step (fusePWDW).
+	ExpandFusion ExpandMode
 }
 
 // Plan is a compiled graph. It is immutable and safe to share between
@@ -65,6 +68,7 @@ type Plan struct {
 	wino, winoWorker int
 	winoMode         winograd.Mode
 	threads          int
+	expandMode       ExpandMode
 	weights          *WeightCache
 }
 
@@ -158,7 +162,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		opts.Weights = NewWeightCache()
 	}
 	c := &compiler{
-		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd},
+		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd, expandMode: opts.ExpandFusion},
 		index: map[*ir.Value]int{},
 		bad:   map[string]string{},
 		gemv:  !opts.mmOnly,
@@ -193,6 +197,7 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 	c.fuseStemPool()
 	c.fuseSEScale()
 	c.fuseDWPool()
+	c.fusePWDW()
 	c.sharePhases()
 	if err := c.materialize(); err != nil {
 		return nil, err

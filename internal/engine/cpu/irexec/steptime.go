@@ -151,6 +151,10 @@ func describeStep(s step) string {
 		g = &c.conv.convGeom
 	case *winoStep:
 		return fmt.Sprintf("%s %dch %dx%d", t, c.l.C, c.l.OH, c.l.OW)
+	case *pwdwStep:
+		pw, dw := c.pw, c.dw
+		return fmt.Sprintf("%s 1x1 %d->%d %dx%d + dw %dx%d/%d %dch %dx%d, bands of %d rows", t, pw.inC, pw.outC, pw.oh, pw.ow,
+			dw.kh, dw.kw, dw.sh, dw.outC, dw.oh, dw.ow, c.band)
 	case *mmStep:
 		return fmt.Sprintf("%s %dx%dx%d", t, c.rows, c.k, c.cols)
 	case *mmGemvStep:
