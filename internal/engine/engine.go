@@ -94,8 +94,9 @@ type Options struct {
 	NoWinograd bool
 	// ExpandFusion says when the cpu engine runs an inverted residual
 	// block's pointwise expansion and the depthwise convolution after it
-	// as one step, band by band of rows: "auto" or "" (batches of
-	// several images), "on" (every batch) or "off" (for A/B comparisons).
+	// as one step, band by band of rows: "off" or "" (two steps, the
+	// default: measured faster on the reference host), "auto" (batches of
+	// several images) or "on" (every batch).
 	ExpandFusion string
 	// SplitBatch (cpu engine, general graphs; 0: off) runs a forward of
 	// more than SplitBatch images, a multiple of it, as chunks of

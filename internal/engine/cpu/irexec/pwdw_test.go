@@ -256,7 +256,7 @@ func TestPWDWModes(t *testing.T) {
 			}
 		})
 	}
-	for in, want := range map[string]ExpandMode{"": ExpandAuto, "auto": ExpandAuto, "on": ExpandOn, "off": ExpandOff} {
+	for in, want := range map[string]ExpandMode{"": ExpandOff, "auto": ExpandAuto, "on": ExpandOn, "off": ExpandOff} {
 		if got, err := ParseExpandMode(in); err != nil || got != want {
 			t.Errorf("ParseExpandMode(%q) = %v, %v; want %v", in, got, err, want)
 		}
