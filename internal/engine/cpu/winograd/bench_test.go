@@ -11,7 +11,7 @@ import (
 // Run: go test -run XXX -bench Transforms ./internal/engine/cpu/winograd/
 func BenchmarkTransforms(b *testing.B) {
 	if !useAsm {
-		b.Skip("the SIMD transforms need AVX-512")
+		b.Skip("no SIMD transforms on this CPU (they need AVX2 and FMA, or AVX-512F)")
 	}
 	const c = 64
 	g := Conv{N: 1, C: c, K: c, IH: 56, IW: 56, OH: 56, OW: 56, PT: 1, PL: 1}

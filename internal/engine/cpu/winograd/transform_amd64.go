@@ -4,9 +4,16 @@ package winograd
 
 import "golang.org/x/sys/cpu"
 
-// useAsm says the AVX-512 transforms run (tests switch it off to cover the
-// Go ones).
-var useAsm = cpu.X86.HasAVX512F
+//go:generate go run gen_transform_avx2.go
+
+// useAsm says the SIMD transforms run, and useAVX512 which: the AVX-512
+// ones or the AVX2/FMA ones (tests switch them off to cover the Go and the
+// AVX2 transforms).
+var (
+	hasAVX512 = cpu.X86.HasAVX512F
+	useAsm    = hasAVX512 || cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	useAVX512 = hasAVX512
+)
 
 // Fast reports whether the transforms run as SIMD code here, which is
 // what makes Winograd pay.
@@ -45,13 +52,37 @@ var permTab = func() (t [6][16]int32) {
 	return t
 }()
 
+// inRowsY, inColsY, outColsY and outRowsY are the four passes in
+// AVX2/FMA (transform_avx2_amd64.s, generated), arguments as for the
+// AVX-512 ones.
+//
+//go:noescape
+func inRowsY(src *float32, off, plane, nc int, masks *[5]uint16, dst *float32, doff, ld, lanes int)
+
+//go:noescape
+func inColsY(r *float32, ld, nc int, v *float32, xs int)
+
+//go:noescape
+func outColsY(m *float32, xs, ld, nk int, y *float32, tmp *[Points][lanes]float32)
+
+//go:noescape
+func outRowsY(y *float32, ld, nk, lanes int, dst *float32, doff int, res *float32, plane int, masks *[4]uint16, bias *float32, flags int)
+
 func inputRows(src []float32, off, plane, nc int, masks *[5]uint16, dst []float32, doff, ld, lanes int) {
+	if !useAVX512 {
+		inRowsY(&src[0], off, plane, nc, masks, &dst[0], doff, ld, lanes)
+		return
+	}
 	inRowsZ(&src[0], off, plane, nc, masks, &dst[0], doff, ld, lanes, &permTab)
 }
 
 func inputCols(r []float32, ld, nc int, v []float32, xs int) {
 	_ = r[(nc-1)*Points*ld+(Points-1)*ld+lanes-1]
 	_ = v[(Points-1)*xs+nc*lanes-1]
+	if !useAVX512 {
+		inColsY(&r[0], ld, nc, &v[0], xs)
+		return
+	}
 	inColsZ(&r[0], ld, nc, &v[0], xs)
 }
 
@@ -94,6 +125,10 @@ var outTab = func() (t [4][16]int32) {
 func outputCols(m []float32, xs, ld, nk int, y []float32, p *Panel) {
 	_ = m[(Points-1)*xs+(nk-1)*ld+lanes-1]
 	_ = y[((nk-1)*16+15)*ld+lanes-1]
+	if !useAVX512 {
+		outColsY(&m[0], xs, ld, nk, &y[0], &p.tmp)
+		return
+	}
 	outColsZ(&m[0], xs, ld, nk, &y[0], &p.tmp)
 }
 
@@ -105,6 +140,10 @@ func outputRows(y []float32, ld, nk, lanes int, dst []float32, doff int, res []f
 	if flags&flagBias != 0 {
 		_ = bias[nk-1]
 		bp = &bias[0]
+	}
+	if !useAVX512 {
+		outRowsY(&y[0], ld, nk, lanes, &dst[0], doff, rp, plane, masks, bp, flags)
+		return
 	}
 	outRowsZ(&y[0], ld, nk, lanes, &dst[0], doff, rp, plane, masks, bp, flags, &outTab)
 }

@@ -2,8 +2,12 @@
 
 package winograd
 
-// useAsm is false: there are no SIMD transforms here.
-var useAsm = false
+// There are no SIMD transforms here.
+var (
+	hasAVX512 = false
+	useAsm    = false
+	useAVX512 = false
+)
 
 // Fast reports whether the transforms run as SIMD code here, which is
 // what makes Winograd pay.

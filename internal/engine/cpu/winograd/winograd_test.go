@@ -58,9 +58,13 @@ func randSlice(r *rand.Rand, n int) []float32 {
 
 func TestRun(t *testing.T) {
 	paths := []struct {
-		name         string
-		asm, noFused bool
-	}{{"go", false, false}, {"asm", true, false}, {"asm-phased", true, true}}
+		name                 string
+		asm, avx512, noFused bool
+	}{
+		{"go", false, false, false},
+		{"avx2", true, false, false}, {"avx2-phased", true, false, true},
+		{"avx512", true, true, false}, {"avx512-phased", true, true, true},
+	}
 	cases := []struct {
 		n, c, k, h, w, pad int
 		bias, res, relu    bool
@@ -76,14 +80,15 @@ func TestRun(t *testing.T) {
 		{2, 16, 14, 29, 60, 1, true, false, true}, // 15 panels: more than one KernelRun takes
 	}
 	for _, path := range paths {
-		if path.asm && !Fast() {
+		if skip := pathMissing(path.asm, path.avx512); skip != "" {
+			t.Run(path.name, func(t *testing.T) { t.Skip(skip) })
 			continue
 		}
 		for _, tc := range cases {
 			name := fmt.Sprintf("%s/n%d_c%d_k%d_%dx%d_pad%d_b%v_r%v_relu%v", path.name, tc.n, tc.c, tc.k, tc.h, tc.w, tc.pad, tc.bias, tc.res, tc.relu)
 			t.Run(name, func(t *testing.T) {
-				defer func(v, f bool) { useAsm, noFused = v, f }(useAsm, noFused)
-				useAsm, noFused = path.asm, path.noFused
+				defer func(v, z, f bool) { useAsm, useAVX512, noFused = v, z, f }(useAsm, useAVX512, noFused)
+				useAsm, useAVX512, noFused = path.asm, path.avx512, path.noFused
 				r := rand.New(rand.NewPCG(1, uint64(tc.c*tc.h)))
 				g := Conv{N: tc.n, C: tc.c, K: tc.k, IH: tc.h, IW: tc.w, OH: tc.h + 2*tc.pad - 2, OW: tc.w + 2*tc.pad - 2, PT: tc.pad, PL: tc.pad}
 				in := randSlice(r, tc.n*tc.c*tc.h*tc.w)
@@ -138,6 +143,18 @@ func TestRun(t *testing.T) {
 			})
 		}
 	}
+}
+
+// pathMissing says why this CPU cannot run a path of the transforms (the
+// AVX2 ones run where the AVX-512 ones do), or "" if it can.
+func pathMissing(asm, avx512 bool) string {
+	switch {
+	case asm && !Fast():
+		return "no SIMD transforms on this CPU (they need AVX2 and FMA, or AVX-512F)"
+	case avx512 && !hasAVX512:
+		return "the AVX-512 transforms need AVX-512F, which this CPU lacks"
+	}
+	return ""
 }
 
 // gMat is G of F(4x4, 3x3) (6x3), the reference for TransformWeights.
