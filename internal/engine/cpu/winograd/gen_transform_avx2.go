@@ -255,8 +255,10 @@ func inputCols(p emitter) {
 	p("\tVMOVUPS five<>(SB), Y14")
 	p("\tVMOVUPS two<>(SB), Y15")
 	p("colloop:")
-	for h := range 2 {
-		for j := range 6 {
+	// Both halves of a point's line in turn: the 36 points' lines are
+	// xs apart, often in one cache set.
+	for j := range 6 {
+		for h := range 2 {
 			for r := range 6 {
 				idx := off(p, r*6+j, "R9")
 				p("\tVMOVUPS %d(SI)%s, Y%d", 32*h, idx, r)
@@ -295,8 +297,10 @@ func outputCols(p emitter) {
 	p("\tVMOVUPS eight<>(SB), Y14")
 	p("\tVMOVUPS two<>(SB), Y15")
 	p("ocloop:")
-	for h := range 2 {
-		for j := range 6 {
+	// Both halves of a point's line in turn: the 36 points' lines are
+	// xs apart, often in one cache set.
+	for j := range 6 {
+		for h := range 2 {
 			for i := range 6 {
 				idx := off(p, i*6+j, "R8")
 				p("\tVMOVUPS %d(SI)%s, %s", 32*h, idx, y(i))
@@ -306,6 +310,8 @@ func outputCols(p emitter) {
 				p("\tVMOVUPS %s, %d(DI)", y(6+r), 64*(r*6+j)+32*h)
 			}
 		}
+	}
+	for h := range 2 {
 		for r := range 4 {
 			for x := range 6 {
 				p("\tVMOVUPS %d(DI), %s", 64*(r*6+x)+32*h, y(x))

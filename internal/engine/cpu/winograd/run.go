@@ -71,9 +71,18 @@ func (l *Layer) perTile() int { return l.vTile() + Points*max(l.C, l.K) }
 // vTile is the floats per tile of the transformed input's region.
 func (l *Layer) vTile() int { return max(Points*l.C, Out*Out*l.K) }
 
+// pointPad is the floats between consecutive transform points' matrices
+// in a block's transformed input and GEMM output (past their C or K rows of
+// ld floats): without it the 36 points' lines of a tile panel lie a
+// multiple of 4 KiB apart, all in one L1 cache set.
+const pointPad = 16
+
+// padFloats is the workspace the two padded regions add to a block.
+const padFloats = 2 * Points * pointPad
+
 // BufferFloats is the shared workspace Run needs for batches of up to n
 // images.
-func (l *Layer) BufferFloats(n int) int { return l.perTile() * l.blockTiles(n) }
+func (l *Layer) BufferFloats(n int) int { return l.perTile()*l.blockTiles(n) + padFloats }
 
 // WorkerFloats is the private workspace per worker Run needs in the fused
 // mode (0 for a layer that never runs fused).
@@ -81,7 +90,7 @@ func (l *Layer) WorkerFloats() int {
 	if l.C*l.K > fusedMaxCK {
 		return 0
 	}
-	return l.perTile() * fusedPanels * lanes
+	return l.perTile()*fusedPanels*lanes + padFloats
 }
 
 // Scratch is one instance's Winograd state: a panel and a private
@@ -121,9 +130,9 @@ func (s *Scratch) Bytes() int64 {
 
 // block is a range of tiles [t0, t1) of a batch of n images in flight: np
 // panels, whose transformed input v and GEMM output m hold ld = np*16
-// floats per row.
+// floats per row, their transform points vs and ms floats apart.
 type block struct {
-	t0, t1, n, np, ld int
+	t0, t1, n, np, ld, vs, ms int
 	v, m              []float32
 	// y (over v) holds the column-transformed output: per output channel
 	// 16 rows (tile row r, column q) of ld floats.
@@ -133,8 +142,10 @@ type block struct {
 func (l *Layer) newBlock(buf []float32, t0, t1, n int) block {
 	np := (t1 - t0 + lanes - 1) / lanes
 	ld := np * lanes
-	return block{t0: t0, t1: t1, n: n, np: np, ld: ld,
-		v: buf[:Points*l.C*ld], y: buf[:Out*Out*l.K*ld], m: buf[l.vTile()*ld : l.perTile()*ld]}
+	vs, ms := l.C*ld+pointPad, l.K*ld+pointPad
+	mOff := l.vTile()*ld + Points*pointPad
+	return block{t0: t0, t1: t1, n: n, np: np, ld: ld, vs: vs, ms: ms,
+		v: buf[:Points*vs], y: buf[:Out*Out*l.K*ld], m: buf[mOff : mOff+Points*(max(l.C, l.K)*ld+pointPad)]}
 }
 
 // Run computes the convolution of the n images of in (N x C x IH x IW,
@@ -236,11 +247,7 @@ func (l *Layer) rows(b *block, src []float32, gr, c0, nc int) {
 		col0 := Out*tx0 - l.PL
 		var masks [5]uint16
 		for v := range masks {
-			for e := range lanes {
-				if c := col0 + lanes*v + e; c >= 0 && c < l.IW {
-					masks[v] |= 1 << e
-				}
-			}
+			masks[v] = spanMask(-col0-lanes*v, l.IW-col0-lanes*v)
 		}
 		for y := range In {
 			iy := Out*ty - l.PT + y
@@ -253,17 +260,26 @@ func (l *Layer) rows(b *block, src []float32, gr, c0, nc int) {
 	}
 }
 
+// spanMask is the mask of the lanes e with lo <= e < hi.
+func spanMask(lo, hi int) uint16 {
+	lo, hi = max(lo, 0), min(hi, lanes)
+	if lo >= hi {
+		return 0
+	}
+	return uint16(1<<hi - 1<<lo)
+}
+
 // cols finishes the input transform along columns for panel p of block b,
 // channels [c0, c0+nc), writing the GEMM's B panels.
 func (l *Layer) cols(b *block, p, c0, nc int) {
-	inputCols(b.m[c0*Points*b.ld+p*lanes:], b.ld, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
+	inputCols(b.m[c0*Points*b.ld+p*lanes:], b.ld, nc, b.v[(p*l.C+c0)*lanes:], b.vs)
 }
 
 // gather is the input transform of panel p, lane by lane (the Go path).
 func (l *Layer) gather(b *block, src []float32, pn *Panel, p, c0, nc int) {
 	l.prepare(pn, b.t0+p*lanes, b.n)
 	plane := l.IH * l.IW
-	inputGo(src[c0*plane:], plane, pn, nc, b.v[(p*l.C+c0)*lanes:], l.C*b.ld)
+	inputGo(src[c0*plane:], plane, pn, nc, b.v[(p*l.C+c0)*lanes:], b.vs)
 }
 
 // runPanels is the most panels of tiles mul runs through one KernelRun
@@ -276,8 +292,8 @@ func (l *Layer) mul(b *block, pt, m0, m1 int) {
 	const mr = gemm.MR
 	ld := b.ld
 	a := l.W.U[pt]
-	vb := b.v[pt*l.C*ld : (pt+1)*l.C*ld]
-	mb := b.m[pt*l.K*ld : (pt+1)*l.K*ld]
+	vb := b.v[pt*b.vs : pt*b.vs+l.C*ld]
+	mb := b.m[pt*b.ms : pt*b.ms+l.K*ld]
 	if b.np <= runPanels && gemm.WidePanels() > 1 {
 		// A few panels of tiles (a small map at batch 1): the
 		// transformed weights stream from memory once; one KernelRun
@@ -331,7 +347,7 @@ func (l *Layer) output(b *block, pn *Panel, dst, res []float32, p, k0, nk int) {
 	if l.ReLU {
 		flags |= flagReLU
 	}
-	outputGo(b.m[k0*b.ld+p*lanes:], l.K*b.ld, b.ld, nk, dst[k0*plane:], res, plane, pn, bias, flags)
+	outputGo(b.m[k0*b.ld+p*lanes:], b.ms, b.ld, nk, dst[k0*plane:], res, plane, pn, bias, flags)
 }
 
 // fusedJob computes fusedPanels panels per task, input to output, in the
@@ -468,7 +484,7 @@ func (j *outputJob) Run(w, t int) {
 // outCols applies the output transform to panel p of block b, output
 // channels [k0, k0+nk), into b.y.
 func (l *Layer) outCols(b *block, pn *Panel, p, k0, nk int) {
-	outputCols(b.m[k0*b.ld+p*lanes:], l.K*b.ld, b.ld, nk, b.y[k0*Out*Out*b.ld+p*lanes:], pn)
+	outputCols(b.m[k0*b.ld+p*lanes:], b.ms, b.ld, nk, b.y[k0*Out*Out*b.ld+p*lanes:], pn)
 }
 
 // outRows writes the outputs of block b's tiles in tile row gr, output
@@ -497,11 +513,7 @@ func (l *Layer) outRows(b *block, dst, res []float32, gr, k0, nk int) {
 		end := min(Out*(tx0+nl), l.OW)
 		var masks [4]uint16
 		for v := range masks {
-			for e := range lanes {
-				if c := col0 + lanes*v + e; c < end {
-					masks[v] |= 1 << e
-				}
-			}
+			masks[v] = spanMask(-col0-lanes*v, end-col0-lanes*v)
 		}
 		for r := range Out {
 			oy := Out*ty + r
