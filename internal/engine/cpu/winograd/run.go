@@ -294,7 +294,7 @@ func (l *Layer) mul(b *block, pt, m0, m1 int) {
 	a := l.W.U[pt]
 	vb := b.v[pt*b.vs : pt*b.vs+l.C*ld]
 	mb := b.m[pt*b.ms : pt*b.ms+l.K*ld]
-	if b.np <= runPanels && gemm.WidePanels() > 1 {
+	if b.np <= runPanels {
 		// A few panels of tiles (a small map at batch 1): the
 		// transformed weights stream from memory once; one KernelRun
 		// per K-block over all rows and panels reuses each group of
