@@ -133,7 +133,7 @@ func (s *Scratch) Bytes() int64 {
 // floats per row, their transform points vs and ms floats apart.
 type block struct {
 	t0, t1, n, np, ld, vs, ms int
-	v, m              []float32
+	v, m                      []float32
 	// y (over v) holds the column-transformed output: per output channel
 	// 16 rows (tile row r, column q) of ld floats.
 	y []float32
