@@ -11,7 +11,7 @@ import (
 // loops: Init's calibrated weights depend on it (TestInitStream pins them).
 func TestRefConvLanes(t *testing.T) {
 	if !useRefDot32 {
-		t.Skip("refDot32 has no vector code on this CPU (it needs AVX-512F): both paths are the per-channel loops")
+		t.Skip("refDot32 has no vector code on this CPU (it needs AVX or AVX-512F): both paths are the per-channel loops")
 	}
 	tests := []struct {
 		name                           string
@@ -82,26 +82,36 @@ func TestRefConvLanes(t *testing.T) {
 // assembly reads them.
 func TestRefDot32(t *testing.T) {
 	if !useRefDot32 {
-		t.Skip("refDot32 has no vector code on this CPU (it needs AVX-512F); the Go loops run instead")
+		t.Skip("refDot32 has no vector code on this CPU (it needs AVX or AVX-512F); the Go loops run instead")
 	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	const m = 5
-	vals, offs := make([]float64, m), make([]int32, m)
-	w := make([]float32, 7*refLanes)
-	for i := range vals {
-		vals[i], offs[i] = rng.NormFloat64(), int32(rng.IntN(7))
-	}
-	for i := range w {
-		w[i] = float32(rng.NormFloat64())
-	}
-	var a, b [refLanes]float64
-	for i := range a {
-		a[i] = rng.NormFloat64()
-		b[i] = a[i]
-	}
-	refDot32(&a, vals, offs, w)
-	refDot32Go(&b, vals, offs, w)
-	if a != b {
-		t.Fatalf("refDot32 %v, refDot32Go %v", a, b)
+	for _, avx512 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "avx", true: "avx512"}[avx512], func(t *testing.T) {
+			if avx512 && !useRefDot32AVX512 {
+				t.Skip("this CPU has no AVX-512F")
+			}
+			defer func(old bool) { useRefDot32AVX512 = old }(useRefDot32AVX512)
+			useRefDot32AVX512 = avx512
+			rng := rand.New(rand.NewPCG(3, 4))
+			for _, m := range []int{1, 5, 64} {
+				vals, offs := make([]float64, m), make([]int32, m)
+				w := make([]float32, 7*refLanes)
+				for i := range vals {
+					vals[i], offs[i] = rng.NormFloat64(), int32(rng.IntN(7))
+				}
+				for i := range w {
+					w[i] = float32(rng.NormFloat64())
+				}
+				var a, b [refLanes]float64
+				for i := range a {
+					a[i] = rng.NormFloat64()
+					b[i] = a[i]
+				}
+				refDot32(&a, vals, offs, w)
+				refDot32Go(&b, vals, offs, w)
+				if a != b {
+					t.Fatalf("%d taps: refDot32 %v, refDot32Go %v", m, a, b)
+				}
+			}
+		})
 	}
 }
