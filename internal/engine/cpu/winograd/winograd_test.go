@@ -225,3 +225,20 @@ func BenchmarkTransformWeights(b *testing.B) {
 		}
 	}
 }
+
+// TestSpanMask checks spanMask against the lanes counted one by one.
+func TestSpanMask(t *testing.T) {
+	for _, tc := range []struct{ lo, hi int }{
+		{0, 16}, {-5, 40}, {1, 16}, {0, 3}, {3, 9}, {15, 16}, {16, 20}, {-20, 0}, {5, 5}, {9, 3},
+	} {
+		var want uint16
+		for e := range lanes {
+			if e >= tc.lo && e < tc.hi {
+				want |= 1 << e
+			}
+		}
+		if got := spanMask(tc.lo, tc.hi); got != want {
+			t.Errorf("spanMask(%d, %d) = %#x, want %#x", tc.lo, tc.hi, got, want)
+		}
+	}
+}
