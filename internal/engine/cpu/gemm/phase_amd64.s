@@ -105,3 +105,46 @@ next:
 	JNZ row
 	VZEROUPPER
 	RET
+
+// func deinterleave2AVX2(even, odd, src *float32, blocks, rows, srcStride, dstStride int)
+//
+// Per row, blocks blocks of 16 source values (blocks >= 1): two ymm loads,
+// the even and odd values of each 128-bit lane picked by VSHUFPS, then
+// their 64-bit pairs put in order by VPERMPD. The caller does the rest of
+// each row.
+TEXT ·deinterleave2AVX2(SB), NOSPLIT, $0-56
+	MOVQ even+0(FP), DI
+	MOVQ odd+8(FP), DX
+	MOVQ src+16(FP), SI
+	MOVQ blocks+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ srcStride+40(FP), R11
+	SHLQ $2, R11
+	MOVQ dstStride+48(FP), R12
+	SHLQ $2, R12
+row2:
+	MOVQ SI, R14
+	MOVQ DI, R15
+	MOVQ DX, R8
+	MOVQ R9, BX
+loop2:
+	VMOVUPS (R14), Y0
+	VMOVUPS 32(R14), Y1
+	VSHUFPS $0x88, Y1, Y0, Y2
+	VSHUFPS $0xdd, Y1, Y0, Y3
+	VPERMPD $0xd8, Y2, Y2
+	VPERMPD $0xd8, Y3, Y3
+	VMOVUPS Y2, (R15)
+	VMOVUPS Y3, (R8)
+	ADDQ $64, R14
+	ADDQ $32, R15
+	ADDQ $32, R8
+	DECQ BX
+	JNZ loop2
+	ADDQ R11, SI
+	ADDQ R12, DI
+	ADDQ R12, DX
+	DECQ R10
+	JNZ row2
+	VZEROUPPER
+	RET

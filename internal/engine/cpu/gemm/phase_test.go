@@ -64,3 +64,20 @@ func TestDeinterleave2Rows(t *testing.T) {
 		restore()
 	}
 }
+
+// BenchmarkDeinterleave2Rows splits a 250x250 plane (the default bench's
+// stem input) into its column phases, on each kernel path.
+func BenchmarkDeinterleave2Rows(b *testing.B) {
+	const n, rows = 250, 250
+	src := make([]float32, n*rows)
+	even, odd := make([]float32, (n+1)/2*rows), make([]float32, (n+1)/2*rows)
+	for _, path := range kernelPaths() {
+		b.Run(path.name, func(b *testing.B) {
+			defer path.set()()
+			for b.Loop() {
+				Deinterleave2Rows(even, odd, src, n, rows, n, (n+1)/2)
+			}
+			b.ReportMetric(float64(4*n*rows)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
