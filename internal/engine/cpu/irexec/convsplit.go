@@ -167,7 +167,8 @@ func (s *listSchedule) makespan() float64 { return s.end + splitTail*s.largest }
 // out evenly.
 func evenRange(i, c, p int) int { return (i+1)*p/c - i*p/c }
 
-// convSplitFor is s's split on x's pool, worked out on first use.
+// convSplitFor is s's split on x's pool, worked out on first use (newExec
+// asks for every convolution's).
 func (x *Exec) convSplitFor(s *convStep) convSplit {
 	if sp, ok := x.convSplits[s]; ok {
 		return sp

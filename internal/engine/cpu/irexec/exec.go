@@ -139,6 +139,14 @@ func (p *Plan) newExec(pool *parallel.Pool, arena []byte) *Exec {
 	if p.wino > 0 {
 		x.wino = winograd.NewScratch(x.pool.Size(), f32(arena[winoOff:winoOff+4*p.wino]), p.winoWorker)
 	}
+	// Every convolution's split now, not on its first run: a split
+	// batch's chunks go to whichever worker's Exec takes them, and an Exec
+	// first used after warm-up would allocate inside a forward.
+	for _, ps := range p.steps {
+		if s, ok := ps.s.(*convStep); ok {
+			x.convSplitFor(s)
+		}
+	}
 	x.job.x, x.rjob.x = x, x
 	return x
 }
