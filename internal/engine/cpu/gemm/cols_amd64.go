@@ -8,12 +8,20 @@ package gemm
 //go:noescape
 func colsDot1(n int, a, b, out *float32)
 
-func colsFast() bool { return useAVX512 && MR*colsChunk == 48 && ColsMax == 1 }
+// colsDotAVX2 is colsDot1 in AVX2/FMA; n >= 1.
+//
+//go:noescape
+func colsDotAVX2(n int, a, b, out *float32)
+
+func colsFast() bool { return useAsm && MR*colsChunk == 48 && ColsMax == 1 }
 
 func colsDot(n int, a, b, out *float32) {
-	if colsFast() {
+	switch {
+	case useAVX512 && colsFast():
 		colsDot1(n, a, b, out)
-		return
+	case colsFast():
+		colsDotAVX2(n, a, b, out)
+	default:
+		colsDotGo(n, a, b, out)
 	}
-	colsDotGo(n, a, b, out)
 }
