@@ -238,7 +238,7 @@ func inputRows(p emitter) {
 	p("\tRET")
 }
 
-// inputCols is inColsZ for AVX2, a panel's two halves in turn.
+// inputCols is inColsZ for AVX2, both 8-lane halves of each point in turn.
 func inputCols(p emitter) {
 	p("")
 	p("// func inColsY(r *float32, ld, nc int, v *float32, xs int)")
@@ -278,7 +278,7 @@ func inputCols(p emitter) {
 	p("\tRET")
 }
 
-// outputCols is outColsZ for AVX2, a panel's two halves in turn.
+// outputCols is outColsZ for AVX2, both 8-lane halves of each point in turn.
 func outputCols(p emitter) {
 	p("")
 	p("// func outColsY(m *float32, xs, ld, nk int, y *float32, tmp *[36][16]float32)")
