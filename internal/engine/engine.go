@@ -154,8 +154,11 @@ type Options struct {
 	// convolutions run under the math type cudnnFind measured their
 	// algorithm with), "noltune" (cuBLASLt's heuristic algorithm, untimed),
 	// "nolnvec" (layer norms without the one-read vector kernel),
+	// "nolngroup" (nor the several-rows-a-warp kernel many short rows
+	// take; "lngroup" forces it),
 	// "nodwrows" (the row-split depthwise kernel not among those timed),
-	// "nodwslide" (nor the sliding-window one), "nopdl" (the graph's own
+	// "nodwslide" (nor the sliding-window one), "nodwsmem" (nor the
+	// shared-memory one), "nopdl" (the graph's own
 	// kernels launched the ordinary way, not as programmatic dependents),
 	// "noattnsplit" (no key-split attention for few query tiles); "findlog"
 	// reports cudnnFind's ranking of each convolution through Progress.

@@ -705,6 +705,73 @@ __device__ __forceinline__ void layernorm_vec(T* y, const T* x, const float* g, 
   }
 }
 
+// layernorm_group: G lanes per row, G the least power of two with
+// G * LN_VPL vectors covering the row (the engine takes it for rows of up
+// to 16 * LN_VPL vectors and more rows than layernorm_vec is for): a warp
+// normalizes 32 / G rows at once, each read once into registers in
+// 16-byte vectors. ConvNeXt's rows of 96 to 384 channels at batch 256 took
+// a whole warp each in layernorm_warp, with 2-byte loads, in three passes.
+// Rows are 16-byte aligned, len a multiple of the vector.
+template <typename T>
+__device__ __forceinline__ void layernorm_group(T* y, const T* x, const float* g, const float* b, int rows, int len,
+                                                float eps) {
+  const int V = Vec<T>::N;
+  int nv = len / V;
+  int G = 1;
+  while (G * LN_VPL < nv && G < 32) G <<= 1;
+  int lane = TID_X & 31, sub = lane & (G - 1);
+  int per = 32 / G;  // rows per warp
+  int warps = NTID_X >> 5;
+  // The loop runs per warp (all lanes take the shuffles); a group past
+  // the last row computes nothing it stores.
+  for (int r0 = (CTAID_X * warps + (TID_X >> 5)) * per; r0 < rows; r0 += NCTAID_X * warps * per) {
+    int r = r0 + lane / G;
+    bool live = r < rows;
+    const T* src = x + (i64)r * len;
+    T* dst = y + (i64)r * len;
+    float v[LN_VPL][V];
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < LN_VPL; k++) {
+      int j = sub + G * k;
+      if (live && j < nv) {
+        vload(src + j * V, v[k]);
+#pragma unroll
+        for (int e = 0; e < V; e++) s += v[k][e];
+      }
+    }
+    for (int o = G >> 1; o > 0; o >>= 1) s += shfl_xor(s, o);
+    float mean = s / len;
+    float q = 0.f;
+#pragma unroll
+    for (int k = 0; k < LN_VPL; k++) {
+      if (live && sub + G * k < nv) {
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+          float d = v[k][e] - mean;
+          q += d * d;
+        }
+      }
+    }
+    for (int o = G >> 1; o > 0; o >>= 1) q += shfl_xor(q, o);
+    float inv = 1.f / fsqrt(q / len + eps);
+#pragma unroll
+    for (int k = 0; k < LN_VPL; k++) {
+      int j = sub + G * k;
+      if (live && j < nv) {
+        const float* gj = g + j * V;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+          float t = (v[k][e] - mean) * inv * gj[e];
+          if (b) t += b[j * V + e];
+          v[k][e] = t;
+        }
+        vstore(dst + j * V, v[k]);
+      }
+    }
+  }
+}
+
 // dwconv: depthwise convolution of channels-last x (one filter per
 // channel), one output element per thread (neighbouring threads:
 // neighbouring channels), with the epilogue fused: bias, residual (same
@@ -1099,6 +1166,160 @@ __device__ __forceinline__ void dwconv_slide(T* __restrict__ y, const T* __restr
       int ox = tx * TW + t;
       if (ox >= OW) break;
       dw_store1(y, res, (((i64)b * OH + oy) * OW + ox) * C + c, acc[t], act, p0, p1);
+    }
+  }
+}
+
+// Pair16 converts two 16-bit values packed in 32 bits to floats and back.
+template <typename T> struct Pair16;
+template <> struct Pair16<f16> {
+  static __device__ __forceinline__ void unpack(unsigned u, float& a, float& b) {
+    a = h2f((u16)(u & 0xffff));
+    b = h2f((u16)(u >> 16));
+  }
+  static __device__ __forceinline__ unsigned pack(float a, float b) { return (unsigned)f2h(a) | ((unsigned)f2h(b) << 16); }
+};
+template <> struct Pair16<bf16> {
+  static __device__ __forceinline__ void unpack(unsigned u, float& a, float& b) {
+    a = bits_f32(u << 16);
+    b = bits_f32(u & 0xffff0000u);
+  }
+  static __device__ __forceinline__ unsigned pack(float a, float b) { return (unsigned)f2b(a) | ((unsigned)f2b(b) << 16); }
+};
+
+// smem_addr is the shared-space address of p, a pointer into shared memory.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  unsigned s;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(s) : "l"(p));
+  return s;
+}
+
+// dw_store2 is dwconv_smem's epilogue for two neighbouring channels:
+// residual, activation, one 32-bit store. Not inlined, as dw_store.
+template <typename T>
+__device__ NOINLINE void dw_store2(T* y, const T* res, i64 e, float a, float b, int act, float p0, float p1) {
+  if (res) {
+    float ra, rb;
+    Pair16<T>::unpack(*(const unsigned*)(res + e), ra, rb);
+    a += ra;
+    b += rb;
+  }
+  *(unsigned*)(y + e) = Pair16<T>::pack(unary(act, a, p0, p1), unary(act, b, p0, p1));
+}
+
+// dwconv_smem is the depthwise kernel for large maps (batch 256): a block
+// of P*RG*CG threads owns an (RG*TH) x (CG*TW) tile of one image's outputs
+// for 2P channels. It copies the tile's input window (the prologue
+// applied once per input) and the filter for those channels into shared
+// memory in 16-byte pieces, then each thread computes TH x TW outputs of two
+// neighbouring channels with the filter rows and a window row at a time in
+// registers. dwconv_tile's threads each read K rows of 8-channel inputs
+// and the filter from memory for every row of outputs, holding so many
+// registers that few threads stay resident (ConvNeXt's 7x7 layers ran at
+// about a sixth of the arithmetic rate). n counts (image, tile row, tile
+// column, channel block) items; C is a multiple of 8; the filter is
+// [K][K][C]. A warp's two groups of 16 pairs (P = 16, CG even) read shared
+// memory TW*S*P words apart, in different banks.
+template <typename T, int K, int S, int TH, int TW, int RG, int CG, int P>
+__device__ __forceinline__ void dwconv_smem(T* __restrict__ y, const T* __restrict__ x, const float* __restrict__ w,
+                                            const float* __restrict__ bias, const T* __restrict__ res, const int* meta,
+                                            int n, int act, float p0, float p1) {
+  constexpr int OHB = RG * TH, OWB = CG * TW;
+  constexpr int IHB = (OHB - 1) * S + K, IWB = (OWB - 1) * S + K;
+  constexpr int CB = 2 * P, CH = CB / 8, NT = P * RG * CG;
+  constexpr int IR = (TH - 1) * S + K, IW = (TW - 1) * S + K;
+  __shared__ __attribute__((aligned(16))) unsigned xs[IHB * IWB * P];
+  __shared__ __attribute__((aligned(16))) float ws[K * K * CB];
+  int C = meta[1], H = meta[2], W = meta[3], OH = meta[4], OW = meta[5];
+  int ph = meta[10], pw = meta[11];
+  Pre pre = dw_pre(meta);
+  int tid = TID_X, p = tid % P, grp = tid / P, rg = grp / CG, cg = grp % CG;
+  int tilesH = (OH + OHB - 1) / OHB, tilesW = (OW + OWB - 1) / OWB, cbs = (C + CB - 1) / CB;
+  for (int item = CTAID_X; item < n; item += NCTAID_X) {
+    int cb = item % cbs;
+    int q = item / cbs;
+    int tx = q % tilesW;
+    q /= tilesW;
+    int ty = q % tilesH;
+    int b = q / tilesH;
+    int c0 = cb * CB, oy0 = ty * OHB, ox0 = tx * OWB;
+    int iy0 = oy0 * S - ph, ix0 = ox0 * S - pw;
+    const T* xb = x + (i64)b * H * W * C;
+    SYNC();  // the previous item's reads of xs and ws are done
+    for (int e = tid; e < IHB * IWB * CH; e += NT) {
+      int pix = e / CH, ch = e - pix * CH, r = pix / IWB, col = pix - r * IWB;
+      int iy = iy0 + r, ix = ix0 + col, c = c0 + ch * 8;
+      U4 v = {0u, 0u, 0u, 0u};
+      if (iy >= 0 && iy < H && ix >= 0 && ix < W && c < C) {
+        v = *(const U4*)(xb + ((i64)iy * W + ix) * C + c);
+        if (pre.op != OP_COPY) {
+          F8 f;
+          Vec<T>::unpack(v, f.v);
+          f = pre_vec(f, pre);
+          v = Vec<T>::pack(f.v);
+        }
+      }
+      *(U4*)&xs[pix * P + ch * 4] = v;
+    }
+    for (int e = tid; e < K * K * CB / 4; e += NT) {
+      int j = e / (CB / 4), c = e - j * (CB / 4);
+      U4 v = {0u, 0u, 0u, 0u};
+      if (c0 + c * 4 < C) v = *(const U4*)(w + j * C + c0 + c * 4);
+      *(U4*)&ws[j * CB + c * 4] = v;
+    }
+    SYNC();
+    int c = c0 + 2 * p;
+    float b0 = 0.f, b1 = 0.f;
+    if (bias && c < C) {
+      b0 = bias[c];
+      b1 = bias[c + 1];
+    }
+    float acc[TH][TW][2];
+#pragma unroll
+    for (int o = 0; o < TH; o++) {
+#pragma unroll
+      for (int t = 0; t < TW; t++) {
+        acc[o][t][0] = b0;
+        acc[o][t][1] = b1;
+      }
+    }
+    const unsigned* xt = xs + (rg * TH * S * IWB + cg * TW * S) * P + p;
+    unsigned wsa = smem_addr(&ws[2 * p]);
+#pragma unroll
+    for (int r = 0; r < IR; r++) {
+      float in[IW][2];
+#pragma unroll
+      for (int j = 0; j < IW; j++) Pair16<T>::unpack(xt[(r * IWB + j) * P], in[j][0], in[j][1]);
+#pragma unroll
+      for (int o = 0; o < TH; o++) {
+        const int ky = r - o * S;
+        if (ky < 0 || ky >= K) continue;
+#pragma unroll
+        for (int kx = 0; kx < K; kx++) {
+          // Loaded where used (volatile: not hoisted): the filter kept
+          // in registers across the window's rows would take 2*K*K of
+          // them and so most of the resident threads.
+          float w0, w1;
+          asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(w0), "=f"(w1) : "r"(wsa + 8 * (ky * K + kx) * P));
+#pragma unroll
+          for (int t = 0; t < TW; t++) {
+            acc[o][t][0] += in[t * S + kx][0] * w0;
+            acc[o][t][1] += in[t * S + kx][1] * w1;
+          }
+        }
+      }
+    }
+    if (c < C) {
+#pragma unroll
+      for (int o = 0; o < TH; o++) {
+        int oy = oy0 + rg * TH + o;
+#pragma unroll
+        for (int t = 0; t < TW; t++) {
+          int ox = ox0 + cg * TW + t;
+          if (oy < OH && ox < OW)
+            dw_store2(y, res, (((i64)b * OH + oy) * OW + ox) * C + c, acc[o][t][0], acc[o][t][1], act, p0, p1);
+        }
+      }
     }
   }
 }
@@ -1887,6 +2108,10 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
                                                  int len, float eps) { pdl_enter();                              \
     layernorm_vec<T>(y, x, g, b, rows, len, eps);                                                                \
   }                                                                                                              \
+  extern "C" __global__ void g_layernorm_group_##S(T* y, const T* x, const float* g, const float* b, int rows,   \
+                                                   int len, float eps) { pdl_enter();                            \
+    layernorm_group<T>(y, x, g, b, rows, len, eps);                                                              \
+  }                                                                                                              \
   extern "C" __global__ void g_dwconv_##S(T* y, const T* x, const float* w, const float* bias, const T* res,     \
                                           const int* meta, int n, int act, float p0, float p1) { pdl_enter();    \
     dwconv<T>(y, x, w, bias, res, meta, n, act, p0, p1);                                                         \
@@ -1980,6 +2205,45 @@ DWR_ALL(bf16, bf16)
   DWS_K(T, S_, 3, 1) DWS_K(T, S_, 3, 2) DWS_K(T, S_, 5, 1) DWS_K(T, S_, 5, 2) DWS_K(T, S_, 7, 1) DWS_K(T, S_, 7, 2)
 DWS_ALL(f16, f16)
 DWS_ALL(bf16, bf16)
+
+// The shared-memory depthwise kernels: g_dwb_k<K>s1t<T>_<dtype>, output
+// tiles of T x T per block of 224 threads: 14 x 14 (two rows of 7 per
+// thread, 32 channels; 224-pixel images' maps of 112 to 14 tile exactly)
+// and 7 x 7 (a row of 7 per thread, 64 channels; the 7 x 7 maps).
+// DWB_MINB14 and DWB_MINB7: the resident blocks per SM each kernel is
+// compiled for (launch bounds; 0: the compiler's choice of registers).
+// The kernels wait on memory, so resident blocks count more than the few
+// bytes the 14 x 14 kernel spills at 4 (CHANGELOG, session 17).
+#ifndef DWB_MINB14
+#define DWB_MINB14 4
+#endif
+#ifndef DWB_MINB7
+#define DWB_MINB7 5
+#endif
+#if DWB_MINB14 > 0
+#define DWB_LB14 __attribute__((launch_bounds(224, DWB_MINB14)))
+#else
+#define DWB_LB14
+#endif
+#if DWB_MINB7 > 0
+#define DWB_LB7 __attribute__((launch_bounds(224, DWB_MINB7)))
+#else
+#define DWB_LB7
+#endif
+#define DWB(T, S_, K)                                                                                              \
+  extern "C" __global__ void DWB_LB14 g_dwb_k##K##s1t14_##S_(T* y, const T* x, const float* w, const float* bias,         \
+                                                    const T* res, const int* meta, int n, int act, float p0,     \
+                                                    float p1) { pdl_enter();                                     \
+    dwconv_smem<T, K, 1, 2, 7, 7, 2, 16>(y, x, w, bias, res, meta, n, act, p0, p1);                              \
+  }                                                                                                              \
+  extern "C" __global__ void DWB_LB7 g_dwb_k##K##s1t7_##S_(T* y, const T* x, const float* w, const float* bias,          \
+                                                   const T* res, const int* meta, int n, int act, float p0,      \
+                                                   float p1) { pdl_enter();                                      \
+    dwconv_smem<T, K, 1, 1, 7, 7, 1, 32>(y, x, w, bias, res, meta, n, act, p0, p1);                              \
+  }
+#define DWB_ALL(T, S_) DWB(T, S_, 3) DWB(T, S_, 5) DWB(T, S_, 7)
+DWB_ALL(f16, f16)
+DWB_ALL(bf16, bf16)
 
 #define ATTN_MMA(T, S, NAME, DH, LDM)                                                                           \
   extern "C" __global__ void g_attn_##NAME##_##S(T* out, const T* q, const T* k, const T* v, const int* meta,  \

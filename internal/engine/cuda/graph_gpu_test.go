@@ -99,6 +99,36 @@ func f64s(f []float32) []float64 {
 	return out
 }
 
+// TestGraphGPULayerNormGroup runs the layer-norm cases with graph.cu's
+// layernorm_group forced ("lngroup"): the engine takes it for many rows
+// only (batch 256's), which the small cases do not reach.
+func TestGraphGPULayerNormGroup(t *testing.T) {
+	needGPU(t)
+	ran := 0
+	for _, c := range opCases() {
+		if c.name != "layernorm_groups" && c.name != "layernorm_mlp_gelu" && c.name != "convnext_block" {
+			continue
+		}
+		ran++
+		const batch = 3
+		x, ref, per := refInputs(t, c.g, batch)
+		for _, p := range allPrecisions {
+			for _, compile := range []bool{false, true} {
+				opts := engine.Options{Precision: p, Compile: compile, MaxBatch: batch, BatchSizes: []int{1, batch}, GraphExperiments: "lngroup"}
+				outs := runGraphWith(t, c.g, opts, x, 1, batch)
+				for j, n := range []int{1, batch} {
+					if e := relErr64(f64s(outs[j]), ref[:n*per]); e > tolerance[p] {
+						t.Errorf("%s %s compile=%v batch %d: relative error %.3g > %.3g", c.name, p, compile, n, e, tolerance[p])
+					}
+				}
+			}
+		}
+	}
+	if ran != 3 {
+		t.Fatalf("ran %d layer-norm cases, want 3", ran)
+	}
+}
+
 // gpuModels are the architectures of the GPU comparison; GOINFER_GRAPH_MODELS
 // (comma-separated) narrows them.
 var gpuModels = []string{"resnet50", "mobilenet_v3_large", "efficientnet_b0", "regnet_y_800mf", "convnext_tiny", "vit_b_16", "densenet121"}

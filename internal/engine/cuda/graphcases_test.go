@@ -252,6 +252,13 @@ func opCases() []opCase {
 		add(b.out(b.node(&ir.LayerNorm{Axis: -1, Epsilon: 1e-5}, x, b.w(1, 776), b.w(0.1, 776))))
 	}
 	{
+		// Rows of 96 (12 vectors of halves: 4 lanes a row in
+		// layernorm_group, 8 rows a warp; 111 rows at batch 3 leave the
+		// last warp a group past the end).
+		b, x := newGB("layernorm_groups", 37, 96)
+		add(b.out(b.node(&ir.LayerNorm{Axis: -1, Epsilon: 1e-6}, x, b.w(1, 96), b.w(0.1, 96))))
+	}
+	{
 		b, x := newGB("convnext_block", 8, 6, 6)
 		d := b.conv(x, 8, 8, 7, 1, 3, 8, 1, true)
 		t := b.node(&ir.Transpose{Perm: []int{0, 2, 3, 1}}, d)

@@ -133,7 +133,34 @@ func dwTiles(g *convGeom, elem int) []int {
 		// widths of graph.cu's DWS_K.
 		tiles = append(tiles, dwSlideTile(7), dwSlideTile(4), dwSlideTile(2))
 	}
+	if g.strH == 1 {
+		tiles = append(tiles, dwBlock14, dwBlock7)
+	}
 	return tiles
+}
+
+// dwBlock14 and dwBlock7 are the tile "widths" that name graph.cu's
+// dwconv_smem (stride 1): a block of dwBlockThreads threads per 14 x 14
+// outputs of 32 channels, or per 7 x 7 outputs of 64 channels, the input
+// window and filter staged in shared memory.
+const (
+	dwBlock14 = -20
+	dwBlock7  = -21
+)
+
+// dwBlockThreads is dwconv_smem's block size in both shapes (P*RG*CG).
+const dwBlockThreads = 224
+
+// dwBlockShape is the output tile side and channels per block of tile
+// value t, and whether t names a shared-memory kernel.
+func dwBlockShape(t int) (side, chans int, ok bool) {
+	switch t {
+	case dwBlock14:
+		return 14, 32, true
+	case dwBlock7:
+		return 7, 64, true
+	}
+	return 0, 0, false
 }
 
 // dwRows is the tile "width" that names graph.cu's dwconv_rows: one output
@@ -204,6 +231,9 @@ func dwTileName(g *convGeom, tw int) string {
 	if w, ok := dwSlideWidth(tw); ok {
 		return fmt.Sprintf("g_dws_k%ds%dt%d_", g.kh, g.strH, w)
 	}
+	if side, _, ok := dwBlockShape(tw); ok {
+		return fmt.Sprintf("g_dwb_k%ds%dt%d_", g.kh, g.strH, side)
+	}
 	return fmt.Sprintf("g_dwt_k%ds%dt%d_", g.kh, g.strH, tw)
 }
 
@@ -242,9 +272,13 @@ func (s *gstep) setPre(p preAct) {
 }
 
 // dwWork is the number of threads a depthwise step launches: outputs,
-// vectors of channels, or (tiled) rows of tile vectors.
+// vectors of channels, or (tiled) rows of tile vectors; for the
+// shared-memory kernel, the number of blocks' items (dwLaunch).
 func dwWork(s *gstep, elem int) int64 {
 	g := s.conv
+	if side, chans, ok := dwBlockShape(s.tile); ok {
+		return int64(g.n) * int64((g.oh+side-1)/side) * int64((g.ow+side-1)/side) * int64((g.c+chans-1)/chans)
+	}
 	if w, ok := dwSlideWidth(s.tile); ok {
 		return int64(g.n) * int64(g.oh) * int64((g.ow+w-1)/w) * int64(g.c)
 	}
@@ -260,6 +294,22 @@ func dwWork(s *gstep, elem int) int64 {
 	return s.n
 }
 
+// dwLaunch is the launch shape of depthwise step s for n work items
+// (dwWork): a block per item of the shared-memory kernel (which strides
+// over items past the grid), threads otherwise.
+func dwLaunch(s *gstep, n int64) (grid, block int) {
+	if _, _, ok := dwBlockShape(s.tile); ok {
+		return int(max(min(n, 65535), 1)), dwBlockThreads
+	}
+	return gridFor(n)
+}
+
+// isBlock says whether tile names a shared-memory kernel.
+func isBlock(tile int) bool {
+	_, _, ok := dwBlockShape(tile)
+	return ok
+}
+
 // dwAlgoName names the own kernel a depthwise step runs, for profiles.
 func dwAlgoName(s *gstep) string {
 	name := "goinfer scalar"
@@ -269,6 +319,9 @@ func dwAlgoName(s *gstep) string {
 		name = fmt.Sprintf("goinfer row-split k%ds%d", s.conv.kh, s.conv.strH)
 	case slide:
 		name = fmt.Sprintf("goinfer sliding k%ds%d x%d", s.conv.kh, s.conv.strH, w)
+	case isBlock(s.tile):
+		side, _, _ := dwBlockShape(s.tile)
+		name = fmt.Sprintf("goinfer shared-memory k%ds%d %dx%d", s.conv.kh, s.conv.strH, side, side)
 	case s.tile > 0:
 		name = fmt.Sprintf("goinfer tiled k%ds%d x%d", s.conv.kh, s.conv.strH, s.tile)
 	case s.vec:

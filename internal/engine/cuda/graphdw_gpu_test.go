@@ -41,7 +41,7 @@ func TestGraphGPUDepthwiseLowerings(t *testing.T) {
 		}
 		for _, fuse := range []string{"", "noidentity,noprologue,nofindmath"} {
 			for _, p := range []engine.Precision{engine.FP16, engine.BF16} {
-				for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {Tile: dwRows}, {Tile: dwSlideTile(7)}, {Tile: dwSlideTile(4)}, {Tile: dwSlideTile(2)}, {CuDNN: true}} {
+				for _, force := range []dwTimed{{Tile: 0}, {Tile: 7}, {Tile: 4}, {Tile: 1}, {Tile: dwRows}, {Tile: dwSlideTile(7)}, {Tile: dwSlideTile(4)}, {Tile: dwSlideTile(2)}, {Tile: dwBlock14}, {Tile: dwBlock7}, {CuDNN: true}} {
 					dir := t.TempDir()
 					f := &tuneFile{Format: tuneFormat, Device: device}
 					times := map[dwShape]dwTimed{}

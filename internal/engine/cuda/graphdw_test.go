@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"goinfer/internal/ir"
@@ -122,18 +123,24 @@ func TestDWTileWidth(t *testing.T) {
 		})
 	}
 	slides := []int{dwSlideTile(7), dwSlideTile(4), dwSlideTile(2)}
-	if got, want := dwTiles(&base, 2), append([]int{7, 1, dwRows}, slides...); !reflect.DeepEqual(got, want) {
+	blocks := []int{dwBlock14, dwBlock7}
+	if got, want := dwTiles(&base, 2), slices.Concat([]int{7, 1, dwRows}, slides, blocks); !reflect.DeepEqual(got, want) {
 		t.Errorf("7x7 tiles %v, want %v", got, want)
 	}
 	g3 := base
 	g3.kh, g3.kw = 3, 3
-	if got, want := dwTiles(&g3, 2), append([]int{7, 4, 1, dwRows}, slides...); !reflect.DeepEqual(got, want) {
+	if got, want := dwTiles(&g3, 2), slices.Concat([]int{7, 4, 1, dwRows}, slides, blocks); !reflect.DeepEqual(got, want) {
 		t.Errorf("3x3 tiles %v, want %v", got, want)
 	}
 	pre := g3
 	pre.pre = preAct{op: ewHardSwish}
-	if got := dwTiles(&pre, 2); !reflect.DeepEqual(got, []int{7, 4, 1, dwRows}) {
-		t.Errorf("3x3 tiles with a prologue %v, want [7 4 1 %d] (no sliding window)", got, dwRows)
+	if got, want := dwTiles(&pre, 2), slices.Concat([]int{7, 4, 1, dwRows}, blocks); !reflect.DeepEqual(got, want) {
+		t.Errorf("3x3 tiles with a prologue %v, want %v (no sliding window)", got, want)
+	}
+	s2 := g3
+	s2.strH, s2.strW = 2, 2
+	if got, want := dwTiles(&s2, 2), slices.Concat([]int{7, 4, 1, dwRows}, slides); !reflect.DeepEqual(got, want) {
+		t.Errorf("3x3 stride 2 tiles %v, want %v (no shared-memory kernel)", got, want)
 	}
 	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
 	g := base
@@ -164,7 +171,30 @@ func TestDWTileWidth(t *testing.T) {
 			t.Errorf("dwSlideWidth(%d) = %d, %v; want %d, true", s.tile, w, ok, tc.w)
 		}
 	}
-	for _, tile := range []int{0, 1, 4, 7, dwRows} {
+	// The shared-memory kernel's: a block per tile of outputs and block of
+	// channels (56x30: 4x3 tiles of 14, 8x5 of 7; 96 channels: 3 blocks
+	// of 32, 2 of 64), 224 threads each.
+	for _, tc := range []struct {
+		tile  int
+		items int64
+		name  string
+	}{{dwBlock14, 2 * 4 * 3 * 3, "g_dwb_k7s1t14_"}, {dwBlock7, 2 * 8 * 5 * 2, "g_dwb_k7s1t7_"}} {
+		s.tile = tc.tile
+		n := dwWork(s, 2)
+		if n != tc.items {
+			t.Errorf("shared-memory kernel %d: %d items, want %d", tc.tile, n, tc.items)
+		}
+		if grid, block := dwLaunch(s, n); grid != int(tc.items) || block != dwBlockThreads {
+			t.Errorf("shared-memory kernel %d: launch %d x %d, want %d x %d", tc.tile, grid, block, tc.items, dwBlockThreads)
+		}
+		if got := dwTileName(&g, s.tile); got != tc.name {
+			t.Errorf("shared-memory kernel %q, want %s", got, tc.name)
+		}
+	}
+	if grid, _ := dwLaunch(s, 1<<20); grid != 65535 {
+		t.Errorf("shared-memory kernel: grid %d for 2^20 items, want 65535 (the kernel strides)", grid)
+	}
+	for _, tile := range []int{0, 1, 4, 7, dwRows, dwBlock14, dwBlock7} {
 		if _, ok := dwSlideWidth(tile); ok {
 			t.Errorf("dwSlideWidth(%d) names a sliding window", tile)
 		}

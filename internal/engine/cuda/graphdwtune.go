@@ -278,7 +278,8 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 	if st.vec {
 		for _, tw := range dwTiles(g, el) {
 			if (tw != dwRows || !hasExperiment(m.opts.GraphExperiments, "nodwrows")) &&
-				!(isSlide(tw) && hasExperiment(m.opts.GraphExperiments, "nodwslide")) {
+				!(isSlide(tw) && hasExperiment(m.opts.GraphExperiments, "nodwslide")) &&
+				!(isBlock(tw) && hasExperiment(m.opts.GraphExperiments, "nodwsmem")) {
 				tiles = append(tiles, tw)
 			}
 		}
@@ -290,7 +291,7 @@ func (b *dwBench) time(s dwShape) (dwTimed, error) {
 		if err != nil {
 			return t, err
 		}
-		grid, block := gridFor(n)
+		grid, block := dwLaunch(st, n)
 		args := f32arg(f32arg(new(cu.KernelArgs).Ptr(b.y).Ptr(b.x).Ptr(w).Ptr(bias).Ptr(0).Ptr(meta).Int(int(n)).Int(ewCopy), 0), 0)
 		runs = append(runs, func() error { return drv.Launch(fn, grid, block, b.stream, args) })
 	}
@@ -502,6 +503,9 @@ func dwTileLabel(tile int) string {
 	case isSlide(tile):
 		w, _ := dwSlideWidth(tile)
 		return fmt.Sprintf("sliding %d", w)
+	case isBlock(tile):
+		side, _, _ := dwBlockShape(tile)
+		return fmt.Sprintf("shared %dx%d", side, side)
 	case tile > 0:
 		return fmt.Sprintf("tile %d", tile)
 	}

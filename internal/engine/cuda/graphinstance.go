@@ -273,6 +273,19 @@ const lnVecsPerLane = 4
 // less in registers and so keeps more warps resident, is faster.
 const lnVecMaxRows = 8192
 
+// lnGroupLanes is graph.cu's layernorm_group's lanes per row of nv
+// vectors: the least power of two holding it at lnVecsPerLane vectors a
+// lane, at most 32. Rows it gives fewer than 32 lanes (up to 16 *
+// lnVecsPerLane vectors) run that kernel when there are too many for
+// layernorm_vec: several rows per warp, each read once in vectors.
+func lnGroupLanes(nv int) int {
+	g := 1
+	for g*lnVecsPerLane < nv && g < 32 {
+		g <<= 1
+	}
+	return g
+}
+
 func f32arg(a *cu.KernelArgs, f float32) *cu.KernelArgs {
 	return a.Int(int(int32(math.Float32bits(f))))
 }
@@ -344,8 +357,14 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 		if s.rowLen <= 4096 {
 			rs.fn, rs.grid = kern.normWarp, rowGrid((s.rows+7)/8)
 		}
-		if vn := 16 / p.elem; s.rows <= lnVecMaxRows && s.rowLen%vn == 0 && s.rowLen/vn <= 32*lnVecsPerLane && (out|a)%16 == 0 &&
-			!hasExperiment(m.opts.GraphExperiments, "nolnvec") {
+		vn := 16 / p.elem
+		vecs := s.rowLen%vn == 0 && (out|a)%16 == 0
+		lanes := lnGroupLanes(s.rowLen / vn)
+		switch {
+		case vecs && lanes < 32 && (s.rows > lnVecMaxRows || hasExperiment(m.opts.GraphExperiments, "lngroup")) &&
+			!hasExperiment(m.opts.GraphExperiments, "nolngroup"):
+			rs.fn, rs.grid = kern.normGroup, rowGrid((s.rows+256/lanes-1)/(256/lanes))
+		case vecs && s.rows <= lnVecMaxRows && s.rowLen/vn <= 32*lnVecsPerLane && !hasExperiment(m.opts.GraphExperiments, "nolnvec"):
 			rs.fn = kern.normVec
 		}
 		f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Int(s.rows).Int(s.rowLen), s.eps)
@@ -355,7 +374,7 @@ func (i *graphInstance) build(dp *devPlan, k int, s *gstep) (*runStep, error) {
 			return nil, err
 		}
 		rs.fn = fn
-		rs.grid, rs.block = gridFor(n)
+		rs.grid, rs.block = dwLaunch(s, n)
 		f32arg(f32arg(rs.args.Ptr(out).Ptr(a).Ptr(dp.scale[k]).Ptr(dp.shift[k]).Ptr(i.ptr(p, s.res)).Ptr(dp.meta[k]).
 			Int(int(n)).Int(s.op), s.p0), s.p1)
 	case stFC:

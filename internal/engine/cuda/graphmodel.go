@@ -65,7 +65,7 @@ type graphKernels struct {
 	ew, ewFlat, affine, pool, reduce, softmax, norm cu.Function
 	castIn, castOut, reduceCL                       cu.Function
 	softmaxWarp, normWarp, dw, dwVec, affineVec     cu.Function
-	scaleCL, padCL, normVec                         cu.Function
+	scaleCL, padCL, normVec, normGroup              cu.Function
 	// dwTile: the tiled depthwise kernels by name less the dtype suffix
 	// (dwTileName); 16-bit dtypes only.
 	dwTile                             map[string]cu.Function
@@ -120,7 +120,7 @@ func graphFunctions(d *cu.Driver, mod cu.Module, suffix string) (*graphKernels, 
 		{&k.castIn, "g_cast_in_"}, {&k.castOut, "g_cast_out_"}, {&k.reduceCL, "g_reduce_cl_"},
 		{&k.softmaxWarp, "g_softmax_warp_"}, {&k.normWarp, "g_layernorm_warp_"}, {&k.dw, "g_dwconv_"},
 		{&k.dwVec, "g_dwconv_vec_"}, {&k.affineVec, "g_affine_vec_"}, {&k.scaleCL, "g_scale_cl_"},
-		{&k.padCL, "g_pad_cl_"}, {&k.normVec, "g_layernorm_vec_"}, {&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"},
+		{&k.padCL, "g_pad_cl_"}, {&k.normVec, "g_layernorm_vec_"}, {&k.normGroup, "g_layernorm_group_"}, {&k.affineRows, "g_affine_rows_"}, {&k.affineRowsVec, "g_affine_rows_vec_"},
 		{&k.ewChain, "g_ew_chain_"}, {&k.attn, "g_attn_"}, {&k.fc, "g_fc_"},
 	} {
 		if *f.dst, err = d.ModuleFunction(mod, f.name+suffix); err != nil {
