@@ -772,6 +772,17 @@ __device__ __forceinline__ void layernorm_group(T* y, const T* x, const float* g
   }
 }
 
+// LNG_MINB: the resident blocks of 256 threads per SM layernorm_group is
+// compiled for (0: the compiler's choice, 80 registers: 3 blocks).
+#ifndef LNG_MINB
+#define LNG_MINB 4
+#endif
+#if LNG_MINB > 0
+#define LNG_LB __attribute__((launch_bounds(256, LNG_MINB)))
+#else
+#define LNG_LB
+#endif
+
 // dwconv: depthwise convolution of channels-last x (one filter per
 // channel), one output element per thread (neighbouring threads:
 // neighbouring channels), with the epilogue fused: bias, residual (same
@@ -1253,9 +1264,19 @@ __device__ __forceinline__ void dwconv_smem(T* __restrict__ y, const T* __restri
       if (iy >= 0 && iy < H && ix >= 0 && ix < W && c < C) {
         v = *(const U4*)(xb + ((i64)iy * W + ix) * C + c);
         if (pre.op != OP_COPY) {
+          // SiLU and hard swish (EfficientNet's, MobileNetV3's) inline,
+          // the rest through a call (a struct through local memory).
           F8 f;
           Vec<T>::unpack(v, f.v);
-          f = pre_vec(f, pre);
+          if (pre.op == OP_SILU) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) f.v[k] = pre_fast(OP_SILU, f.v[k], 0.f, 0.f);
+          } else if (pre.op == OP_HARDSWISH) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) f.v[k] = pre_fast(OP_HARDSWISH, f.v[k], 0.f, 0.f);
+          } else {
+            f = pre_vec(f, pre);
+          }
           v = Vec<T>::pack(f.v);
         }
       }
@@ -2108,7 +2129,7 @@ __device__ __forceinline__ void cast(O* y, const I* x, i64 n) {
                                                  int len, float eps) { pdl_enter();                              \
     layernorm_vec<T>(y, x, g, b, rows, len, eps);                                                                \
   }                                                                                                              \
-  extern "C" __global__ void g_layernorm_group_##S(T* y, const T* x, const float* g, const float* b, int rows,   \
+  extern "C" __global__ void LNG_LB g_layernorm_group_##S(T* y, const T* x, const float* g, const float* b, int rows,   \
                                                    int len, float eps) { pdl_enter();                            \
     layernorm_group<T>(y, x, g, b, rows, len, eps);                                                              \
   }                                                                                                              \
@@ -2245,8 +2266,20 @@ DWS_ALL(bf16, bf16)
 DWB_ALL(f16, f16)
 DWB_ALL(bf16, bf16)
 
+// ATTN_MINB: the resident blocks per SM the tensor-core attention is
+// compiled for (launch bounds; 0: the compiler's choice of registers, 154
+// for the 64-wide head: 3 blocks). 4 blocks (128 registers, 16 bytes
+// spilled) measured faster than 3, 5 and 6 (CHANGELOG, session 17).
+#ifndef ATTN_MINB
+#define ATTN_MINB 4
+#endif
+#if ATTN_MINB > 0
+#define ATTN_LB __attribute__((launch_bounds(128, ATTN_MINB)))
+#else
+#define ATTN_LB
+#endif
 #define ATTN_MMA(T, S, NAME, DH, LDM)                                                                           \
-  extern "C" __global__ void g_attn_##NAME##_##S(T* out, const T* q, const T* k, const T* v, const int* meta,  \
+  extern "C" __global__ void ATTN_LB g_attn_##NAME##_##S(T* out, const T* q, const T* k, const T* v, const int* meta,  \
                                                  float scale) { pdl_enter();                                   \
     attn_mma<T, DH, LDM>(out, q, k, v, meta, scale);                                                           \
   }
