@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	cu "goinfer/internal/cuda"
+	"goinfer/internal/hugepage"
 )
 
 func init() {
@@ -62,6 +63,9 @@ type doctorReport struct {
 	// JPEGHardware says whether nvJPEG's hardware backend (the GPU's JPEG
 	// engines) initialises on GPU 0; empty when it could not be tried.
 	JPEGHardware string `json:"jpeg_hardware_decoder,omitempty"`
+	// HugePages says whether large host buffers (weights, activations,
+	// request tensors) are advised for transparent huge pages.
+	HugePages bool `json:"huge_page_advice"`
 }
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -100,7 +104,7 @@ func libReport(info cu.LibInfo) doctorLib {
 // diagnose gathers the report; it never fails: what is missing is part of
 // the report.
 func diagnose() doctorReport {
-	r := doctorReport{OverrideVar: cu.OverrideEnv}
+	r := doctorReport{OverrideVar: cu.OverrideEnv, HugePages: hugepage.Advised()}
 	r.OverrideValue = cu.OSEnv().Getenv(cu.OverrideEnv)
 	libs, _ := cu.Load()
 	if libs != nil {
@@ -241,6 +245,11 @@ func printDoctor(w io.Writer, r doctorReport, verbose bool) {
 	}
 	if r.JPEGHardware != "" {
 		fmt.Fprintf(w, "GPU JPEG decoding: nvJPEG found; hardware decoder: %s\n", r.JPEGHardware)
+	}
+	if r.HugePages {
+		fmt.Fprintln(w, "Host memory: large buffers advised for transparent huge pages")
+	} else {
+		fmt.Fprintln(w, "Host memory: large buffers not advised for huge pages (not Linux, or a virtio balloon reports free memory to the host)")
 	}
 	switch {
 	case r.CUDAUsable:

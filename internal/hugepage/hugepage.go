@@ -5,7 +5,9 @@
 // page fault per 4 KiB: on a virtual machine, where each fault also goes
 // through the hypervisor, that is milliseconds per MiB, and a model's
 // weights, activations and request tensors add up to hundreds of MiB.
-// With the advice, one fault maps 2 MiB. A large buffer is placed on a 2
+// With the advice, one fault maps 2 MiB. That is not faster on virtual
+// machines whose balloon reports free memory to the host (Advised): there
+// the advice is left off. A large buffer is placed on a 2
 // MiB boundary (in an allocation up to 2 MiB larger, never touched beyond
 // the buffer's last huge page), so that all of it, not only the aligned
 // huge pages inside it, is mapped that way.
