@@ -2227,7 +2227,7 @@ DWR_ALL(bf16, bf16)
 DWS_ALL(f16, f16)
 DWS_ALL(bf16, bf16)
 
-// The shared-memory depthwise kernels: g_dwb_k<K>s1t<T>_<dtype>, output
+// The shared-memory depthwise kernels: g_dwb_k<K>s<S>t<T>_<dtype>, output
 // tiles of T x T per block of 224 threads: 14 x 14 (two rows of 7 per
 // thread, 32 channels; 224-pixel images' maps of 112 to 14 tile exactly)
 // and 7 x 7 (a row of 7 per thread, 64 channels; the 7 x 7 maps).
@@ -2262,7 +2262,18 @@ DWS_ALL(bf16, bf16)
                                                    float p1) { pdl_enter();                                      \
     dwconv_smem<T, K, 1, 1, 7, 7, 1, 32>(y, x, w, bias, res, meta, n, act, p0, p1);                              \
   }
-#define DWB_ALL(T, S_) DWB(T, S_, 3) DWB(T, S_, 5) DWB(T, S_, 7)
+// Stride 2: 7 x 7 tiles of 64 channels (15 x 15 or 17 x 17 inputs; 7 x 7
+// filters would not fit the 48 KB of static shared memory).
+#ifndef DWB_MINBS2
+#define DWB_MINBS2 4
+#endif
+#define DWB2(T, S_, K)                                                                                             \
+  extern "C" __global__ void __attribute__((launch_bounds(224, DWB_MINBS2)))                                      \
+  g_dwb_k##K##s2t7_##S_(T* y, const T* x, const float* w, const float* bias, const T* res, const int* meta, int n, \
+                        int act, float p0, float p1) { pdl_enter();                                               \
+    dwconv_smem<T, K, 2, 1, 7, 7, 1, 32>(y, x, w, bias, res, meta, n, act, p0, p1);                               \
+  }
+#define DWB_ALL(T, S_) DWB(T, S_, 3) DWB(T, S_, 5) DWB(T, S_, 7) DWB2(T, S_, 3) DWB2(T, S_, 5)
 DWB_ALL(f16, f16)
 DWB_ALL(bf16, bf16)
 

@@ -133,16 +133,21 @@ func dwTiles(g *convGeom, elem int) []int {
 		// widths of graph.cu's DWS_K.
 		tiles = append(tiles, dwSlideTile(7), dwSlideTile(4), dwSlideTile(2))
 	}
-	if g.strH == 1 {
+	switch {
+	case g.strH == 1:
 		tiles = append(tiles, dwBlock14, dwBlock7)
+	case g.kh <= 5:
+		// Stride 2: 7 x 7 tiles only (graph.cu's DWB2).
+		tiles = append(tiles, dwBlock7)
 	}
 	return tiles
 }
 
 // dwBlock14 and dwBlock7 are the tile "widths" that name graph.cu's
-// dwconv_smem (stride 1): a block of dwBlockThreads threads per 14 x 14
-// outputs of 32 channels, or per 7 x 7 outputs of 64 channels, the input
-// window and filter staged in shared memory.
+// dwconv_smem: a block of dwBlockThreads threads per 14 x 14 outputs of 32
+// channels (stride 1), or per 7 x 7 outputs of 64 channels (stride 1, and
+// stride 2 for 3x3 and 5x5 filters), the input window and filter staged in
+// shared memory.
 const (
 	dwBlock14 = -20
 	dwBlock7  = -21

@@ -139,8 +139,16 @@ func TestDWTileWidth(t *testing.T) {
 	}
 	s2 := g3
 	s2.strH, s2.strW = 2, 2
-	if got, want := dwTiles(&s2, 2), slices.Concat([]int{7, 4, 1, dwRows}, slides); !reflect.DeepEqual(got, want) {
-		t.Errorf("3x3 stride 2 tiles %v, want %v (no shared-memory kernel)", got, want)
+	if got, want := dwTiles(&s2, 2), slices.Concat([]int{7, 4, 1, dwRows}, slides, []int{dwBlock7}); !reflect.DeepEqual(got, want) {
+		t.Errorf("3x3 stride 2 tiles %v, want %v (the shared-memory kernel's 7x7 tiles only)", got, want)
+	}
+	s27 := base
+	s27.strH, s27.strW = 2, 2
+	if got, want := dwTiles(&s27, 2), slices.Concat([]int{7, 1, dwRows}, slides); !reflect.DeepEqual(got, want) {
+		t.Errorf("7x7 stride 2 tiles %v, want %v (no shared-memory kernel)", got, want)
+	}
+	if got := dwTileName(&s2, dwBlock7); got != "g_dwb_k3s2t7_" {
+		t.Errorf("3x3 stride 2 shared-memory kernel %q, want g_dwb_k3s2t7_", got)
 	}
 	// The tiled kernel's threads: rows of ceil(OW/7) tiles of 8-channel vectors.
 	g := base
