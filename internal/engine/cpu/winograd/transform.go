@@ -1,6 +1,6 @@
 package winograd
 
-//go:generate go run gen_transform.go
+//go:generate go run gen_transform.go gen_asm.go
 
 // Epilogue flags of the output transform.
 const (

@@ -4,7 +4,7 @@ package winograd
 
 import "golang.org/x/sys/cpu"
 
-//go:generate go run gen_transform_avx2.go
+//go:generate go run gen_transform_avx2.go gen_asm.go
 
 // useAsm says the SIMD transforms run, and useAVX512 which: the AVX-512
 // ones or the AVX2/FMA ones (tests switch them off to cover the Go and the
