@@ -66,10 +66,13 @@ var ErrServerClosed = http.ErrServerClosed
 
 func (s *Server) init(addr net.Addr) {
 	s.once.Do(func() {
+		// Under mu: Shutdown or Close may run before Serve got here.
+		s.mu.Lock()
 		s.handoffLn = newChanListener(addr)
 		s.conns = map[*conn]struct{}{}
 		s.listeners = map[net.Listener]struct{}{}
 		s.connsGone = make(chan struct{})
+		s.mu.Unlock()
 		// Its result is ErrServerClosed once Shutdown or Close closed the
 		// hand-off listener; the listener cannot fail otherwise.
 		go s.Fallback.Serve(s.handoffLn)
@@ -164,8 +167,9 @@ func (s *Server) logf(format string, args ...any) {
 }
 
 // stop marks the server down and closes its listeners; it reports the
-// connections open at that moment.
-func (s *Server) stop() []*conn {
+// connections open at that moment, and the channel closed once they are
+// gone (nil if Serve never ran).
+func (s *Server) stop() ([]*conn, chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down.Store(true)
@@ -173,7 +177,7 @@ func (s *Server) stop() []*conn {
 		l.Close()
 	}
 	if s.conns == nil {
-		return nil
+		return nil, nil
 	}
 	if len(s.conns) == 0 {
 		select {
@@ -186,7 +190,7 @@ func (s *Server) stop() []*conn {
 	for c := range s.conns {
 		cs = append(cs, c)
 	}
-	return cs
+	return cs, s.connsGone
 }
 
 // Shutdown stops accepting, closes idle connections (ones that never sent
@@ -194,20 +198,20 @@ func (s *Server) stop() []*conn {
 // request, and shuts Fallback down the same way; if ctx ends first, it
 // returns ctx's error with connections still open.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.stop()
+	_, gone := s.stop()
 	fb := make(chan error, 1)
 	if s.Fallback != nil {
 		go func() { fb <- s.Fallback.Shutdown(ctx) }()
 	} else {
 		fb <- nil
 	}
-	if s.conns != nil {
+	if gone != nil {
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			s.closeIdle()
 			select {
-			case <-s.connsGone:
+			case <-gone:
 			case <-ctx.Done():
 				return errors.Join(ctx.Err(), <-fb)
 			case <-tick.C:
@@ -236,7 +240,7 @@ func (s *Server) closeIdle() {
 // Close closes the listeners and every connection at once, Fallback's
 // included.
 func (s *Server) Close() error {
-	cs := s.stop()
+	cs, _ := s.stop()
 	for _, c := range cs {
 		c.state.Store(stateClosing)
 		c.rwc.Close()

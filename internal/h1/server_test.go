@@ -396,3 +396,50 @@ func TestOneWritePerAnswer(t *testing.T) {
 		t.Fatalf("%d writes for 3 answers, want 3", l.writes)
 	}
 }
+
+// TestStopRacesServe stops servers whose Serve goroutine may not have
+// started yet (a server told to drain as it comes up): under -race this
+// is where Serve's first-call setup met Shutdown's reads. Serve must still
+// return ErrServerClosed and release its listener.
+func TestStopRacesServe(t *testing.T) {
+	for _, stop := range []struct {
+		name string
+		do   func(*Server) error
+	}{
+		{"Shutdown", func(s *Server) error { return s.Shutdown(context.Background()) }},
+		{"Close", (*Server).Close},
+	} {
+		t.Run(stop.name, func(t *testing.T) {
+			for i := 0; i < 50; i++ {
+				h := testHandler(make(chan struct{}))
+				s := &Server{
+					Handler:  h,
+					Fallback: &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)},
+					Eligible: func(string, string) bool { return true },
+					ErrorLog: log.New(io.Discard, "", 0),
+				}
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- s.Serve(l) }()
+				if err := stop.do(s); err != nil {
+					t.Fatalf("%s: %v", stop.name, err)
+				}
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrServerClosed) {
+						t.Fatalf("Serve returned %v, want ErrServerClosed", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("Serve did not return after " + stop.name)
+				}
+				if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+					c.Close()
+					t.Fatal("the listener still accepts after " + stop.name)
+				}
+			}
+		})
+	}
+}
