@@ -1,8 +1,11 @@
 package winograd
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"goinfer/internal/engine/cpu/parallel"
 )
 
 // BenchmarkTransforms times the input and output transforms of one panel
@@ -40,4 +43,36 @@ func BenchmarkTransforms(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c), "ns/channel")
 	})
+}
+
+// BenchmarkResNet18Layers times whole layers of ResNet-18's four stages
+// (64 to 512 channels, 63x63 to 8x8 maps: the default bench's 250x250
+// images) at batch 4 on two workers: the small maps run tile rows narrower
+// than a vector, whose transforms the per-panel benchmark does not see.
+func BenchmarkResNet18Layers(b *testing.B) {
+	for _, sh := range []struct{ c, hw int }{{64, 63}, {128, 32}, {256, 16}, {512, 8}} {
+		b.Run(fmt.Sprintf("c%d_%d", sh.c, sh.hw), func(b *testing.B) {
+			const n = 4
+			g := Conv{N: n, C: sh.c, K: sh.c, IH: sh.hw, IW: sh.hw, OH: sh.hw, OW: sh.hw, PT: 1, PL: 1}
+			r := rand.New(rand.NewPCG(1, 1))
+			u, err := TransformWeights(randSlice(r, sh.c*sh.c*9), sh.c, sh.c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := NewLayer(g, u, randSlice(r, sh.c), true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pool := parallel.New(2)
+			defer pool.Close()
+			s := NewScratch(2, make([]float32, l.BufferFloats(n)), l.WorkerFloats())
+			in := randSlice(r, n*sh.c*sh.hw*sh.hw)
+			res := randSlice(r, n*sh.c*sh.hw*sh.hw)
+			out := make([]float32, n*sh.c*sh.hw*sh.hw)
+			for b.Loop() {
+				l.Run(pool, s, in, res, out, n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms")
+		})
+	}
 }

@@ -320,6 +320,7 @@ func outputRows(p emitter) {
 	}
 	p("\tLEAQ lanes+24(FP), AX") // its low 16 bits
 	widen(p, "(AX)", 256, false)
+	p("\tVMOVMSKPS Y13, R12") // tiles 8-15: none means half 1 is skipped
 	p("\tMOVQ y+0(FP), SI")
 	p("\tMOVQ ld+8(FP), R13")
 	p("\tSHLQ $2, R13")
@@ -343,6 +344,10 @@ func outputRows(p emitter) {
 	p("\tVBROADCASTSS (BX), Y14")
 	p("orbias:")
 	for h := range 2 {
+		if h == 1 {
+			p("\tTESTQ R12, R12")
+			p("\tJZ ornext")
+		}
 		p("\tVMOVUPS %d(SP), Y12", 256+32*h)
 		for q := range 4 {
 			idx := off(p, q, "R13")
@@ -364,10 +369,21 @@ func outputRows(p emitter) {
 		for v := range 4 {
 			acc := y(v)
 			c := 4*h + v
-			p("\tVADDPS Y14, %s, %s", acc, acc)
+			// Columns outside the image are skipped; whole vectors are
+			// read and stored plainly (AVX2's masked stores are slow on
+			// some CPUs), partial ones under the mask.
 			p("\tVMOVUPS %d(SP), Y12", 32*c)
+			p("\tVMOVMSKPS Y12, AX")
+			p("\tTESTQ AX, AX")
+			p("\tJZ ordone%d", c)
+			p("\tVADDPS Y14, %s, %s", acc, acc)
 			p("\tTESTQ $2, R9")
 			p("\tJZ orres%d", c)
+			p("\tCMPQ AX, $0xff")
+			p("\tJNE orresm%d", c)
+			p("\tVADDPS %d(R11), %s, %s", 32*c, acc, acc)
+			p("\tJMP orres%d", c)
+			p("orresm%d:", c)
 			p("\tVMASKMOVPS %d(R11), Y12, Y13", 32*c)
 			p("\tVADDPS Y13, %s, %s", acc, acc)
 			p("orres%d:", c)
@@ -375,19 +391,16 @@ func outputRows(p emitter) {
 			p("\tJZ orrelu%d", c)
 			p("\tVMAXPS %s, Y15, %s", acc, acc)
 			p("orrelu%d:", c)
-			// Whole vectors are stored plainly, empty ones not at all.
-			p("\tVMOVMSKPS Y12, AX")
 			p("\tCMPQ AX, $0xff")
 			p("\tJNE ormasked%d", c)
 			p("\tVMOVUPS %s, %d(DX)", acc, 32*c)
 			p("\tJMP ordone%d", c)
 			p("ormasked%d:", c)
-			p("\tTESTQ AX, AX")
-			p("\tJZ ordone%d", c)
 			p("\tVMASKMOVPS %s, Y12, %d(DX)", acc, 32*c)
 			p("ordone%d:", c)
 		}
 	}
+	p("ornext:")
 	p("\tADDQ R10, SI")
 	p("\tADDQ R14, DX")
 	p("\tADDQ R14, R11")

@@ -244,6 +244,17 @@ func (l *Layer) rows(b *block, src []float32, gr, c0, nc int) {
 	var zero [5]uint16
 	for tx0 := lo; tx0 < hi; tx0 += lanes {
 		nl := min(hi-tx0, lanes)
+		pos := tRow + tx0 - b.t0 // the first tile's lane in b.m's rows
+		// Whole 8-lane halves are stored plainly, where a masked store is
+		// slow (AVX2's VMASKMOVPS on AMD): the lanes past this row's
+		// tiles, if they stay within the row, belong to the block's later
+		// tile rows, which this task writes next (rows run in order, and
+		// tasks split channels, not tiles), or to the unused lanes past
+		// the block's tiles.
+		wide := 1<<nl - 1
+		if w := (nl + 7) &^ 7; pos+w <= b.ld {
+			wide = 1<<w - 1
+		}
 		col0 := Out*tx0 - l.PL
 		var masks [5]uint16
 		for v := range masks {
@@ -255,7 +266,7 @@ func (l *Layer) rows(b *block, src []float32, gr, c0, nc int) {
 			if iy < 0 || iy >= l.IH {
 				m = &zero // a row of padding: nothing read
 			}
-			inputRows(src, iy*l.IW+col0, plane, nc, m, b.m, (c0*Points+y*In)*b.ld+tRow+tx0-b.t0, b.ld, 1<<nl-1)
+			inputRows(src, iy*l.IW+col0, plane, nc, m, b.m, (c0*Points+y*In)*b.ld+pos, b.ld, wide)
 		}
 	}
 }

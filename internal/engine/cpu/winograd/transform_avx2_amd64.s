@@ -1414,6 +1414,7 @@ TEXT ·outRowsY(SB), NOSPLIT, $320-88
 	VPAND bitshi<>(SB), Y12, Y13
 	VPCMPEQD bitshi<>(SB), Y13, Y13
 	VMOVUPS Y13, 288(SP)
+	VMOVMSKPS Y13, R12
 	MOVQ y+0(FP), SI
 	MOVQ ld+8(FP), R13
 	SHLQ $2, R13
@@ -1456,10 +1457,18 @@ orbias:
 	VPERM2F128 $0x20, Y11, Y10, Y1
 	VPERM2F128 $0x31, Y9, Y8, Y2
 	VPERM2F128 $0x31, Y11, Y10, Y3
-	VADDPS Y14, Y0, Y0
 	VMOVUPS 0(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone0
+	VADDPS Y14, Y0, Y0
 	TESTQ $2, R9
 	JZ orres0
+	CMPQ AX, $0xff
+	JNE orresm0
+	VADDPS 0(R11), Y0, Y0
+	JMP orres0
+orresm0:
 	VMASKMOVPS 0(R11), Y12, Y13
 	VADDPS Y13, Y0, Y0
 orres0:
@@ -1467,20 +1476,25 @@ orres0:
 	JZ orrelu0
 	VMAXPS Y0, Y15, Y0
 orrelu0:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked0
 	VMOVUPS Y0, 0(DX)
 	JMP ordone0
 ormasked0:
-	TESTQ AX, AX
-	JZ ordone0
 	VMASKMOVPS Y0, Y12, 0(DX)
 ordone0:
-	VADDPS Y14, Y1, Y1
 	VMOVUPS 32(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone1
+	VADDPS Y14, Y1, Y1
 	TESTQ $2, R9
 	JZ orres1
+	CMPQ AX, $0xff
+	JNE orresm1
+	VADDPS 32(R11), Y1, Y1
+	JMP orres1
+orresm1:
 	VMASKMOVPS 32(R11), Y12, Y13
 	VADDPS Y13, Y1, Y1
 orres1:
@@ -1488,20 +1502,25 @@ orres1:
 	JZ orrelu1
 	VMAXPS Y1, Y15, Y1
 orrelu1:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked1
 	VMOVUPS Y1, 32(DX)
 	JMP ordone1
 ormasked1:
-	TESTQ AX, AX
-	JZ ordone1
 	VMASKMOVPS Y1, Y12, 32(DX)
 ordone1:
-	VADDPS Y14, Y2, Y2
 	VMOVUPS 64(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone2
+	VADDPS Y14, Y2, Y2
 	TESTQ $2, R9
 	JZ orres2
+	CMPQ AX, $0xff
+	JNE orresm2
+	VADDPS 64(R11), Y2, Y2
+	JMP orres2
+orresm2:
 	VMASKMOVPS 64(R11), Y12, Y13
 	VADDPS Y13, Y2, Y2
 orres2:
@@ -1509,20 +1528,25 @@ orres2:
 	JZ orrelu2
 	VMAXPS Y2, Y15, Y2
 orrelu2:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked2
 	VMOVUPS Y2, 64(DX)
 	JMP ordone2
 ormasked2:
-	TESTQ AX, AX
-	JZ ordone2
 	VMASKMOVPS Y2, Y12, 64(DX)
 ordone2:
-	VADDPS Y14, Y3, Y3
 	VMOVUPS 96(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone3
+	VADDPS Y14, Y3, Y3
 	TESTQ $2, R9
 	JZ orres3
+	CMPQ AX, $0xff
+	JNE orresm3
+	VADDPS 96(R11), Y3, Y3
+	JMP orres3
+orresm3:
 	VMASKMOVPS 96(R11), Y12, Y13
 	VADDPS Y13, Y3, Y3
 orres3:
@@ -1530,16 +1554,15 @@ orres3:
 	JZ orrelu3
 	VMAXPS Y3, Y15, Y3
 orrelu3:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked3
 	VMOVUPS Y3, 96(DX)
 	JMP ordone3
 ormasked3:
-	TESTQ AX, AX
-	JZ ordone3
 	VMASKMOVPS Y3, Y12, 96(DX)
 ordone3:
+	TESTQ R12, R12
+	JZ ornext
 	VMOVUPS 288(SP), Y12
 	VMASKMOVPS 32(SI), Y12, Y0
 	IMUL3Q $1, R13, AX
@@ -1560,10 +1583,18 @@ ordone3:
 	VPERM2F128 $0x20, Y11, Y10, Y1
 	VPERM2F128 $0x31, Y9, Y8, Y2
 	VPERM2F128 $0x31, Y11, Y10, Y3
-	VADDPS Y14, Y0, Y0
 	VMOVUPS 128(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone4
+	VADDPS Y14, Y0, Y0
 	TESTQ $2, R9
 	JZ orres4
+	CMPQ AX, $0xff
+	JNE orresm4
+	VADDPS 128(R11), Y0, Y0
+	JMP orres4
+orresm4:
 	VMASKMOVPS 128(R11), Y12, Y13
 	VADDPS Y13, Y0, Y0
 orres4:
@@ -1571,20 +1602,25 @@ orres4:
 	JZ orrelu4
 	VMAXPS Y0, Y15, Y0
 orrelu4:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked4
 	VMOVUPS Y0, 128(DX)
 	JMP ordone4
 ormasked4:
-	TESTQ AX, AX
-	JZ ordone4
 	VMASKMOVPS Y0, Y12, 128(DX)
 ordone4:
-	VADDPS Y14, Y1, Y1
 	VMOVUPS 160(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone5
+	VADDPS Y14, Y1, Y1
 	TESTQ $2, R9
 	JZ orres5
+	CMPQ AX, $0xff
+	JNE orresm5
+	VADDPS 160(R11), Y1, Y1
+	JMP orres5
+orresm5:
 	VMASKMOVPS 160(R11), Y12, Y13
 	VADDPS Y13, Y1, Y1
 orres5:
@@ -1592,20 +1628,25 @@ orres5:
 	JZ orrelu5
 	VMAXPS Y1, Y15, Y1
 orrelu5:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked5
 	VMOVUPS Y1, 160(DX)
 	JMP ordone5
 ormasked5:
-	TESTQ AX, AX
-	JZ ordone5
 	VMASKMOVPS Y1, Y12, 160(DX)
 ordone5:
-	VADDPS Y14, Y2, Y2
 	VMOVUPS 192(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone6
+	VADDPS Y14, Y2, Y2
 	TESTQ $2, R9
 	JZ orres6
+	CMPQ AX, $0xff
+	JNE orresm6
+	VADDPS 192(R11), Y2, Y2
+	JMP orres6
+orresm6:
 	VMASKMOVPS 192(R11), Y12, Y13
 	VADDPS Y13, Y2, Y2
 orres6:
@@ -1613,20 +1654,25 @@ orres6:
 	JZ orrelu6
 	VMAXPS Y2, Y15, Y2
 orrelu6:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked6
 	VMOVUPS Y2, 192(DX)
 	JMP ordone6
 ormasked6:
-	TESTQ AX, AX
-	JZ ordone6
 	VMASKMOVPS Y2, Y12, 192(DX)
 ordone6:
-	VADDPS Y14, Y3, Y3
 	VMOVUPS 224(SP), Y12
+	VMOVMSKPS Y12, AX
+	TESTQ AX, AX
+	JZ ordone7
+	VADDPS Y14, Y3, Y3
 	TESTQ $2, R9
 	JZ orres7
+	CMPQ AX, $0xff
+	JNE orresm7
+	VADDPS 224(R11), Y3, Y3
+	JMP orres7
+orresm7:
 	VMASKMOVPS 224(R11), Y12, Y13
 	VADDPS Y13, Y3, Y3
 orres7:
@@ -1634,16 +1680,14 @@ orres7:
 	JZ orrelu7
 	VMAXPS Y3, Y15, Y3
 orrelu7:
-	VMOVMSKPS Y12, AX
 	CMPQ AX, $0xff
 	JNE ormasked7
 	VMOVUPS Y3, 224(DX)
 	JMP ordone7
 ormasked7:
-	TESTQ AX, AX
-	JZ ordone7
 	VMASKMOVPS Y3, Y12, 224(DX)
 ordone7:
+ornext:
 	ADDQ R10, SI
 	ADDQ R14, DX
 	ADDQ R14, R11

@@ -78,6 +78,11 @@ func TestRun(t *testing.T) {
 		{1, 4, 4, 1, 1, 1, true, true, true},
 		{3, 16, 8, 30, 14, 1, false, false, true}, // several blocks when blockFloats is small
 		{2, 16, 14, 29, 60, 1, true, false, true}, // 15 panels: more than one KernelRun takes
+		// Small maps: several tile rows share an 8-lane half, whose
+		// stores are widened past a row's tiles where the lanes allow.
+		{4, 32, 24, 8, 8, 1, true, true, true},     // one whole panel, 2 tiles a row
+		{4, 24, 16, 16, 16, 1, false, true, true},  // four panels, 4 tiles a row
+		{3, 16, 16, 10, 10, 1, true, false, false}, // 3 tiles a row, a partial last panel
 	}
 	for _, path := range paths {
 		if skip := pathMissing(path.asm, path.avx512); skip != "" {
