@@ -318,18 +318,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		inputs, images = imageBatches(files, o.batchSize, o.numIters, o.imageSize)
 		prog.line("%d image files from %s in %d distinct batches of %d, decoded to %dx%d in the pipeline", len(files), o.images, len(inputs.Tensors), o.batchSize, o.imageSize, o.imageSize)
-	} else {
-		prog.line("generating the request tensors: %d x %s[%d %d %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, channels, o.imageSize, o.imageSize, mibString(shape.Bytes()))
-		if inputs, err = loadgen.Generate(ctx, shape, o.numIters+1); err != nil {
-			return err
-		}
 	}
-	// Freed after benchTarget has stopped the backend, which reads them.
-	defer func() {
-		if err := inputs.Close(); err != nil {
-			fmt.Fprintf(stderr, "goinfer bench: freeing the request tensors: %v\n", err)
-		}
-	}()
 
 	graph := sync.OnceValues(func() (*netGraph, error) {
 		if src.general() {
@@ -397,15 +386,37 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		bcfg.NewPostprocessor = benchPostprocessors(eng.Name(), devices)
 	}
 	b := backend.New(bcfg)
+	loadStart := time.Now()
 	if err := b.StartDevices(ctx, loads...); err != nil {
 		return err
 	}
+	generated := inputs == nil
+	if generated {
+		// Made while the model loads, as the reference's frontend makes
+		// its requests while its backend loads: the load's sequential
+		// stretches (drawing seeded weights) leave cores free.
+		prog.line("generating the request tensors: %d x %s[%d %d %d %d] (%s each)", o.numIters+1, dtype, o.batchSize, channels, o.imageSize, o.imageSize, mibString(shape.Bytes()))
+		if inputs, err = loadgen.Generate(ctx, shape, o.numIters+1); err != nil {
+			stop, cancel := context.WithCancel(context.Background())
+			cancel()
+			return errors.Join(err, b.Close(stop))
+		}
+	}
+	// Freed after benchTarget has stopped the backend, which reads them.
+	defer func() {
+		if err := inputs.Close(); err != nil {
+			fmt.Fprintf(stderr, "goinfer bench: freeing the request tensors: %v\n", err)
+		}
+	}()
 	lt := &localTarget{b: b, macs: &macs, read: pre.read}
 	var t target = lt
 	if images != nil {
 		t = &localImageTarget{localTarget: lt, batches: images, dtype: dtype, shape: tensor.Shape{o.batchSize, channels, o.imageSize, o.imageSize}, k: o.topK}
 	}
 	lcfg := o.loadConfig()
+	if generated {
+		lcfg.ColdStart = loadStart
+	}
 	if o.pinInputs && eng.Name() != "cpu" && images == nil {
 		lcfg.PinAfterWarmup = b.AllocHost
 	}

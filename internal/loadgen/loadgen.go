@@ -68,6 +68,12 @@ type Config struct {
 	// Warmed, if set, is called with the warmup latency once the warmup
 	// response has arrived, before the timed requests are sent.
 	Warmed func(latency time.Duration)
+	// ColdStart, if set, is when the model began loading, where the
+	// inputs were made after that: the warmup latency counts from it, not
+	// from the warmup's send, so that the cold start keeps the time the
+	// model loaded while the inputs were made (the reference's first
+	// request goes out as its backend starts).
+	ColdStart time.Time
 	// PinAfterWarmup, if set, allocates page-locked host memory (from the
 	// loaded model's device): once the warmup is answered the inputs are
 	// moved there (Inputs.Pin), untimed, so the timed requests are copied
@@ -181,7 +187,11 @@ func Run(ctx context.Context, sub backend.Submitter, in *Inputs, cfg Config) (*R
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	warm := time.Since(sentAt[0])
+	from := sentAt[0]
+	if !cfg.ColdStart.IsZero() && cfg.ColdStart.Before(from) {
+		from = cfg.ColdStart
+	}
+	warm := time.Since(from)
 	res.Warmup = warm.Seconds()
 	if w.Err != nil {
 		return nil, fmt.Errorf("warmup request: %w", w.Err)

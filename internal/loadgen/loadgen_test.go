@@ -210,6 +210,39 @@ func TestWarmupFailure(t *testing.T) {
 	s.wg.Wait()
 }
 
+// TestColdStart checks that the warmup latency counts from
+// Config.ColdStart when the model began loading before the warmup went
+// out, and from the send otherwise.
+func TestColdStart(t *testing.T) {
+	checkNoLeak(t)
+	const service = 20 * time.Millisecond
+	s := &server{service: service, classes: 3}
+	for _, tc := range []struct {
+		name     string
+		before   time.Duration // ColdStart this long before Run (0: unset)
+		min, max time.Duration
+	}{
+		{"unset", 0, service, service + time.Second},
+		{"earlier", 300 * time.Millisecond, 300*time.Millisecond + service, 300*time.Millisecond + service + time.Second},
+		{"later", -time.Hour, service, service + time.Second}, // after the send: ignored
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{NumIters: 1}
+			if tc.before != 0 {
+				cfg.ColdStart = time.Now().Add(-tc.before)
+			}
+			res, err := Run(context.Background(), s, tinyInputs(t, 1), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Duration(res.Warmup * float64(time.Second)); got < tc.min || got > tc.max {
+				t.Errorf("warmup latency %v, want %v to %v", got, tc.min, tc.max)
+			}
+		})
+	}
+	s.wg.Wait()
+}
+
 func TestCancel(t *testing.T) {
 	checkNoLeak(t)
 	s := &server{service: 20 * time.Millisecond, classes: 3}
