@@ -36,14 +36,10 @@ type dwBlockStep struct {
 // float32s): 64 KiB, about an L1 and well inside L2.
 const dwStripFloats = 16 << 10
 
-// dwBlocks switches the blocked kernel on; tests turn it off to cover
-// the phase planes (dwplanes.go), which take the other depthwise shapes.
-var dwBlocks = true
-
 // newDWBlockStep returns the blocked step for g, or nil where it does not
 // apply.
 func newDWBlockStep(nc *nodeCtx, g convGeom, w, bias []float32, res int, ac act) *dwBlockStep {
-	if !dwBlocks || g.icg != 1 || g.ocg != 1 || res >= 0 || w == nil {
+	if !nc.c.dwBlocks || g.icg != 1 || g.ocg != 1 || res >= 0 || w == nil {
 		return nil
 	}
 	const L = vec.DWLanes

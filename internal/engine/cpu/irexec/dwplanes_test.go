@@ -43,8 +43,7 @@ func TestDepthwisePlanes(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 9))
 	// Constant weights without a residual take the blocked kernel
 	// (dwblock.go) unless it is off.
-	dwBlocks = false
-	defer func() { dwBlocks = true }()
+	opts := Options{Threads: 2, noDWBlocks: true}
 	for _, c := range cases {
 		for _, e := range eps {
 			t.Run(fmt.Sprintf("%s/act%d/res%v", c.name, e.Act, e.Residual), func(t *testing.T) {
@@ -54,7 +53,12 @@ func TestDepthwisePlanes(t *testing.T) {
 					oh, ow := convOut(c.h, c.kh, c.strides, c.dil, c.pads, 0), convOut(c.w, c.kw, c.strides, c.dil, c.pads, 1)
 					ins = append(ins, f32in(c.n, c.c*c.mul, oh, ow))
 				}
-				check(t, oneNode(op, 1, ins...), 1e-5)
+				p := checkOpts(t, oneNode(op, 1, ins...), 1e-5, 1, opts)
+				for _, st := range p.steps {
+					if _, ok := st.s.(*dwBlockStep); ok {
+						t.Fatalf("%s took the blocked kernel, with it off", st.node)
+					}
+				}
 			})
 		}
 	}

@@ -37,6 +37,11 @@ type Options struct {
 	// mmOnly keeps every Gemm and MatMul on mmStep, for tests and
 	// benchmarks of the dot-product path (mmGemvStep) against it.
 	mmOnly bool
+	// noSEScale leaves squeeze-and-excitation scales as their own steps
+	// (fuseSEScale off), and noDWBlocks depthwise convolutions off the
+	// blocked kernel (dwblock.go), for tests and benchmarks of the paths
+	// they replace.
+	noSEScale, noDWBlocks bool
 	// Winograd says when 3x3 stride-1 convolutions run as Winograd
 	// F(4x4, 3x3) (default: where it pays).
 	Winograd winograd.Mode
@@ -162,10 +167,12 @@ func Compile(ctx context.Context, g *ir.Graph, opts Options) (*Plan, error) {
 		opts.Weights = NewWeightCache()
 	}
 	c := &compiler{
-		p:     &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd, expandMode: opts.ExpandFusion},
-		index: map[*ir.Value]int{},
-		bad:   map[string]string{},
-		gemv:  !opts.mmOnly,
+		p:        &Plan{name: g.Name, threads: opts.Threads, weights: opts.Weights, winoMode: opts.Winograd, expandMode: opts.ExpandFusion},
+		index:    map[*ir.Value]int{},
+		bad:      map[string]string{},
+		gemv:     !opts.mmOnly,
+		seScale:  !opts.noSEScale,
+		dwBlocks: !opts.noDWBlocks,
 	}
 	for _, v := range g.Inputs {
 		i, err := c.value(v)
@@ -215,6 +222,8 @@ type compiler struct {
 	bad  map[string]string
 	// gemv lets few-row products of constant weights run as dot products.
 	gemv bool
+	// seScale and dwBlocks are Options.noSEScale and noDWBlocks, negated.
+	seScale, dwBlocks bool
 }
 
 // stepUses are the values a step reads and defines.

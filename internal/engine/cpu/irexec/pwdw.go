@@ -42,15 +42,11 @@ const pwdwMinMap = 64 << 10
 // rows allow: a band is a unit of the step's parallel work.
 const pwdwMinBands = 4
 
-// pwdwOn switches the fusion on; tests turn it off to compare with the
-// two steps it replaces.
-var pwdwOn = true
-
 // newPWDW returns the fused step for a pointwise convolution pw whose
 // output only the depthwise dw reads, or nil where it does not apply or
 // does not pay.
 func newPWDW(pw *convStep, dw *dwBlockStep) *pwdwStep {
-	if !pwdwOn || !pw.pointwise() || pw.groups != 1 || pw.scale >= 0 || pw.res >= 0 || len(pw.a) != 1 || pw.a[0].Blocks() != 1 ||
+	if !pw.pointwise() || pw.groups != 1 || pw.scale >= 0 || pw.res >= 0 || len(pw.a) != 1 || pw.a[0].Blocks() != 1 ||
 		dw.n != pw.n || dw.inC != pw.outC || dw.ih != pw.oh || dw.iw != pw.ow || pw.outC*pw.oh*pw.ow < pwdwMinMap {
 		return nil
 	}

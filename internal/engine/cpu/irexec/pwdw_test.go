@@ -116,8 +116,6 @@ func TestPWDW(t *testing.T) {
 					t.Errorf("pooling fused %v, want %v", fused.dw.poolDst >= 0, c.pool)
 				}
 				unfused := func() *Plan {
-					defer func(v bool) { pwdwOn = v }(pwdwOn)
-					pwdwOn = false
 					b, err := ir.Bind(g, 2)
 					if err != nil {
 						t.Fatal(err)
@@ -208,13 +206,15 @@ func BenchmarkPWDW(b *testing.B) {
 		for _, threads := range []int{1, 2} {
 			for _, fused := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/threads=%d/fused=%v", c.name, threads, fused), func(b *testing.B) {
-					defer func(v bool) { pwdwOn = v }(pwdwOn)
-					pwdwOn = fused
 					bg, err := ir.Bind(pwdwGraph(rand.New(rand.NewPCG(1, 2)), c), 1)
 					if err != nil {
 						b.Fatal(err)
 					}
-					p, err := Compile(context.Background(), bg, Options{Threads: threads, ExpandFusion: ExpandOn})
+					mode := ExpandOff
+					if fused {
+						mode = ExpandOn
+					}
+					p, err := Compile(context.Background(), bg, Options{Threads: threads, ExpandFusion: mode})
 					if err != nil {
 						b.Fatal(err)
 					}

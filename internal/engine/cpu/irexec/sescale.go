@@ -37,7 +37,7 @@ func (c *compiler) fuseSEScale() {
 			p.vals[p.root(sv)].kind == kindConst {
 			continue
 		}
-		if !seScaleOn {
+		if !c.seScale {
 			continue
 		}
 		// B read in place (direct) can only be scaled through the
@@ -66,10 +66,6 @@ func (c *compiler) fuseSEScale() {
 		c.uses = append(c.uses[:i], c.uses[i+1:]...)
 	}
 }
-
-// seScaleOn switches the fusion on; BenchmarkSEScale turns it off to
-// measure the separate Mul it replaces.
-var seScaleOn = true
 
 // perChannel reports a shape of c values, one per channel of an NCHW
 // tensor: [1 c 1 1], [c 1 1] or the like.

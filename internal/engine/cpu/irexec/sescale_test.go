@@ -109,14 +109,12 @@ func BenchmarkSEScale(b *testing.B) {
 		for _, threads := range []int{1, 2} {
 			for _, fused := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%dx%dx%d->%d/threads=%d/fused=%v", sh.c, sh.hw, sh.hw, sh.oc, threads, fused), func(b *testing.B) {
-					defer func(v bool) { seScaleOn = v }(seScaleOn)
-					seScaleOn = fused
 					g := seGraph(rand.New(rand.NewPCG(1, 2)), 1, sh.c, sh.hw, sh.hw, sh.oc, ir.ActNone, true, false)
 					bg, err := ir.Bind(g, 1)
 					if err != nil {
 						b.Fatal(err)
 					}
-					p, err := Compile(context.Background(), bg, Options{Threads: threads})
+					p, err := Compile(context.Background(), bg, Options{Threads: threads, noSEScale: !fused})
 					if err != nil {
 						b.Fatal(err)
 					}

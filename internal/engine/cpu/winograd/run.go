@@ -16,6 +16,11 @@ type Layer struct {
 	W    *Weights
 	Bias []float32 // K values, or nil
 	ReLU bool
+	// phased keeps the layer off the fused mode, and blockFloats, where
+	// set, replaces defaultBlockFloats: tests cover the phased mode's
+	// several blocks with them.
+	phased      bool
+	blockFloats int
 }
 
 // NewLayer prepares the convolution g with weights u (TransformWeights of
@@ -37,10 +42,9 @@ func NewLayer(g Conv, u *Weights, bias []float32, relu bool) (*Layer, error) {
 	return &Layer{Conv: g, W: u, Bias: bias, ReLU: relu}, nil
 }
 
-// blockFloats bounds the transformed input and GEMM output of one block of
-// tiles (16 MiB) when a layer runs phase by phase (see Run). A variable for
-// tests.
-var blockFloats = 4 << 20
+// defaultBlockFloats bounds the transformed input and GEMM output of one
+// block of tiles (16 MiB) when a layer runs phase by phase (see Run).
+const defaultBlockFloats = 4 << 20
 
 // fusedMaxCK bounds the channel product of the layers that run fused:
 // every task reads all of the transformed weights (36*C*K floats), which
@@ -49,9 +53,6 @@ var blockFloats = 4 << 20
 // weight block, is faster).
 const fusedMaxCK = 128 * 128
 
-// noFused switches the fused mode off (tests).
-var noFused bool
-
 // fusedPanels is the panels one task of the fused mode computes from input
 // to output.
 const fusedPanels = 1
@@ -59,7 +60,11 @@ const fusedPanels = 1
 // blockTiles is the tiles per block at batch n, a multiple of a panel.
 func (l *Layer) blockTiles(n int) int {
 	_, _, t := l.tiles(n)
-	nb := max(lanes, blockFloats/l.perTile()/lanes*lanes)
+	bf := defaultBlockFloats
+	if l.blockFloats > 0 {
+		bf = l.blockFloats
+	}
+	nb := max(lanes, bf/l.perTile()/lanes*lanes)
 	return min(nb, (t+lanes-1)/lanes*lanes)
 }
 
@@ -164,7 +169,7 @@ func (l *Layer) Run(pool *parallel.Pool, s *Scratch, in, res, out []float32, n i
 	}
 	_, _, total := l.tiles(n)
 	panels := (total + lanes - 1) / lanes
-	if w := l.WorkerFloats(); useAsm && !noFused && w > 0 && panels >= 3*pool.Size() && len(s.private[0]) >= w {
+	if w := l.WorkerFloats(); useAsm && !l.phased && w > 0 && panels >= 3*pool.Size() && len(s.private[0]) >= w {
 		j := &s.fused
 		j.s, j.l, j.src, j.res, j.dst, j.n, j.total = s, l, in, res, out, n, total
 		pool.Run(j, (panels+fusedPanels-1)/fusedPanels)

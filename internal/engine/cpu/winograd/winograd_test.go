@@ -92,8 +92,8 @@ func TestRun(t *testing.T) {
 		for _, tc := range cases {
 			name := fmt.Sprintf("%s/n%d_c%d_k%d_%dx%d_pad%d_b%v_r%v_relu%v", path.name, tc.n, tc.c, tc.k, tc.h, tc.w, tc.pad, tc.bias, tc.res, tc.relu)
 			t.Run(name, func(t *testing.T) {
-				defer func(v, z, f bool) { useAsm, useAVX512, noFused = v, z, f }(useAsm, useAVX512, noFused)
-				useAsm, useAVX512, noFused = path.asm, path.avx512, path.noFused
+				defer func(v, z bool) { useAsm, useAVX512 = v, z }(useAsm, useAVX512)
+				useAsm, useAVX512 = path.asm, path.avx512
 				r := rand.New(rand.NewPCG(1, uint64(tc.c*tc.h)))
 				g := Conv{N: tc.n, C: tc.c, K: tc.k, IH: tc.h, IW: tc.w, OH: tc.h + 2*tc.pad - 2, OW: tc.w + 2*tc.pad - 2, PT: tc.pad, PL: tc.pad}
 				in := randSlice(r, tc.n*tc.c*tc.h*tc.w)
@@ -106,10 +106,6 @@ func TestRun(t *testing.T) {
 				if tc.res {
 					res = randSlice(r, outN)
 				}
-				if tc.h >= 30 {
-					defer func(v int) { blockFloats = v }(blockFloats)
-					blockFloats = Points * (tc.c + tc.k) * 2 * lanes
-				}
 				u, err := TransformWeights(w, tc.k, tc.c)
 				if err != nil {
 					t.Fatal(err)
@@ -117,6 +113,10 @@ func TestRun(t *testing.T) {
 				l, err := NewLayer(g, u, bias, tc.relu)
 				if err != nil {
 					t.Fatal(err)
+				}
+				l.phased = path.noFused
+				if tc.h >= 30 {
+					l.blockFloats = Points * (tc.c + tc.k) * 2 * lanes
 				}
 				pool := parallel.New(2)
 				defer pool.Close()
