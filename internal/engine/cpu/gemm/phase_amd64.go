@@ -27,12 +27,22 @@ func deinterleave2(even, odd, src []float32, n, rows, srcStride, dstStride int) 
 		return true
 	}
 	blocks := n / 16
+	done := 16 * blocks
 	if blocks > 0 {
 		deinterleave2AVX2(&even[0], &odd[0], &src[0], blocks, rows, srcStride, dstStride)
+		if done < n-1 {
+			// The rest but an odd last value as one more block that
+			// overlaps the last (its values written again, the same):
+			// it starts on an even value, so evens stay evens. A 63-value
+			// row had left 15 values to the loop below.
+			start := (n - 16) &^ 1
+			deinterleave2AVX2(&even[start/2], &odd[start/2], &src[start], 1, rows, srcStride, dstStride)
+			done = start + 16
+		}
 	}
 	for r := range rows {
 		s, e, o := src[r*srcStride:r*srcStride+n], even[r*dstStride:], odd[r*dstStride:]
-		for i := 16 * blocks; i < n; i++ {
+		for i := done; i < n; i++ {
 			if i%2 == 0 {
 				e[i/2] = s[i]
 			} else {

@@ -34,7 +34,7 @@ func TestDeinterleave2(t *testing.T) {
 func TestDeinterleave2Rows(t *testing.T) {
 	for _, path := range kernelPaths() {
 		restore := path.set()
-		for _, c := range []struct{ n, rows, ss, ds int }{{14, 7, 28, 7}, {28, 14, 56, 14}, {56, 3, 112, 28}, {33, 4, 40, 20}, {5, 1, 5, 3}, {2, 2, 2, 1}} {
+		for _, c := range []struct{ n, rows, ss, ds int }{{14, 7, 28, 7}, {28, 14, 56, 14}, {56, 3, 112, 28}, {33, 4, 40, 20}, {63, 5, 63, 32}, {250, 3, 256, 125}, {47, 2, 50, 30}, {5, 1, 5, 3}, {2, 2, 2, 1}} {
 			src := make([]float32, (c.rows-1)*c.ss+c.n)
 			for i := range src {
 				src[i] = float32(i + 1)
