@@ -506,12 +506,10 @@ func (s *convStep) prepare(ws *scratch, n0, nw int, packing bool) {
 		if !packing {
 			continue // the caller only stores tiles
 		}
-		oy, ox := pix/s.ow, pix%s.ow
-		// rowOK[ky][l] and colOK[kx][l] are -1 where lane l's input row
-		// (column) at kernel offset ky (kx) is inside the image.
-		var rowOK, colOK [maxKernel][nr]int32
+		oy0, ox0 := pix/s.ow, pix%s.ow
 		lanes := &ws.lanes[p]
 		interior := w == nr
+		oy, ox := oy0, ox0
 		for l := range nr {
 			iy0, ix0 := oy*s.stride-s.pad, ox*s.stride-s.pad
 			interior = interior && iy0 >= 0 && iy0+s.k <= s.ih && ix0 >= 0 && ix0+s.k <= s.iw
@@ -520,6 +518,24 @@ func (s *convStep) prepare(ws *scratch, n0, nw int, packing bool) {
 			} else {
 				lanes[l] = int32(img*imgStride + oy*s.ow + ox)
 			}
+			var wrapped bool
+			if oy, ox, wrapped = s.next(oy, ox); wrapped {
+				img++
+			}
+		}
+		ws.contiguous[p] = s.layout != layoutGather && pn.Whole
+		if interior {
+			// Every lane reads the image at every kernel position.
+			ws.maskOf[p] = ws.allOnes[:kk*nr]
+			continue
+		}
+		// rowOK[ky][l] and colOK[kx][l] are -1 where lane l's input row
+		// (column) at kernel offset ky (kx) is inside the image: worked
+		// out for border panels only, most of a large map's are interior.
+		var rowOK, colOK [maxKernel][nr]int32
+		oy, ox = oy0, ox0
+		for l := range nr {
+			iy0, ix0 := oy*s.stride-s.pad, ox*s.stride-s.pad
 			for ky := range s.k {
 				if l < w && uint(iy0+ky) < uint(s.ih) {
 					rowOK[ky][l] = -1
@@ -530,18 +546,7 @@ func (s *convStep) prepare(ws *scratch, n0, nw int, packing bool) {
 					colOK[kx][l] = -1
 				}
 			}
-			if ox++; ox == s.ow {
-				ox, oy = 0, oy+1
-				if oy == s.oh {
-					oy, img = 0, img+1
-				}
-			}
-		}
-		ws.contiguous[p] = s.layout != layoutGather && pn.Whole
-		if interior {
-			// Every lane reads the image at every kernel position.
-			ws.maskOf[p] = ws.allOnes[:kk*nr]
-			continue
+			oy, ox, _ = s.next(oy, ox)
 		}
 		masks := ws.masks[p*kk*nr : (p+1)*kk*nr]
 		ws.maskOf[p] = masks
@@ -555,6 +560,18 @@ func (s *convStep) prepare(ws *scratch, n0, nw int, packing bool) {
 			}
 		}
 	}
+}
+
+// next is the output pixel after (oy, ox) in raster order, and whether it
+// is the next image's first.
+func (s *convStep) next(oy, ox int) (int, int, bool) {
+	if ox++; ox < s.ow {
+		return oy, ox, false
+	}
+	if oy++; oy < s.oh {
+		return oy, 0, false
+	}
+	return 0, 0, true
 }
 
 // pack writes rows [k0, k0+kc) of the task's implicit im2col matrix (nw

@@ -40,7 +40,7 @@ func deinterleave2(even, odd, src []float32, n, rows, srcStride, dstStride int) 
 			done = start + 16
 		}
 	}
-	for r := range rows {
+	for r := 0; done < n && r < rows; r++ {
 		s, e, o := src[r*srcStride:r*srcStride+n], even[r*dstStride:], odd[r*dstStride:]
 		for i := done; i < n; i++ {
 			if i%2 == 0 {
