@@ -268,8 +268,16 @@ func TestShutdown(t *testing.T) {
 	if err := gc.Invoke(context.Background(), "/t.T/Echo", &msg, &got); status.Code(err) != codes.Unavailable {
 		t.Fatalf("gRPC-Go client after shutdown: %v", err)
 	}
-	if err := s.Serve(nil); !errors.Is(err, ErrServerClosed) {
+	late, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(late); !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Serve after Shutdown: %v", err)
+	}
+	if c, err := net.Dial("tcp", late.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("Serve after Shutdown left its listener open")
 	}
 }
 

@@ -75,11 +75,13 @@ type Server struct {
 // ErrServerClosed is returned by Serve after Shutdown or Close.
 var ErrServerClosed = errors.New("h2grpc: server closed")
 
-// Serve accepts connections on l until Shutdown or Close.
+// Serve accepts connections on l until Shutdown or Close, which close l;
+// after them it closes l and returns at once.
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
+		l.Close()
 		return ErrServerClosed
 	}
 	if s.lns == nil {
