@@ -40,6 +40,9 @@ type convStep struct {
 	// usedPhase says which of the stride x stride phases the kernel reads.
 	ph, pw    int
 	usedPhase []bool
+	// reusePhases says the phase buffer holds this step's input split
+	// already, by an earlier step of the pass (plan.sharePhases).
+	reusePhases bool
 	// kOff and kMask are, per row of B, the offset PackGather adds to
 	// each lane and the index of the row's kernel-position mask.
 	kOff, kMask []int32
@@ -148,12 +151,14 @@ func (s *convStep) run(in *instance, n int) {
 	j.s = s
 	j.in, j.out = in.vals[s.src], in.vals[s.dst]
 	if s.layout == layoutPhases {
-		pj := &in.phase
-		pj.s, pj.in, pj.out = s, j.in, in.phaseBuf[:n*s.phaseElems()]
-		pj.per = max(1, planeChunk/(s.ih*s.iw))
-		pj.planes = n * s.inC
-		in.pool.Run(pj, (pj.planes+pj.per-1)/pj.per)
-		j.in = pj.out
+		if !s.reusePhases {
+			pj := &in.phase
+			pj.s, pj.in, pj.out = s, j.in, in.phaseBuf[:n*s.phaseElems()]
+			pj.per = max(1, planeChunk/(s.ih*s.iw))
+			pj.planes = n * s.inC
+			in.pool.Run(pj, (pj.planes+pj.per-1)/pj.per)
+		}
+		j.in = in.phaseBuf[:n*s.phaseElems()]
 	}
 	j.res = nil
 	if s.res >= 0 {

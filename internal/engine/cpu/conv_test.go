@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"goinfer/internal/cputime"
@@ -190,5 +191,41 @@ func TestSharedPacking(t *testing.T) {
 		}
 		inst.Close()
 		m.Close()
+	}
+}
+
+// TestSharePhases checks that a ResNet's downsamples read the phases their
+// block's first convolution split, and nothing else does.
+func TestSharePhases(t *testing.T) {
+	g := narrowGraph(t, model.NewArch(model.Basic, []int{1, 1, 1, 1}, 8, 10, 1, 64), 3)
+	for _, compile := range []bool{false, true} {
+		fg := g
+		if compile {
+			var err error
+			if fg, err = model.Fuse(g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := newPlan(context.Background(), fg, engine.Options{Compile: compile, MaxBatch: 2, Height: 56, Width: 56, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := 0
+		for i, st := range p.steps {
+			s, ok := st.(*convStep)
+			if !ok {
+				continue
+			}
+			want := strings.Contains(p.names[i], "downsample")
+			if s.reusePhases != want {
+				t.Errorf("compile %v: %s (%s): shares phases %v, want %v", compile, p.names[i], s.describe(), s.reusePhases, want)
+			}
+			if s.reusePhases {
+				shared++
+			}
+		}
+		if shared != 3 {
+			t.Errorf("compile %v: %d downsamples share phases, want 3", compile, shared)
+		}
 	}
 }

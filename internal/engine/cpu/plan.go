@@ -134,8 +134,41 @@ func newPlan(ctx context.Context, g *model.Graph, o engine.Options) (*plan, erro
 		p.names = append(p.names, nd.Name)
 		p.ops = append(p.ops, nd.Op.String())
 	}
+	p.sharePhases()
 	p.planSlots(g)
 	return p, nil
+}
+
+// sharePhases lets a strided convolution read the phases of its input
+// that the last phase-splitting convolution before it left in the phase
+// buffer, where that one split the same input into every phase it reads:
+// a ResNet block's downsample reads the input of the block's first
+// convolution, and the steps between them (Winograd, elementwise) leave
+// the buffer alone. Splitting it again read the whole input once more.
+func (p *plan) sharePhases() {
+	var last *convStep
+	for _, st := range p.steps {
+		s, ok := st.(*convStep)
+		if !ok || s.layout != layoutPhases {
+			continue
+		}
+		if last != nil && last.src == s.src && last.stride == s.stride && last.inC == s.inC &&
+			last.ih == s.ih && last.iw == s.iw && coversPhases(last.usedPhase, s.usedPhase) {
+			s.reusePhases = true
+			continue // the buffer still holds last's split
+		}
+		last = s
+	}
+}
+
+// coversPhases reports whether every phase used reads is among have.
+func coversPhases(have, used []bool) bool {
+	for i, u := range used {
+		if u && !have[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // addConv accounts for a convolution step's weights and scratch.

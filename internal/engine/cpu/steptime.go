@@ -74,6 +74,9 @@ func (s *convStep) describe() string {
 	switch s.layout {
 	case layoutPhases:
 		d += " phases"
+		if s.reusePhases {
+			d += " (shared)"
+		}
 	case layoutGather:
 		d += " gather"
 	}
