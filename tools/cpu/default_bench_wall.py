@@ -8,13 +8,19 @@ workload otherwise) ROUNDS times, alternating the binaries so that a noisy
 machine hits them alike, and prints per run: wall time (binary start to
 exit), child CPU time, the phases seen on stderr (generating the request
 tensors, waiting for the warmup answer, flood and exit) and bench's own
-figures.
+figures, then per binary the range and median of its wall times and the
+ratio of the first binary's median to each one's (alternating runs on a
+noisy machine compare; single runs do not).
 """
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import time
+
+
+walls = {}
 
 
 def run(binary):
@@ -37,6 +43,7 @@ def run(binary):
     def fig(name):
         return float(re.search(re.escape(name) + r": ([0-9.]+)", out).group(1))
 
+    walls.setdefault(binary, []).append(wall)
     print(f"{binary} wall {wall:.2f} s, cpu {cpu:.2f} s | generate {marks['send'] - marks['gen']:.2f}, "
           f"warmup {marks['warm'] - marks['send']:.2f}, flood+exit {wall - marks['warm']:.2f} | "
           f"load {fig('Load time'):.3f} compile {fig('Compile time'):.3f} warmup {fig('Warmup latency'):.3f} "
@@ -49,6 +56,11 @@ def main():
     for _ in range(int(sys.argv[1])):
         for b in sys.argv[2:]:
             run(b)
+    base = statistics.median(walls[sys.argv[2]])
+    for b, w in walls.items():
+        med = statistics.median(w)
+        print(f"{b}: wall {min(w):.2f}-{max(w):.2f} s, median {med:.2f} s over {len(w)} runs; "
+              f"{base / med:.2f}x the first binary's median", flush=True)
 
 
 if __name__ == "__main__":
