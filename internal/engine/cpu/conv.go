@@ -452,20 +452,14 @@ type phaseJob struct {
 func (j *phaseJob) Run(_, t int) {
 	s := j.s
 	st, ph, pw := s.stride, s.ph, s.pw
+	if st == 2 && s.iw >= 2 {
+		j.split2(t)
+		return
+	}
 	for p := t * j.per; p < min(j.planes, (t+1)*j.per); p++ {
 		src := j.in[p*s.ih*s.iw : (p+1)*s.ih*s.iw]
 		for iy := range ph * st {
 			py, r := iy%st, iy/st
-			if st == 2 && iy < s.ih && s.iw >= 2 && (s.usedPhase[py*2] || s.usedPhase[py*2+1]) {
-				// Both column phases of the row at once (the phase buffer holds
-				// all of them, read or not).
-				d0 := j.out[((p*st+py)*st+0)*ph*pw+r*pw:][:pw]
-				d1 := j.out[((p*st+py)*st+1)*ph*pw+r*pw:][:pw]
-				gemm.Deinterleave2(d0, d1, src[iy*s.iw:(iy+1)*s.iw])
-				clear(d0[(s.iw+1)/2:])
-				clear(d1[s.iw/2:])
-				continue
-			}
 			for px := range st {
 				if !s.usedPhase[py*st+px] {
 					continue // no kernel position reads it
@@ -488,6 +482,36 @@ func (j *phaseJob) Run(_, t int) {
 				}
 				clear(d[cnt:])
 			}
+		}
+	}
+}
+
+// split2 is Run for stride 2: a plane's rows of one parity split into
+// both column phases in one call (a call per row had cost as much as the
+// split on a 63-value row), then the odd phase's column past an odd
+// width and the rows past the plane zeroed.
+func (j *phaseJob) split2(t int) {
+	s := j.s
+	ph, pw := s.ph, s.pw
+	for p := t * j.per; p < min(j.planes, (t+1)*j.per); p++ {
+		src := j.in[p*s.ih*s.iw : (p+1)*s.ih*s.iw]
+		for py := range 2 {
+			if !s.usedPhase[py*2] && !s.usedPhase[py*2+1] {
+				continue // no kernel position reads these rows
+			}
+			rows := (s.ih - py + 1) / 2
+			d0 := j.out[((p*2+py)*2)*ph*pw:][:ph*pw]
+			d1 := j.out[((p*2+py)*2+1)*ph*pw:][:ph*pw]
+			if rows > 0 {
+				gemm.Deinterleave2Rows(d0, d1, src[py*s.iw:], s.iw, rows, 2*s.iw, pw)
+			}
+			if s.iw%2 == 1 {
+				for r := range rows {
+					d1[r*pw+pw-1] = 0
+				}
+			}
+			clear(d0[rows*pw:])
+			clear(d1[rows*pw:])
 		}
 	}
 }
