@@ -19,7 +19,7 @@ type kind uint8
 const (
 	kindInvalid     kind = iota // bad request: 400 / INVALID_ARGUMENT
 	kindNotFound                // unknown model or version: 404 / NOT_FOUND
-	kindUnavailable             // loading or shutting down: 503 / UNAVAILABLE
+	kindUnavailable             // loading: 503 / UNAVAILABLE
 	kindQueueFull               // back-pressure: 503 + Retry-After / RESOURCE_EXHAUSTED
 	kindTooLarge                // body over --max_request_bytes: 413 / RESOURCE_EXHAUSTED
 	kindCancelled               // the client went away: 499 / CANCELLED
@@ -27,6 +27,7 @@ const (
 	kindInternal                // a bug or a device failure: 500 / INTERNAL
 	kindMemoryFull              // --max_inflight_bytes spent: 503 + Retry-After / RESOURCE_EXHAUSTED
 	kindBodyTimeout             // the body did not arrive within --read_timeout: 408 / DEADLINE_EXCEEDED
+	kindShuttingDown            // the server drains: 503 + Connection: close / UNAVAILABLE
 )
 
 // statusLabel is the value of the "status" label of goinfer_requests_total.
@@ -36,7 +37,7 @@ func (k kind) statusLabel() string {
 		return "invalid_argument"
 	case kindNotFound:
 		return "not_found"
-	case kindUnavailable:
+	case kindUnavailable, kindShuttingDown:
 		return "unavailable"
 	case kindQueueFull:
 		return "queue_full"
@@ -64,7 +65,7 @@ func (k kind) httpStatus() int {
 		return http.StatusBadRequest
 	case kindNotFound:
 		return http.StatusNotFound
-	case kindUnavailable, kindQueueFull, kindMemoryFull:
+	case kindUnavailable, kindShuttingDown, kindQueueFull, kindMemoryFull:
 		return http.StatusServiceUnavailable
 	case kindBodyTimeout:
 		return http.StatusRequestTimeout
@@ -84,7 +85,7 @@ func (k kind) grpcCode() codes.Code {
 		return codes.InvalidArgument
 	case kindNotFound:
 		return codes.NotFound
-	case kindUnavailable:
+	case kindUnavailable, kindShuttingDown:
 		return codes.Unavailable
 	case kindQueueFull, kindTooLarge, kindMemoryFull:
 		return codes.ResourceExhausted
@@ -119,7 +120,7 @@ func classify(err error) (kind, string) {
 	case errors.Is(err, batcher.ErrQueueFull):
 		return kindQueueFull, "the server's queue is full; retry later"
 	case errors.Is(err, batcher.ErrClosed):
-		return kindUnavailable, "the server is shutting down"
+		return kindShuttingDown, "the server is shutting down"
 	case errors.Is(err, batcher.ErrTooLarge), errors.Is(err, batcher.ErrInvalid):
 		return kindInvalid, err.Error()
 	case errors.Is(err, context.DeadlineExceeded):

@@ -96,6 +96,10 @@ func writeError(w http.ResponseWriter, err error) {
 		h["Connection"] = connClose
 	case kindBodyTimeout:
 		h["Connection"] = connClose
+	case kindShuttingDown:
+		// Also where the drain began after the request came in, past
+		// recoverHTTP's look: the connection is about to be closed.
+		h["Connection"] = connClose
 	}
 	w.WriteHeader(k.httpStatus())
 	// Not HTML-escaped: messages such as "want an offset >= 0" stay

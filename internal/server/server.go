@@ -557,7 +557,7 @@ func (s *Server) serving(name, version string) (*modelState, error) {
 		return nil, err
 	}
 	if s.draining.Load() {
-		return nil, errorf(kindUnavailable, "the server is shutting down")
+		return nil, errorf(kindShuttingDown, "the server is shutting down")
 	}
 	if st == nil {
 		if p := s.loadErr.Load(); p != nil {
