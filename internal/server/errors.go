@@ -17,17 +17,17 @@ import (
 type kind uint8
 
 const (
-	kindInvalid     kind = iota // bad request: 400 / INVALID_ARGUMENT
-	kindNotFound                // unknown model or version: 404 / NOT_FOUND
-	kindUnavailable             // loading: 503 / UNAVAILABLE
-	kindQueueFull               // back-pressure: 503 + Retry-After / RESOURCE_EXHAUSTED
-	kindTooLarge                // body over --max_request_bytes: 413 / RESOURCE_EXHAUSTED
-	kindCancelled               // the client went away: 499 / CANCELLED
-	kindDeadline                // --request_timeout or the client's deadline: 504 / DEADLINE_EXCEEDED
-	kindInternal                // a bug or a device failure: 500 / INTERNAL
-	kindMemoryFull              // --max_inflight_bytes spent: 503 + Retry-After / RESOURCE_EXHAUSTED
-	kindBodyTimeout             // the body did not arrive within --read_timeout: 408 / DEADLINE_EXCEEDED
-	kindShuttingDown            // the server drains: 503 + Connection: close / UNAVAILABLE
+	kindInvalid      kind = iota // bad request: 400 / INVALID_ARGUMENT
+	kindNotFound                 // unknown model or version: 404 / NOT_FOUND
+	kindUnavailable              // loading: 503 / UNAVAILABLE
+	kindQueueFull                // back-pressure: 503 + Retry-After / RESOURCE_EXHAUSTED
+	kindTooLarge                 // body over --max_request_bytes: 413 / RESOURCE_EXHAUSTED
+	kindCancelled                // the client went away: 499 / CANCELLED
+	kindDeadline                 // --request_timeout or the client's deadline: 504 / DEADLINE_EXCEEDED
+	kindInternal                 // a bug or a device failure: 500 / INTERNAL
+	kindMemoryFull               // --max_inflight_bytes spent: 503 + Retry-After / RESOURCE_EXHAUSTED
+	kindBodyTimeout              // the body did not arrive within --read_timeout: 408 / DEADLINE_EXCEEDED
+	kindShuttingDown             // the server drains: 503 + Connection: close / UNAVAILABLE
 )
 
 // statusLabel is the value of the "status" label of goinfer_requests_total.
