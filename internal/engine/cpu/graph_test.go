@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"goinfer/internal/checkpoint"
 	"goinfer/internal/engine"
@@ -198,6 +199,12 @@ func TestLoadGraphLifecycle(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := context.Background()
 	const pkg = "goinfer/internal/engine/cpu/parallel."
+	// Helpers of pools that earlier tests closed may still be on their way
+	// out (CI once counted one here, gone by the next count): wait for
+	// them, so that the counts below are this test's.
+	for deadline := time.Now().Add(5 * time.Second); leakcheck.Count(pkg) > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	before := leakcheck.Count(pkg)
 	m, err := Engine{}.LoadGraph(ctx, smallGraph(t), engine.Options{MaxBatch: 2, Threads: 3})
 	if err != nil {
