@@ -2,17 +2,11 @@ package gemm
 
 import "fmt"
 
-// Deinterleave2 splits src into its even and odd elements: even[i] =
-// src[2i], odd[i] = src[2i+1]. It is how a stride-2 convolution's input rows
-// become phase planes that the packing reads as shifts (AVX-512 where the
-// CPU has it: the copy had cost a quarter of a strided convolution).
-func Deinterleave2(even, odd, src []float32) {
-	Deinterleave2Rows(even, odd, src, len(src), 1, len(src), len(even))
-}
-
-// Deinterleave2Rows is Deinterleave2 for rows rows of n values each, row r
-// read from src[r*srcStride:] and split into even[r*dstStride:] and
-// odd[r*dstStride:]: a plane's rows of one parity in one call, where a
+// Deinterleave2Rows splits rows rows of n values each into their even and
+// odd values: row r read from src[r*srcStride:] goes to even[r*dstStride:]
+// (its values 0, 2, 4...) and odd[r*dstStride:] (1, 3, 5...). It is how a
+// stride-2 convolution's input becomes phase planes that the packing reads
+// as shifts. A plane's rows of one parity go in one call, where a
 // call per row had cost as much as the split itself on the 14- and
 // 28-value rows of late stages.
 func Deinterleave2Rows(even, odd, src []float32, n, rows, srcStride, dstStride int) {

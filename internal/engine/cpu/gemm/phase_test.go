@@ -13,7 +13,7 @@ func TestDeinterleave2(t *testing.T) {
 				src[i] = float32(i + 1)
 			}
 			even, odd := make([]float32, (n+1)/2+1), make([]float32, n/2+1)
-			Deinterleave2(even, odd, src)
+			Deinterleave2Rows(even, odd, src, n, 1, n, len(even))
 			for i := range src {
 				got := even[i/2]
 				if i%2 == 1 {
